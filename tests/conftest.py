@@ -1,0 +1,31 @@
+"""Shared pytest fixtures: one session-scoped SparkSession for the whole run (PLATFORM.md)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+
+import pytest
+from pyspark.sql import SparkSession
+
+from pulsar_model.session import build_session
+
+os.environ.setdefault("TZ", "UTC")
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[SparkSession]:
+    session = build_session(
+        "pulsar-analytics-tests",
+        master="local[2]",
+        conf={
+            "spark.sql.shuffle.partitions": "2",
+            "spark.default.parallelism": "2",
+            "spark.ui.enabled": "false",
+            "spark.sql.adaptive.coalescePartitions.enabled": "true",
+            "spark.driver.memory": "2g",
+        },
+    )
+    session.sparkContext.setLogLevel("ERROR")
+    yield session
+    session.stop()
