@@ -37,3 +37,25 @@ class ExportLayoutError(PulsarAnalyticsError):
 
 class EnvironmentProblem(PulsarAnalyticsError):
     """The machine lacks something the job needs (e.g. Java 17+)."""
+
+
+class EntryDecodeError(PulsarAnalyticsError):
+    """A stored ledger entry cannot be decoded (SPEC §4.3, §5.4-5.5, §8.3).
+
+    ``code`` is a stable machine-readable reason used by the ingest quarantine; one of
+    ``empty``, ``bad_magic``, ``bad_checksum``, ``truncated``, ``bad_metadata``, ``bad_batch``,
+    ``bad_compression``, ``bad_marker`` (see ``pulsar_model.wire.codec.DECODE_ERROR_CODES``).
+    """
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(f"[{code}] {message}")
+        self.code = code
+        self.message = message
+
+    def __reduce__(self) -> tuple[type[EntryDecodeError], tuple[str, str]]:
+        # Keeps the exception picklable across Spark worker boundaries.
+        return (type(self), (self.code, self.message))
+
+
+class EntryEncodeError(PulsarAnalyticsError, ValueError):
+    """Arguments given to a stored-entry encoder are invalid (value out of range, missing field)."""

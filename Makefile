@@ -1,0 +1,59 @@
+# pulsar-analytics — `make` (no target) prints this help.
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+EXPORT ?= demo-export
+WAREHOUSE ?= warehouse
+TIER ?= s
+PYTEST_ARGS ?=
+
+.DEFAULT_GOAL := help
+.PHONY: help venv run demo ingest nightly test test-fast lint format typecheck proto bench report clean check-java
+
+help: ## show this help
+	@echo "pulsar-analytics: make targets"
+	@grep -E '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "} {printf "  %-12s %s\n", $$1, $$2}'
+
+check-java: ## fail with install instructions when Java 17+ is missing
+	@command -v java >/dev/null 2>&1 || { echo "Java 17+ is required by Spark 4: install it, e.g. 'apt-get install openjdk-17-jre-headless' (Debian/Ubuntu) or 'brew install openjdk@17' (macOS)"; exit 1; }
+	@java -version 2>&1 | head -1 | grep -Eq '"(1[7-9]|[2-9][0-9])' || { echo "Java 17+ is required by Spark 4; found: $$(java -version 2>&1 | head -1). Install openjdk-17 or newer."; exit 1; }
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[dev]'
+	@touch $(STAMP)
+
+venv: $(STAMP) ## create .venv and install the package with dev tools
+
+demo: $(STAMP) ## generate the demo export (3 clusters) into $(EXPORT)
+	$(VENV)/bin/pulsar-analytics generate-demo --out $(EXPORT)
+
+run: check-java $(STAMP) ## fresh clone -> venv, demo export, nightly job on it, summary
+	$(VENV)/bin/pulsar-analytics generate-demo --out $(EXPORT)
+	$(VENV)/bin/pulsar-analytics nightly --export-dir $(EXPORT) --warehouse $(WAREHOUSE)
+
+ingest: check-java $(STAMP) ## ingest $(EXPORT) into $(WAREHOUSE)
+	$(VENV)/bin/pulsar-analytics ingest --export-dir $(EXPORT) --warehouse $(WAREHOUSE)
+
+test: check-java $(STAMP) ## run the whole test suite (what CI runs)
+	$(PY) -m pytest -q $(PYTEST_ARGS)
+
+lint: $(STAMP) ## ruff lint + format check, mypy on the package
+	$(VENV)/bin/ruff check pulsar_model jobs tests
+	$(VENV)/bin/ruff format --check pulsar_model jobs tests
+	$(VENV)/bin/mypy
+
+format: $(STAMP) ## apply ruff formatting and safe fixes
+	$(VENV)/bin/ruff check --fix pulsar_model jobs tests
+	$(VENV)/bin/ruff format pulsar_model jobs tests
+
+proto: $(STAMP) ## regenerate the protobuf modules from pulsar_model/wire/proto
+	$(PY) -m pulsar_model.wire.regenerate
+
+bench: $(STAMP) ## run the benchmark suite on tier $(TIER) (s, m, l)
+	@if [ -f benchmarks/run.py ]; then $(PY) benchmarks/run.py --tier $(TIER); else echo "benchmarks/ not built yet (issue 10)"; exit 1; fi
+
+clean: ## remove generated exports, warehouse, caches
+	rm -rf $(EXPORT) $(WAREHOUSE) reports .pytest_cache .mypy_cache .ruff_cache spark-warehouse

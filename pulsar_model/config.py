@@ -1,0 +1,164 @@
+"""Typed, frozen configuration, parsed and validated once at the entry point (STYLE.md §5).
+
+Config files are YAML read with ``yaml.safe_load`` (no code execution). Unknown keys fail at load
+time with a message naming the key and the accepted ones. Command-line overrides use dotted keys
+(``--set spark.master=local[1]``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from pulsar_model import DEFAULT_PULSAR_VERSION
+from pulsar_model.errors import ConfigError
+
+_VERSION_RE = re.compile(r"^\d+\.\d+(\.\d+)?([-.][A-Za-z0-9.]+)?$")
+
+
+@dataclass(frozen=True)
+class SparkConfig:
+    """How to get a SparkSession. ``master: null`` leaves it to spark-submit / Databricks."""
+
+    master: str | None = "local[2]"
+    app_name: str = "pulsar-analytics"
+    conf: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class StorageConfig:
+    """Where tables live. ``table_locations`` maps a table name to a path/URI outside the warehouse."""
+
+    warehouse: str = "warehouse"
+    table_locations: Mapping[str, str] = field(default_factory=dict)
+    delta_backend: str = "auto"
+
+
+@dataclass(frozen=True)
+class PulsarConfig:
+    """Broker semantics: the default version and per-cluster versions (SPEC §0.3)."""
+
+    default_version: str = DEFAULT_PULSAR_VERSION
+    cluster_versions: Mapping[str, str] = field(default_factory=dict)
+
+    def version_for(self, cluster: str) -> str:
+        return self.cluster_versions.get(cluster, self.default_version)
+
+
+@dataclass(frozen=True)
+class DemoConfig:
+    """Demo-cluster generator settings used by ``make run`` / ``generate-demo``."""
+
+    export_dir: str = "demo-export"
+    seed: int = 42
+    clusters: Sequence[str] = ("us-east", "us-west", "eu-central")
+
+
+@dataclass(frozen=True)
+class AppConfig:
+    """The whole configuration."""
+
+    spark: SparkConfig = field(default_factory=SparkConfig)
+    storage: StorageConfig = field(default_factory=StorageConfig)
+    pulsar: PulsarConfig = field(default_factory=PulsarConfig)
+    demo: DemoConfig = field(default_factory=DemoConfig)
+    report_dir: str = "reports"
+
+
+def _build(cls: type[Any], raw: Mapping[str, Any], where: str) -> Any:
+    if not isinstance(raw, Mapping):
+        raise ConfigError(f"{where or 'config'} must be a mapping, got {type(raw).__name__}: {raw!r}")
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    unknown = sorted(set(raw) - set(fields))
+    if unknown:
+        raise ConfigError(
+            f"Unknown config key(s) {', '.join(repr(where + '.' + k if where else k) for k in unknown)}; "
+            f"accepted keys{' under ' + repr(where) if where else ''}: {', '.join(sorted(fields))}"
+        )
+    values: dict[str, Any] = {}
+    for name, value in raw.items():
+        sub = f"{where}.{name}" if where else name
+        default = fields[name].default_factory() if fields[name].default_factory is not dataclasses.MISSING else fields[name].default  # type: ignore[misc]
+        if dataclasses.is_dataclass(default):
+            values[name] = _build(type(default), value or {}, sub)
+        elif isinstance(default, Mapping):
+            if value is None:
+                value = {}
+            if not isinstance(value, Mapping):
+                raise ConfigError(f"{sub} must be a mapping, got {value!r}")
+            values[name] = {str(k): str(v) for k, v in value.items()}
+        elif isinstance(default, tuple):
+            if not isinstance(value, list | tuple):
+                raise ConfigError(f"{sub} must be a list, got {value!r}")
+            values[name] = tuple(str(v) for v in value)
+        elif isinstance(default, bool):
+            if not isinstance(value, bool):
+                raise ConfigError(f"{sub} must be true or false, got {value!r}")
+            values[name] = value
+        elif isinstance(default, int):
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise ConfigError(f"{sub} must be an integer, got {value!r}")
+            values[name] = value
+        else:
+            if value is not None and not isinstance(value, str | int | float):
+                raise ConfigError(f"{sub} must be a string, got {value!r}")
+            values[name] = None if value is None else str(value)
+    return cls(**values)
+
+
+def validate(config: AppConfig) -> AppConfig:
+    """Check cross-field rules; return the config unchanged."""
+    for where, version in [
+        ("pulsar.default_version", config.pulsar.default_version),
+        *((f"pulsar.cluster_versions.{c}", v) for c, v in config.pulsar.cluster_versions.items()),
+    ]:
+        if not _VERSION_RE.match(version):
+            raise ConfigError(f"{where} = {version!r} is not a Pulsar version; write it like '3.0.7' or '4.1.3'")
+    if config.storage.delta_backend not in {"auto", "spark", "bridge"}:
+        raise ConfigError(
+            f"storage.delta_backend = {config.storage.delta_backend!r}; use 'auto', 'spark' or 'bridge'"
+        )
+    if not config.storage.warehouse:
+        raise ConfigError("storage.warehouse is empty; set it to a folder or URI for the Delta tables")
+    return config
+
+
+def _apply_override(raw: dict[str, Any], assignment: str) -> None:
+    if "=" not in assignment:
+        raise ConfigError(f"Override {assignment!r} must look like section.key=value, e.g. spark.master=local[1]")
+    dotted, value_text = assignment.split("=", 1)
+    keys = dotted.strip().split(".")
+    target = raw
+    for key in keys[:-1]:
+        target = target.setdefault(key, {})
+        if not isinstance(target, dict):
+            raise ConfigError(f"Override {assignment!r}: {key!r} is not a section")
+    target[keys[-1]] = yaml.safe_load(value_text) if value_text.strip() else ""
+
+
+def load_config(path: str | Path | None = None, overrides: Sequence[str] = ()) -> AppConfig:
+    """Load ``path`` (YAML, optional), apply ``section.key=value`` overrides, validate."""
+    raw: dict[str, Any] = {}
+    if path is not None:
+        p = Path(path)
+        if not p.is_file():
+            raise ConfigError(f"Config file {str(p)!r} not found; pass an existing YAML file, e.g. conf/local.yaml")
+        try:
+            loaded = yaml.safe_load(p.read_text(encoding="utf-8"))
+        except yaml.YAMLError as exc:
+            raise ConfigError(f"Config file {str(p)!r} is not valid YAML: {exc}") from exc
+        if loaded is None:
+            loaded = {}
+        if not isinstance(loaded, dict):
+            raise ConfigError(f"Config file {str(p)!r} must hold a mapping at the top level")
+        raw = loaded
+    for assignment in overrides:
+        _apply_override(raw, assignment)
+    config: AppConfig = _build(AppConfig, raw, "")
+    return validate(config)

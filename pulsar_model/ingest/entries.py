@@ -1,0 +1,292 @@
+"""Executor-side decoding of ledger entry dumps into entry, message and marker rows.
+
+Input: JSON Lines, one stored entry per line ``{"topic", "ledger_id", "entry_id", "data": base64}``
+(``topic`` may come from the file name instead). Each line is decoded with
+:mod:`pulsar_model.wire.codec`; the output is one Arrow row per line carrying either the decoded
+entry (with its messages and, for marker entries, the decoded marker) or a quarantine reason.
+Payload bytes never leave this module: only sizes and header bytes are kept.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import zlib
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+import pyarrow as pa
+
+from pulsar_model.contracts import contract, spark_to_arrow
+from pulsar_model.errors import EntryDecodeError
+from pulsar_model.wire.codec import DecodedEntry, decode_entry
+from pulsar_model.wire.markers import marker_name
+
+_U64 = 1 << 64
+_I64_MAX = (1 << 63) - 1
+
+#: Columns of the per-line decode result besides the entry contract columns.
+_EXPORT_COLS = {"cluster", "topic", "export_id", "export_date"}
+
+
+def _signed64(value: int | None) -> int | None:
+    """uint64 protobuf values kept as their signed 64-bit bit pattern (Java's long view)."""
+    if value is None:
+        return None
+    return value - _U64 if value > _I64_MAX else value
+
+
+def decoded_arrow_schema() -> pa.Schema:
+    """Arrow schema of :func:`decode_lines` output (one row per input line)."""
+    entry_fields = [
+        pa.field(c.name, spark_to_arrow(c.data_type))
+        for c in contract("entries").columns
+        if c.name not in _EXPORT_COLS and c.name not in {"source_file"}
+    ]
+    message_struct = pa.struct(
+        [
+            pa.field(c.name, spark_to_arrow(c.data_type))
+            for c in contract("messages").columns
+            if c.name
+            in {
+                "batch_index",
+                "batch_size",
+                "key",
+                "key_b64_encoded",
+                "payload_size_bytes",
+                "is_null_value",
+                "compacted_out",
+                "sequence_id",
+                "event_time_ms",
+                "properties",
+            }
+        ]
+    )
+    marker_struct = pa.struct(
+        [
+            pa.field(c.name, spark_to_arrow(c.data_type))
+            for c in contract("markers").columns
+            if c.name
+            in {
+                "marker_name",
+                "snapshot_id",
+                "source_cluster",
+                "response_cluster",
+                "response_position",
+                "local_position",
+                "clusters",
+                "subscription_name",
+            }
+        ]
+    )
+    return pa.schema(
+        [
+            pa.field("cluster", pa.string()),
+            pa.field("topic", pa.string()),
+            pa.field("source_file", pa.string()),
+            pa.field("record_locator", pa.string()),
+            pa.field("line_order", pa.int64()),
+            pa.field("status", pa.string()),  # ok | quarantine
+            pa.field("reason_code", pa.string()),
+            pa.field("reason", pa.string()),
+            pa.field("record_excerpt", pa.string()),
+            pa.field("data_crc32", pa.int64()),
+            *entry_fields,
+            pa.field("messages", pa.list_(message_struct)),
+            pa.field("marker", marker_struct),
+            pa.field("marker_error_code", pa.string()),
+            pa.field("marker_error", pa.string()),
+        ]
+    )
+
+
+def _pos(value: tuple[int, int] | None) -> dict[str, int | None] | None:
+    if value is None:
+        return None
+    return {"ledger_id": _signed64(value[0]), "entry_id": _signed64(value[1])}
+
+
+def _marker_row(entry: DecodedEntry) -> dict[str, Any] | None:
+    marker = entry.marker
+    if marker is None:
+        return None
+    row: dict[str, Any] = {"marker_name": marker_name(marker.marker_type)}
+    for attr in ("snapshot_id", "source_cluster", "subscription_name"):
+        if hasattr(marker, attr):
+            row[attr] = getattr(marker, attr)
+    if hasattr(marker, "position") and hasattr(marker, "cluster"):  # response
+        row["response_cluster"] = marker.cluster
+        row["response_position"] = _pos(marker.position)
+    if hasattr(marker, "local_position"):
+        row["local_position"] = _pos(marker.local_position)
+    if hasattr(marker, "clusters"):
+        row["clusters"] = [{"cluster": c, "position": _pos(p)} for c, p in marker.clusters]
+    return row
+
+
+def _entry_row(entry: DecodedEntry, ledger_id: int, entry_id: int) -> dict[str, Any]:
+    messages = []
+    for m in entry.messages:
+        messages.append(
+            {
+                "batch_index": m.batch_index,
+                "batch_size": len(entry.messages) if entry.is_batch else 1,
+                "key": m.key,
+                "key_b64_encoded": bool(m.key_b64_encoded),
+                "payload_size_bytes": m.payload_size,
+                "is_null_value": bool(m.null_value),
+                "compacted_out": bool(m.compacted_out),
+                "sequence_id": _signed64(m.sequence_id if m.sequence_id is not None else entry.sequence_id),
+                "event_time_ms": m.event_time_ms or None,
+                "properties": list(m.properties.items()) if m.properties else None,
+            }
+        )
+    broker = entry.broker_entry
+    return {
+        "ledger_id": ledger_id,
+        "entry_id": entry_id,
+        "position": {"ledger_id": ledger_id, "entry_id": entry_id},
+        "entry_size_bytes": entry.total_size,
+        "payload_size_bytes": entry.payload_size,
+        "has_checksum": entry.has_checksum,
+        "broker_timestamp": broker.broker_timestamp_ms * 1000 if broker and broker.broker_timestamp_ms else None,
+        "broker_index": _signed64(broker.index) if broker else None,
+        "producer_name": entry.producer_name,
+        "sequence_id": _signed64(entry.sequence_id),
+        "publish_time": entry.publish_time_ms * 1000,
+        "publish_time_ms": entry.publish_time_ms,
+        "event_time_ms": entry.event_time_ms or None,
+        "partition_key": entry.partition_key,
+        "replicated_from": entry.replicated_from,
+        "replicate_to": list(entry.replicate_to),
+        "compression": entry.compression,
+        "uncompressed_size": entry.uncompressed_size,
+        "num_messages_in_batch": entry.num_messages_in_batch,
+        "is_batch": entry.is_batch,
+        "message_count": len(entry.messages),
+        "marker_type": entry.marker_type,
+        "txnid_most_bits": _signed64(entry.txnid_most_bits),
+        "txnid_least_bits": _signed64(entry.txnid_least_bits),
+        "null_value": bool(entry.null_value),
+        "is_encrypted": bool(entry.is_encrypted),
+        "is_chunk": bool(entry.is_chunk),
+        "deliver_at_time_ms": entry.deliver_at_time_ms,
+        "schema_version": entry.schema_version,
+        "properties": list(entry.properties.items()) if entry.properties else None,
+        "messages": messages,
+        "marker": _marker_row(entry),
+        "marker_error_code": entry.marker_error,
+        "marker_error": (
+            f"marker_type {entry.marker_type} payload could not be decoded ({entry.marker_error}); "
+            "the entry is kept, the marker is ignored by snapshot analysis"
+            if entry.marker_error
+            else None
+        ),
+    }
+
+
+def _header_excerpt(data: bytes) -> str:
+    return f"stored entry of {len(data)} bytes, first bytes {data[:12].hex()}"
+
+
+def decode_line(
+    line: str, cluster: str, topic_hint: str | None, source_file: str, locator: str
+) -> dict[str, Any]:
+    """Decode one dump line into a result row (status ok or quarantine); never raises."""
+    base: dict[str, Any] = {
+        "cluster": cluster,
+        "topic": topic_hint,
+        "source_file": source_file,
+        "record_locator": locator,
+    }
+
+    def quarantine(code: str, reason: str, excerpt: str | None) -> dict[str, Any]:
+        return {**base, "status": "quarantine", "reason_code": code, "reason": reason, "record_excerpt": excerpt}
+
+    try:
+        record = json.loads(line)
+    except ValueError as exc:
+        return quarantine("malformed_json", f"line is not valid JSON ({exc}); each line must be one JSON object", line[:512])
+    if not isinstance(record, dict):
+        return quarantine("not_an_object", "line must be a JSON object with ledger_id, entry_id and data", line[:512])
+    topic = record.get("topic", topic_hint)
+    if isinstance(topic, str) and topic:
+        base["topic"] = topic
+    else:
+        return quarantine(
+            "missing_topic",
+            "entry line has no topic and the file name is not a URL-encoded topic; add \"topic\" to the line",
+            line[:200],
+        )
+    envelope_cluster = record.get("cluster")
+    if envelope_cluster is not None and envelope_cluster != cluster:
+        return quarantine(
+            "cluster_mismatch",
+            f"line says cluster {envelope_cluster!r} but the file is in the folder of cluster {cluster!r}; "
+            "move the file to the right cluster folder",
+            line[:200],
+        )
+    problems = []
+    ledger_id, entry_id = record.get("ledger_id"), record.get("entry_id")
+    for name, value in (("ledger_id", ledger_id), ("entry_id", entry_id)):
+        if isinstance(value, bool) or not isinstance(value, int):
+            problems.append(f"{name} must be an integer, got {value!r}")
+        elif value < 0 or value > _I64_MAX:
+            problems.append(f"{name} {value} is impossible for a stored entry (must be 0..2^63-1)")
+    if problems:
+        return quarantine("bad_position", "; ".join(problems), line[:200])
+    base["record_locator"] = f"{ledger_id}:{entry_id}"
+    data_text = record.get("data")
+    if not isinstance(data_text, str):
+        return quarantine("missing_field", "entry line has no base64 \"data\" field", line[:200])
+    try:
+        data = base64.b64decode(data_text, validate=True)
+    except (binascii.Error, ValueError) as exc:
+        return quarantine("bad_base64", f"\"data\" is not valid base64 ({exc})", f"{len(data_text)} base64 characters")
+    try:
+        entry = decode_entry(data)
+    except EntryDecodeError as exc:
+        return quarantine(exc.code, f"stored entry {ledger_id}:{entry_id}: {exc}", _header_excerpt(data))
+    row = _entry_row(entry, int(ledger_id), int(entry_id))
+    return {**base, **row, "status": "ok", "data_crc32": zlib.crc32(data)}
+
+
+def decode_lines(
+    batches: Iterator[pa.RecordBatch], files: Mapping[str, tuple[str, str, str | None]]
+) -> Iterator[pa.RecordBatch]:
+    """mapInArrow body: ``value``/``file_path``/``block_start`` lines -> decoded rows.
+
+    ``files`` maps a normalised file path to ``(cluster, relative_path, topic_hint)``.
+    Row order inside a split is the line order, so (file, block) + row index locates a line.
+    """
+    schema = decoded_arrow_schema()
+    counters: dict[tuple[str, int], int] = {}
+    for batch in batches:
+        values = batch.column("value").to_pylist()
+        paths = batch.column("file_path").to_pylist()
+        starts = batch.column("block_start").to_pylist()
+        rows = []
+        for value, path, start in zip(values, paths, starts, strict=True):
+            key = (path, start)
+            index = counters.get(key, 0)
+            counters[key] = index + 1
+            cluster, relative, hint = files.get(normalise_path(path), ("", path, None))
+            locator = f"line {index + 1}" if start == 0 else f"line {index + 1} after byte {start}"
+            row = decode_line(value, cluster, hint, relative, locator)
+            row["line_order"] = (start << 24) + index if start else index
+            if row["status"] == "quarantine" and not row["record_locator"].startswith("line"):
+                row["record_locator"] = f"{locator} ({row['record_locator']})"
+            rows.append(row)
+        yield pa.RecordBatch.from_pylist(rows, schema=schema)
+
+
+def normalise_path(path: str) -> str:
+    """Strip the ``file:`` scheme Spark puts in front of local paths."""
+    if path.startswith("file://"):
+        path = path[len("file://") :]
+    elif path.startswith("file:"):
+        path = path[len("file:") :]
+    from urllib.parse import unquote
+
+    return unquote(path)

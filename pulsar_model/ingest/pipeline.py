@@ -1,0 +1,676 @@
+"""The ingestion pipeline: an export folder in, the input Delta tables out (DESIGN.md "Dataflow").
+
+Driver-side orchestration only: the export is listed on the driver, every file is read and parsed
+on the executors (``binaryFile`` + ``mapInPandas`` for the JSON kinds, ``text`` + ``mapInArrow``
+for entry dumps), merged with joins, conformed to the contracts of ``schemas/`` and written with
+one :meth:`DeltaTables.write_all` (all tables or none move to a new version). Every record read is
+either accepted or quarantined with a reason; the accounting ``rows in = accepted + quarantined``
+is checked per source before anything is written.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import logging
+import time
+import uuid
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import pandas as pd
+from pyspark.sql import Column, DataFrame, SparkSession, Window
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from pulsar_model import __version__
+from pulsar_model.config import PulsarConfig
+from pulsar_model.contracts import conform, contract, parse_type
+from pulsar_model.delta_io import DeltaTables, TableWrite
+from pulsar_model.errors import PulsarAnalyticsError
+from pulsar_model.ingest.entries import decode_lines, decoded_arrow_schema, normalise_path
+from pulsar_model.ingest.layout import ExportInventory, discover
+
+log = logging.getLogger(__name__)
+
+#: Input tables written by ingestion, in write order.
+INPUT_TABLES: tuple[str, ...] = (
+    "managed_ledgers",
+    "ledgers",
+    "cursors",
+    "entries",
+    "messages",
+    "markers",
+    "backlog_quotas",
+    "consumers",
+    "schema_versions",
+    "quarantine",
+)
+_EXPORT_COLS = ("export_id", "export_date", "exported_at", "pulsar_version")
+_JSON_KINDS = ("stats-internal", "stats", "backlog-quotas", "consumers", "schemas")
+_TS_FORMAT = "yyyy-MM-dd'T'HH:mm:ss.SSSSSSXXX"
+
+#: Intermediate (not stored) tables produced by the stats and client-config parsers.
+_INTERMEDIATE_DDL: dict[str, str] = {
+    "subscription_stats": (
+        "struct<cluster:string,topic:string,cursor_name:string,subscription_type:string,is_durable:boolean,"
+        "is_replicated:boolean,stats_msg_backlog:bigint,stats_backlog_size_bytes:bigint,"
+        "stats_active_consumer_name:string,stats_consumer_count:int,stats_last_mark_delete_advanced_at:timestamp>"
+    ),
+    "topic_stats": (
+        "struct<cluster:string,topic:string,stats_storage_size_bytes:bigint,stats_backlog_size_bytes:bigint,"
+        "stats_msg_in_counter:bigint,stats_publishers:int,stats_backlog_quota_limit_size_bytes:bigint,"
+        "stats_backlog_quota_limit_time_seconds:bigint,stats_oldest_backlog_message_age_seconds:bigint,"
+        "stats_deduplication_status:string,stats_replication:array<struct<remote_cluster:string,"
+        "replication_backlog:bigint,connected:boolean,replication_delay_seconds:bigint,msg_rate_out:double>>>"
+    ),
+    "stats_consumers": (
+        "struct<cluster:string,topic:string,subscription:string,subscription_type:string,consumer_name:string,"
+        "connect_order:int,address:string,connected_since:string,client_version:string,"
+        "available_permits:bigint,unacked_messages:bigint,is_active_in_stats:boolean>"
+    ),
+    "client_consumers": (
+        "struct<cluster:string,topic:string,subscription:string,subscription_type:string,consumer_name:string,"
+        "priority_level:int,listed_order:int>"
+    ),
+}
+#: Which parsed table identifies a topic record of each kind (for duplicate-topic detection).
+_TOPIC_TABLE = {
+    "stats-internal": "managed_ledgers",
+    "stats": "topic_stats",
+    "schemas": "schema_versions",
+    "consumers": "client_consumers",
+}
+
+
+@dataclass(frozen=True)
+class IngestResult:
+    """What one ingestion did (also stored as a ``run_log`` row)."""
+
+    run_id: str
+    export_id: str
+    export_date: dt.date
+    rows_in: dict[str, int]
+    rows_accepted: dict[str, int]
+    rows_quarantined: dict[str, int]
+    rows_out: dict[str, int]
+    table_versions: dict[str, int]
+    notes: dict[str, int] = field(default_factory=dict)
+    seconds: float = 0.0
+
+
+class AccountingError(PulsarAnalyticsError):
+    """rows in != accepted + quarantined for a source: a bug, never written."""
+
+
+def _parse_schema(table: str) -> T.StructType:
+    if table in _INTERMEDIATE_DDL:
+        parsed = parse_type(_INTERMEDIATE_DDL[table])
+        assert isinstance(parsed, T.StructType)
+        return parsed
+    fields = [
+        T.StructField(c.name, c.data_type, True) for c in contract(table).columns if c.name not in _EXPORT_COLS
+    ]
+    return T.StructType(fields)
+
+
+def _json_default(value: Any) -> Any:
+    if isinstance(value, dt.datetime):
+        if value.tzinfo is None:
+            value = value.replace(tzinfo=dt.UTC)
+        return value.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%f") + "+00:00"
+    if isinstance(value, dt.date):
+        return value.isoformat()
+    if isinstance(value, tuple | set | frozenset):
+        return list(value)
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    raise TypeError(f"cannot serialise {type(value).__name__}")
+
+
+_PARSED_SCHEMA = T.StructType(
+    [
+        T.StructField("table", T.StringType(), False),
+        T.StructField("record_key", T.StringType(), False),
+        T.StructField("row_json", T.StringType(), False),
+    ]
+)
+
+
+def _parse_files(
+    frames: Iterator[pd.DataFrame], files: Mapping[str, tuple[str, str, str, str | None]]
+) -> Iterator[pd.DataFrame]:
+    """mapInPandas body for the JSON kinds: file contents -> (table, record_key, row_json) rows."""
+    from pulsar_model.ingest.parsers import RecordContext, parse_consumers_csv, parse_file, parse_jsonl_line
+
+    for frame in frames:
+        out_table: list[str] = []
+        out_key: list[str] = []
+        out_json: list[str] = []
+
+        def emit(table: str, key: str, row: Mapping[str, Any]) -> None:
+            out_table.append(table)
+            out_key.append(key)
+            out_json.append(json.dumps(row, default=_json_default, ensure_ascii=False))
+
+        for path, content in zip(frame["path"], frame["content"], strict=True):
+            cluster, kind, relative, hint = files[normalise_path(path)]
+            data = bytes(content)
+            calls: list[tuple[str, Any]] = []
+            if kind == "consumers" and relative.lower().endswith(".csv"):
+                ctx = RecordContext(cluster, kind, relative, "file", hint)
+                calls.append((f"{relative}#000000000", parse_consumers_csv(data, ctx)))
+            elif relative.lower().endswith((".jsonl", ".ndjson")):
+                for number, line in enumerate(data.split(b"\n"), start=1):
+                    if not line.strip():
+                        continue
+                    ctx = RecordContext(cluster, kind, relative, f"line {number}", None)
+                    calls.append((f"{relative}#{number:09d}", parse_jsonl_line(kind, line, ctx)))
+            else:
+                ctx = RecordContext(cluster, kind, relative, "file", hint)
+                calls.append((f"{relative}#000000000", parse_file(kind, data, ctx)))
+            for key, result in calls:
+                for table, rows in result.rows.items():
+                    for row in rows:
+                        emit(table, key, row)
+                for row in result.quarantine:
+                    emit("quarantine", key, row)
+                emit(
+                    "_counts",
+                    key,
+                    {
+                        "source": kind,
+                        "records_in": result.records_in,
+                        "records_accepted": result.records_accepted,
+                        "records_quarantined": result.records_quarantined,
+                        "notes": result.notes,
+                    },
+                )
+        yield pd.DataFrame({"table": out_table, "record_key": out_key, "row_json": out_json})
+
+
+_COUNTS_SCHEMA = parse_type(
+    "struct<source:string,records_in:bigint,records_accepted:bigint,records_quarantined:bigint,"
+    "notes:map<string,bigint>>"
+)
+
+
+class _Parsed:
+    """The parsed JSON kinds, one lazily-selected DataFrame per (intermediate) table."""
+
+    def __init__(self, parsed: DataFrame) -> None:
+        self.parsed = parsed
+
+    def table(self, name: str) -> DataFrame:
+        schema = _COUNTS_SCHEMA if name == "_counts" else _parse_schema(name)
+        return self.parsed.where(F.col("table") == name).select(
+            F.col("record_key"),
+            F.from_json("row_json", schema, {"timestampFormat": _TS_FORMAT, "mode": "FAILFAST"}).alias("r"),
+        ).select("record_key", "r.*")
+
+
+def _duplicate_topics(frames: Mapping[str, DataFrame]) -> tuple[dict[str, DataFrame], list[DataFrame]]:
+    """Keep the first record per (cluster, topic) and kind; quarantine the others (whole record)."""
+    kept = dict(frames)
+    quarantined: list[DataFrame] = []
+    kind_tables = {
+        "stats-internal": ["managed_ledgers", "ledgers", "cursors"],
+        "stats": ["topic_stats", "subscription_stats", "stats_consumers"],
+        "schemas": ["schema_versions"],
+        "consumers": ["client_consumers"],
+    }
+    for kind, tables in kind_tables.items():
+        identity = frames[_TOPIC_TABLE[kind]].select("cluster", "topic", "record_key").distinct()
+        w = Window.partitionBy("cluster", "topic")
+        ranked = identity.select(
+            "*",
+            F.min("record_key").over(w).alias("winner_key"),
+        )
+        losers = ranked.where(F.col("record_key") != F.col("winner_key"))
+        loser_keys = losers.select("cluster", "topic", "record_key")
+        for table in tables:
+            kept[table] = kept[table].join(loser_keys, ["cluster", "topic", "record_key"], "left_anti")
+        quarantined.append(
+            losers.select(
+                "cluster",
+                "topic",
+                F.lit(kind).alias("source"),
+                F.split("record_key", "#").getItem(0).alias("source_file"),
+                F.concat(F.lit("record "), F.split("record_key", "#").getItem(1).cast("int").cast("string")).alias(
+                    "record_locator"
+                ),
+                F.lit("duplicate_topic").alias("reason_code"),
+                F.concat(
+                    F.lit(f"topic exported twice in one export ({kind}); kept the record in "),
+                    F.split("winner_key", "#").getItem(0),
+                    F.lit(", ignored this one: export each topic once per kind"),
+                ).alias("reason"),
+                F.lit(None).cast("string").alias("record_excerpt"),
+            )
+        )
+    return kept, quarantined
+
+
+def _with_export(df: DataFrame, inv: ExportInventory, versions: Mapping[str, str]) -> DataFrame:
+    """Add the export identity columns (id, date, time) and the cluster's Pulsar version."""
+    pairs = [x for c, v in sorted(versions.items()) for x in (F.lit(c), F.lit(v))]
+    version = F.create_map(*pairs)[F.col("cluster")] if pairs else F.lit(None).cast("string")
+    return df.withColumns(
+        {
+            "export_id": F.lit(inv.export_id),
+            "export_date": F.lit(inv.export_date),
+            "exported_at": F.lit(inv.exported_at),
+            "pulsar_version": version,
+        }
+    )
+
+
+def _merge_cursors(cursors: DataFrame, sub_stats: DataFrame, topic_stats: DataFrame) -> DataFrame:
+    stats = sub_stats.drop("record_key").withColumnsRenamed(
+        {"is_durable": "stats_is_durable", "is_replicated": "stats_is_replicated"}
+    )
+    replication = topic_stats.select(
+        "cluster", "topic", F.explode("stats_replication").alias("rep")
+    ).select(
+        "cluster",
+        "topic",
+        F.col("rep.remote_cluster").alias("replicator_remote_cluster"),
+        F.col("rep.replication_backlog").alias("stats_replication_backlog"),
+        F.col("rep.connected").alias("stats_replicator_connected"),
+    )
+    merged = (
+        cursors.drop(
+            "subscription_type",
+            "stats_msg_backlog",
+            "stats_backlog_size_bytes",
+            "stats_active_consumer_name",
+            "stats_consumer_count",
+            "stats_last_mark_delete_advanced_at",
+            "stats_replication_backlog",
+            "stats_replicator_connected",
+        )
+        .join(stats, ["cluster", "topic", "cursor_name"], "left")
+        .join(replication, ["cluster", "topic", "replicator_remote_cluster"], "left")
+    )
+    return merged.withColumns(
+        {
+            # stats know durability; stats-internal alone infers it from the cursor name (readers).
+            "is_durable": F.coalesce("stats_is_durable", "is_durable"),
+            "is_replicated": F.coalesce("stats_is_replicated", F.lit(False)) | F.coalesce("is_replicated", F.lit(False)),
+            "individually_deleted": F.coalesce("individually_deleted", F.array()),
+        }
+    )
+
+
+def _merge_consumers(stats_consumers: DataFrame, client: DataFrame) -> DataFrame:
+    """Stats give arrival order; client configs give priority levels (stats have none, SPEC §6.2)."""
+    occurrence = Window.partitionBy("cluster", "topic", "subscription", "consumer_name")
+    stats_ranked = stats_consumers.drop("record_key").withColumn(
+        "occurrence", F.row_number().over(occurrence.orderBy("connect_order"))
+    )
+    client_ranked = client.drop("record_key").select(
+        "cluster",
+        "topic",
+        "subscription",
+        "consumer_name",
+        F.col("subscription_type").alias("client_subscription_type"),
+        "priority_level",
+        "listed_order",
+        F.row_number().over(occurrence.orderBy("listed_order")).alias("occurrence"),
+    )
+    from_stats = stats_ranked.join(
+        client_ranked, ["cluster", "topic", "subscription", "consumer_name", "occurrence"], "left"
+    ).select(
+        "cluster",
+        "topic",
+        "subscription",
+        F.coalesce("subscription_type", "client_subscription_type").alias("subscription_type"),
+        "consumer_name",
+        F.coalesce("priority_level", F.lit(0)).alias("priority_level"),
+        "connect_order",
+        F.when(F.col("priority_level").isNotNull(), F.lit("client_config"))
+        .otherwise(F.lit("default"))
+        .alias("priority_source"),
+        "address",
+        "connected_since",
+        "client_version",
+        "available_permits",
+        "unacked_messages",
+        "is_active_in_stats",
+    )
+    # Subscriptions that only a client-config export knows: its listed order stands in for arrival order.
+    stats_subs = stats_consumers.select("cluster", "topic", "subscription").distinct()
+    client_only = client_ranked.join(stats_subs, ["cluster", "topic", "subscription"], "left_anti").select(
+        "cluster",
+        "topic",
+        "subscription",
+        F.col("client_subscription_type").alias("subscription_type"),
+        "consumer_name",
+        F.coalesce("priority_level", F.lit(0)).alias("priority_level"),
+        F.col("listed_order").alias("connect_order"),
+        F.lit("client_config").alias("priority_source"),
+    )
+    return from_stats.unionByName(client_only, allowMissingColumns=True)
+
+
+def _read_json_kinds(spark: SparkSession, inv: ExportInventory) -> DataFrame | None:
+    files = [f for f in inv.files if f.kind in _JSON_KINDS]
+    if not files:
+        return None
+    lookup = {normalise_path(f.path): (f.cluster, f.kind, f.relative_path, f.name_hint) for f in files}
+    raw = spark.read.format("binaryFile").load([f.path for f in files]).select("path", "content")
+    return raw.mapInPandas(lambda it: _parse_files(it, lookup), _PARSED_SCHEMA)
+
+
+def _read_entries(spark: SparkSession, inv: ExportInventory) -> DataFrame | None:
+    files = inv.files_of("entries")
+    if not files:
+        return None
+    lookup = {normalise_path(f.path): (f.cluster, f.relative_path, f.name_hint) for f in files}
+    lines = spark.read.text([f.path for f in files]).select(
+        "value",
+        F.col("_metadata.file_path").alias("file_path"),
+        F.col("_metadata.file_block_start").alias("block_start"),
+    )
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    schema = from_arrow_schema(decoded_arrow_schema())
+    return lines.mapInArrow(lambda it: decode_lines(it, lookup), schema)
+
+
+def _empty(spark: SparkSession, table: str) -> DataFrame:
+    return spark.createDataFrame([], _parse_schema(table)).withColumn("record_key", F.lit(None).cast("string"))
+
+
+def _layout_quarantine(spark: SparkSession, inv: ExportInventory) -> DataFrame:
+    rows = [
+        (None, None, "layout", text.split(":", 1)[0], "file", "unsupported_file", text.split(": ", 1)[-1] + " — file ignored", None)
+        for text in inv.skipped
+    ]
+    schema = (
+        "cluster string, topic string, source string, source_file string, record_locator string, "
+        "reason_code string, reason string, record_excerpt string"
+    )
+    return spark.createDataFrame(rows, schema)
+
+
+def build_input_tables(
+    spark: SparkSession, inv: ExportInventory, *, run_id: str, versions: Mapping[str, str]
+) -> tuple[dict[str, DataFrame], DataFrame]:
+    """The input tables of one export as lazy DataFrames (conformed), plus the per-source counts.
+
+    The counts DataFrame has one row per (source, kind of count) to be collected by the caller.
+    """
+    json_parsed = _read_json_kinds(spark, inv)
+    frames: dict[str, DataFrame] = {}
+    if json_parsed is not None:
+        json_parsed = json_parsed.persist()
+        parsed = _Parsed(json_parsed)
+        for table in (
+            "managed_ledgers",
+            "ledgers",
+            "cursors",
+            "backlog_quotas",
+            "schema_versions",
+            "quarantine",
+            *_INTERMEDIATE_DDL,
+        ):
+            frames[table] = parsed.table(table)
+        counts_json = parsed.table("_counts")
+    else:
+        for table in ("managed_ledgers", "ledgers", "cursors", "backlog_quotas", "schema_versions", "quarantine", *_INTERMEDIATE_DDL):
+            frames[table] = _empty(spark, table)
+        counts_json = spark.createDataFrame([], _COUNTS_SCHEMA).withColumn("record_key", F.lit(None).cast("string"))
+
+    frames, dup_quarantine = _duplicate_topics(frames)
+
+    counts = counts_json.select(
+        "source",
+        F.col("records_in").alias("rows_in"),
+        F.col("records_accepted").alias("rows_accepted"),
+        F.col("records_quarantined").alias("rows_quarantined"),
+    )
+    for dq in dup_quarantine:
+        counts = counts.unionByName(
+            dq.groupBy("source").agg(
+                F.lit(0).cast("bigint").alias("rows_in"),
+                (-F.count(F.lit(1))).cast("bigint").alias("rows_accepted"),
+                F.count(F.lit(1)).cast("bigint").alias("rows_quarantined"),
+            )
+        )
+
+    quarantine_parts: list[DataFrame] = [frames["quarantine"].drop("record_key", "run_id"), *dup_quarantine]
+    layout_q = _layout_quarantine(spark, inv)
+    quarantine_parts.append(layout_q)
+    counts = counts.unionByName(
+        layout_q.groupBy("source").agg(
+            F.count(F.lit(1)).cast("bigint").alias("rows_in"),
+            F.lit(0).cast("bigint").alias("rows_accepted"),
+            F.count(F.lit(1)).cast("bigint").alias("rows_quarantined"),
+        )
+    )
+
+    entries_decoded = _read_entries(spark, inv)
+    if entries_decoded is not None:
+        decoded = entries_decoded.persist()
+        ok = decoded.where(F.col("status") == "ok")
+        dup_w = Window.partitionBy("cluster", "topic", "ledger_id", "entry_id").orderBy("source_file", "line_order")
+        ranked = ok.select(
+            "*",
+            F.row_number().over(dup_w).alias("rn"),
+            F.first("data_crc32").over(dup_w).alias("first_crc32"),
+            F.first("source_file").over(dup_w).alias("first_file"),
+        )
+        first = ranked.where(F.col("rn") == 1)
+        dups = ranked.where(F.col("rn") > 1).select(
+            "cluster",
+            "topic",
+            F.lit("entries").alias("source"),
+            "source_file",
+            "record_locator",
+            F.lit("duplicate_entry").alias("reason_code"),
+            F.concat(
+                F.lit("entry "),
+                F.col("ledger_id").cast("string"),
+                F.lit(":"),
+                F.col("entry_id").cast("string"),
+                F.when(F.col("data_crc32") == F.col("first_crc32"), F.lit(" exported twice with identical bytes"))
+                .otherwise(F.lit(" exported twice with DIFFERENT bytes")),
+                F.lit("; kept the first copy (from "),
+                F.col("first_file"),
+                F.lit("); dump each entry once"),
+            ).alias("reason"),
+            F.lit(None).cast("string").alias("record_excerpt"),
+        )
+        bad = decoded.where(F.col("status") == "quarantine").select(
+            "cluster",
+            "topic",
+            F.lit("entries").alias("source"),
+            "source_file",
+            "record_locator",
+            "reason_code",
+            "reason",
+            "record_excerpt",
+        )
+        bad_markers = first.where(F.col("marker_error_code").isNotNull()).select(
+            "cluster",
+            "topic",
+            F.lit("markers").alias("source"),
+            "source_file",
+            "record_locator",
+            F.col("marker_error_code").alias("reason_code"),
+            F.col("marker_error").alias("reason"),
+            F.lit(None).cast("string").alias("record_excerpt"),
+        )
+        quarantine_parts.extend([bad, dups, bad_markers])
+        counts = counts.unionByName(
+            decoded.groupBy(F.lit("entries").alias("source")).agg(
+                F.count(F.lit(1)).cast("bigint").alias("rows_in"),
+                F.sum(F.when(F.col("status") == "ok", 1).otherwise(0)).cast("bigint").alias("rows_accepted"),
+                F.sum(F.when(F.col("status") == "quarantine", 1).otherwise(0)).cast("bigint").alias(
+                    "rows_quarantined"
+                ),
+            )
+        ).unionByName(
+            dups.groupBy("source").agg(
+                F.lit(0).cast("bigint").alias("rows_in"),
+                (-F.count(F.lit(1))).cast("bigint").alias("rows_accepted"),
+                F.count(F.lit(1)).cast("bigint").alias("rows_quarantined"),
+            )
+        ).unionByName(
+            first.where(F.col("marker_type").isNotNull())
+            .groupBy(F.lit("markers").alias("source"))
+            .agg(
+                F.count(F.lit(1)).cast("bigint").alias("rows_in"),
+                F.sum(F.when(F.col("marker_error_code").isNull(), 1).otherwise(0)).cast("bigint").alias(
+                    "rows_accepted"
+                ),
+                F.sum(F.when(F.col("marker_error_code").isNotNull(), 1).otherwise(0)).cast("bigint").alias(
+                    "rows_quarantined"
+                ),
+            )
+        )
+        entries = first.drop("rn", "first_crc32", "first_file")
+        frames["entries"] = entries
+        frames["messages"] = entries.select(
+            "cluster",
+            "topic",
+            "ledger_id",
+            "entry_id",
+            F.col("marker_type"),
+            "producer_name",
+            "publish_time_ms",
+            "txnid_most_bits",
+            "txnid_least_bits",
+            "replicated_from",
+            F.explode("messages").alias("m"),
+        ).select("*", "m.*").drop("m")
+        frames["markers"] = entries.where(
+            F.col("marker_type").isNotNull() & F.col("marker").isNotNull()
+        ).select(
+            "cluster",
+            "topic",
+            "ledger_id",
+            "entry_id",
+            "position",
+            "marker_type",
+            "publish_time_ms",
+            "replicated_from",
+            "replicate_to",
+            "txnid_most_bits",
+            "txnid_least_bits",
+            "marker.*",
+        )
+    quarantine = quarantine_parts[0]
+    for part in quarantine_parts[1:]:
+        quarantine = quarantine.unionByName(part)
+    frames["quarantine"] = quarantine.withColumn("run_id", F.lit(run_id))
+
+    frames["cursors"] = _merge_cursors(frames["cursors"], frames["subscription_stats"], frames["topic_stats"])
+    frames["managed_ledgers"] = frames["managed_ledgers"].drop(
+        *[c for c in frames["topic_stats"].columns if c.startswith("stats_")]
+    ).join(frames["topic_stats"].drop("record_key"), ["cluster", "topic"], "left")
+    frames["consumers"] = _merge_consumers(frames["stats_consumers"], frames["client_consumers"])
+
+    outputs: dict[str, DataFrame] = {}
+    for table in INPUT_TABLES:
+        if table not in frames:
+            outputs[table] = spark.createDataFrame([], contract(table).spark_schema)
+            continue
+        df = _with_export(frames[table], inv, versions)
+        outputs[table] = conform(df, table)
+    return outputs, counts.groupBy("source").agg(
+        F.sum("rows_in").alias("rows_in"),
+        F.sum("rows_accepted").alias("rows_accepted"),
+        F.sum("rows_quarantined").alias("rows_quarantined"),
+    )
+
+
+def ingest_export(
+    spark: SparkSession,
+    tables: DeltaTables,
+    export_dir: str,
+    *,
+    pulsar: PulsarConfig,
+    export_date: dt.date | None = None,
+    run_id: str | None = None,
+    job: str = "ingest",
+    now: dt.datetime | None = None,
+) -> IngestResult:
+    """Ingest one export into the input tables; a rerun of the same export date replaces that date."""
+    started = now or dt.datetime.now(dt.UTC)
+    t0 = time.monotonic()
+    run_id = run_id or f"ingest-{started:%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:8]}"
+    inv = discover(export_dir, export_date)
+    versions = {**pulsar.cluster_versions, **inv.cluster_versions}
+    log.info("ingest %s: export %s dated %s, %d files", run_id, inv.export_id, inv.export_date, len(inv.files))
+    spark.sparkContext.setJobDescription(f"ingest {inv.export_id}: parse and decode")
+    outputs, counts_df = build_input_tables(spark, inv, run_id=run_id, versions=versions)
+    counts = {r["source"]: (int(r["rows_in"]), int(r["rows_accepted"]), int(r["rows_quarantined"])) for r in counts_df.collect()}
+    broken = {s: c for s, c in counts.items() if c[0] != c[1] + c[2]}
+    if broken:
+        raise AccountingError(
+            "rows in != accepted + quarantined for "
+            + ", ".join(f"{s}: {c[0]} != {c[1]} + {c[2]}" for s, c in sorted(broken.items()))
+            + " — nothing was written; please report this as a bug with the export"
+        )
+    writes = [
+        TableWrite(
+            table=table,
+            df=df,
+            mode="replace_partitions",
+            partition_values={"export_date": inv.export_date},
+            partition_by=contract(table).partitioned_by,
+        )
+        for table, df in outputs.items()
+    ]
+    spark.sparkContext.setJobDescription(f"ingest {inv.export_id}: write input tables")
+    versions_written = tables.write_all(writes)
+    rows_out = {}
+    for table in outputs:
+        rows_out[table] = tables.read(table, partition_filter={"export_date": inv.export_date}).count()
+    spark.sparkContext.setJobDescription(None)  # type: ignore[arg-type]
+    result = IngestResult(
+        run_id=run_id,
+        export_id=inv.export_id,
+        export_date=inv.export_date,
+        rows_in={s: c[0] for s, c in counts.items()},
+        rows_accepted={s: c[1] for s, c in counts.items()},
+        rows_quarantined={s: c[2] for s, c in counts.items()},
+        rows_out=rows_out,
+        table_versions=versions_written,
+        seconds=time.monotonic() - t0,
+    )
+    log.info("ingest %s done in %.1fs: %s", run_id, result.seconds, rows_out)
+    return result
+
+
+def run_log_row(result: IngestResult, *, job: str, stage: str, started: dt.datetime, finished: dt.datetime,
+                status: str = "succeeded", error: str | None = None, pulsar_version: str | None = None) -> dict[str, Any]:
+    """A ``run_log`` row for an ingestion (also used for failures, with empty counts)."""
+    return {
+        "run_id": result.run_id,
+        "job": job,
+        "stage": stage,
+        "run_date": result.export_date,
+        "export_id": result.export_id,
+        "started_at": started,
+        "finished_at": finished,
+        "status": status,
+        "error": error,
+        "rows_in": result.rows_in,
+        "rows_accepted": result.rows_accepted,
+        "rows_quarantined": result.rows_quarantined,
+        "rows_out": result.rows_out,
+        "table_versions": result.table_versions,
+        "pulsar_version": pulsar_version,
+        "code_version": __version__,
+    }
+
+
+def append_run_log(spark: SparkSession, tables: DeltaTables, rows: Sequence[Mapping[str, Any]]) -> int:
+    """Append rows to ``run_log`` (creating it with its contract if needed)."""
+    schema = contract("run_log").spark_schema
+    df = spark.createDataFrame([tuple(r.get(c) for c in schema.names) for r in rows], schema)
+    return tables.append("run_log", df)

@@ -1,0 +1,184 @@
+"""The nightly pipeline: ingest an export, then run every analytics stage for its date.
+
+Each stage reads the input tables of the run date and writes its outputs with
+``replace_partitions`` (a rerun of a date replaces that date). Progress goes to the terminal
+("stage n of m"), the Spark UI shows the stage as the job description, and every stage appends
+one ``run_log`` row, also when it fails (then with the error, and the job exits non-zero).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from pyspark.sql import SparkSession
+
+from pulsar_model import __version__
+from pulsar_model.config import AppConfig
+from pulsar_model.delta_io import DeltaTables
+from pulsar_model.errors import ConfigError
+from pulsar_model.ingest.pipeline import IngestResult, append_run_log, ingest_export
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class StageContext:
+    """What a stage gets: the session, the tables, the run's identity and config values."""
+
+    spark: SparkSession
+    tables: DeltaTables
+    config: AppConfig
+    run_id: str
+    export_dir: str | None
+    export_date: dt.date | None
+
+
+@dataclass(frozen=True)
+class StageOutcome:
+    """What a stage reports back (counts for the run log and the summary)."""
+
+    run_date: dt.date
+    export_id: str | None
+    rows_in: dict[str, int]
+    rows_accepted: dict[str, int]
+    rows_quarantined: dict[str, int]
+    rows_out: dict[str, int]
+    table_versions: dict[str, int]
+
+
+def _stage_ingest(ctx: StageContext) -> StageOutcome:
+    if ctx.export_dir is None:
+        raise ConfigError("The ingest stage needs --export-dir DIR (the export folder to read)")
+    result: IngestResult = ingest_export(
+        ctx.spark,
+        ctx.tables,
+        ctx.export_dir,
+        pulsar=ctx.config.pulsar,
+        export_date=ctx.export_date,
+        run_id=ctx.run_id,
+    )
+    return StageOutcome(
+        run_date=result.export_date,
+        export_id=result.export_id,
+        rows_in=result.rows_in,
+        rows_accepted=result.rows_accepted,
+        rows_quarantined=result.rows_quarantined,
+        rows_out=result.rows_out,
+        table_versions=result.table_versions,
+    )
+
+
+#: Stages in run order. Analytics stages register here as they land.
+STAGES: dict[str, Callable[[StageContext], StageOutcome]] = {
+    "ingest": _stage_ingest,
+}
+
+
+def run_nightly(
+    spark: SparkSession,
+    config: AppConfig,
+    *,
+    export_dir: str | None,
+    export_date: dt.date | None = None,
+    stages: Sequence[str] | None = None,
+    run_id: str | None = None,
+    echo: Callable[[str], None] = print,
+) -> list[StageOutcome]:
+    """Run ``stages`` (default: all) in order; stop at the first failure (after logging it)."""
+    chosen = list(stages) if stages else list(STAGES)
+    unknown = [s for s in chosen if s not in STAGES]
+    if unknown:
+        raise ConfigError(f"Unknown stage(s) {', '.join(unknown)}; available stages: {', '.join(STAGES)}")
+    run_id = run_id or f"nightly-{dt.datetime.now(dt.UTC):%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:8]}"
+    tables = DeltaTables(
+        spark,
+        config.storage.warehouse,
+        table_locations=config.storage.table_locations,
+        backend=config.storage.delta_backend,  # type: ignore[arg-type]
+    )
+    ctx = StageContext(spark, tables, config, run_id, export_dir, export_date)
+    outcomes: list[StageOutcome] = []
+    for number, name in enumerate(chosen, start=1):
+        echo(f"[{number}/{len(chosen)}] {name} ...")
+        spark.sparkContext.setJobDescription(f"{run_id} stage {number}/{len(chosen)}: {name}")
+        started = dt.datetime.now(dt.UTC)
+        t0 = time.monotonic()
+        try:
+            outcome = STAGES[name](ctx)
+        except Exception as exc:
+            finished = dt.datetime.now(dt.UTC)
+            append_run_log(
+                spark,
+                tables,
+                [
+                    {
+                        "run_id": run_id,
+                        "job": "nightly",
+                        "stage": name,
+                        "run_date": export_date or started.date(),
+                        "export_id": None,
+                        "started_at": started,
+                        "finished_at": finished,
+                        "status": "failed",
+                        "error": f"{type(exc).__name__}: {exc}"[:4000],
+                        "code_version": __version__,
+                        "pulsar_version": config.pulsar.default_version,
+                    }
+                ],
+            )
+            echo(f"[{number}/{len(chosen)}] {name} FAILED after {time.monotonic() - t0:.1f}s: {exc}")
+            raise
+        finished = dt.datetime.now(dt.UTC)
+        append_run_log(
+            spark,
+            tables,
+            [
+                {
+                    "run_id": run_id,
+                    "job": "nightly",
+                    "stage": name,
+                    "run_date": outcome.run_date,
+                    "export_id": outcome.export_id,
+                    "started_at": started,
+                    "finished_at": finished,
+                    "status": "succeeded",
+                    "error": None,
+                    "rows_in": outcome.rows_in,
+                    "rows_accepted": outcome.rows_accepted,
+                    "rows_quarantined": outcome.rows_quarantined,
+                    "rows_out": outcome.rows_out,
+                    "table_versions": outcome.table_versions,
+                    "code_version": __version__,
+                    "pulsar_version": config.pulsar.default_version,
+                }
+            ],
+        )
+        export_date = export_date or outcome.run_date
+        rows = ", ".join(f"{t}={n}" for t, n in sorted(outcome.rows_out.items()))
+        echo(f"[{number}/{len(chosen)}] {name} done in {time.monotonic() - t0:.1f}s: {rows}")
+        outcomes.append(outcome)
+    spark.sparkContext.setJobDescription(None)  # type: ignore[arg-type]
+    return outcomes
+
+
+def format_summary(outcomes: Sequence[StageOutcome]) -> str:
+    """A short terminal summary of a run."""
+    lines = []
+    for outcome in outcomes:
+        lines.append(f"run date {outcome.run_date}  export {outcome.export_id}")
+        if outcome.rows_in:
+            lines.append(f"  {'source':<16}{'in':>10}{'accepted':>10}{'quarantined':>13}")
+            for source in sorted(outcome.rows_in):
+                lines.append(
+                    f"  {source:<16}{outcome.rows_in[source]:>10}{outcome.rows_accepted.get(source, 0):>10}"
+                    f"{outcome.rows_quarantined.get(source, 0):>13}"
+                )
+        lines.append(f"  {'table':<18}{'rows':>10}{'version':>9}")
+        for table in sorted(outcome.rows_out):
+            lines.append(f"  {table:<18}{outcome.rows_out[table]:>10}{outcome.table_versions.get(table, -1):>9}")
+    return "\n".join(lines)

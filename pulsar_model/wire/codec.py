@@ -1,0 +1,1146 @@
+"""Pulsar's stored-entry format: encode and decode one BookKeeper ledger entry.
+
+Layout of one stored entry (SPEC §4.3, §5.4-5.5, §8.2-8.3)::
+
+    [0x0e02][u32 size][BrokerEntryMetadata]        optional, prepended by the broker
+    [0x0e01][u32 CRC32C of everything after it]    optional (entries written without checksum)
+    [u32 size][MessageMetadata][payload]
+
+All integers are big-endian. A batch payload (``num_messages_in_batch`` present), once decompressed,
+is ``num_messages_in_batch`` times ``[u32 size][SingleMessageMetadata][payload_size bytes]``.
+
+Integer conventions (documented once, used everywhere):
+
+* protobuf ``uint64`` fields (``sequence_id``, ``publish_time``, ``txnid_*_bits``, broker index ...)
+  are returned **unsigned**, as stored: a transaction marker's ``sequence_id`` (Java ``-1``) decodes as
+  ``2**64 - 1``, and transaction ids ``>= 2**63`` stay ``>= 2**63``. Use :func:`to_signed64` to get the
+  Java ``long`` (e.g. before putting the value into a Spark ``bigint`` column). Encoders accept any value
+  in ``[-2**63, 2**64)`` and store it modulo ``2**64``.
+* Positions (ledger id, entry id) inside markers and :class:`MessageId` are Java longs and decode as
+  **signed** values (``-1`` stays ``-1``, SPEC §0.1).
+
+Decoding is one call per entry and is meant to run inside Spark Arrow UDFs: results are
+``NamedTuple`` values (cheap to build, immutable), protobuf parsing is done by the upb runtime, and no
+object is built for fields that are absent.
+"""
+
+from __future__ import annotations
+
+import struct
+import zlib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final, Literal, NamedTuple
+
+import cramjam
+import google_crc32c
+from google.protobuf import descriptor as _descriptor
+from google.protobuf.message import DecodeError
+
+from pulsar_model.errors import EntryDecodeError, EntryEncodeError
+from pulsar_model.wire._generated import pulsar_api_pb2 as _pb
+from pulsar_model.wire.markers import (
+    REPLICATED_SUBSCRIPTION_MARKER_TYPES,
+    TXN_MARKER_TYPES,
+    Marker,
+    Snapshot,
+    SnapshotRequest,
+    SnapshotResponse,
+    SubscriptionUpdate,
+    TxnMarker,
+    decode_marker_payload,
+    encode_marker_payload,
+)
+
+__all__ = [
+    "COMPRESSION_NAMES",
+    "DECODE_ERROR_CODES",
+    "MAGIC_BROKER_ENTRY_METADATA",
+    "MAGIC_CRC32C",
+    "MARKER_PRODUCER_NAME",
+    "TXN_MARKER_PRODUCER_NAME",
+    "TXN_MARKER_SEQUENCE_ID",
+    "BatchItem",
+    "BrokerEntry",
+    "ChecksumMode",
+    "DecodedEntry",
+    "DecodedMessage",
+    "MessageId",
+    "decode_entry",
+    "decode_message_id",
+    "encode_batch_entry",
+    "encode_marker_entry",
+    "encode_message_entry",
+    "encode_message_id",
+    "to_signed64",
+]
+
+# --- constants ------------------------------------------------------------------------------------
+
+#: Magic that starts the optional broker-entry-metadata section, prepended by the broker when
+#: broker entry metadata is enabled; it precedes the checksum section.
+MAGIC_BROKER_ENTRY_METADATA: Final = 0x0E02
+#: Magic that starts the optional checksum section (CRC32C over metadata size + metadata + payload);
+#: entries written without checksum start directly with the metadata size.
+MAGIC_CRC32C: Final = 0x0E01
+_MAGIC_BEM_BYTES: Final = MAGIC_BROKER_ENTRY_METADATA.to_bytes(2, "big")
+_MAGIC_CRC_BYTES: Final = MAGIC_CRC32C.to_bytes(2, "big")
+
+#: Producer name of replicated-subscription marker entries (SPEC §4.3).
+MARKER_PRODUCER_NAME: Final = "pulsar.marker"
+#: Producer name of transaction marker entries (SPEC §8.3).
+TXN_MARKER_PRODUCER_NAME: Final = "pulsar.txn.marker"
+#: Transaction markers are written with sequence id -1 (a Java long in a uint64 field, SPEC §8.3).
+TXN_MARKER_SEQUENCE_ID: Final = (1 << 64) - 1
+
+#: ``CompressionType`` names by enum number (MessageMetadata.compression = 8).
+COMPRESSION_NAMES: Final = ("NONE", "LZ4", "ZLIB", "ZSTD", "SNAPPY")
+_COMPRESSION_NUMBERS: Final = {name: number for number, name in enumerate(COMPRESSION_NAMES)}
+_NONE, _LZ4, _ZLIB, _ZSTD, _SNAPPY = range(5)
+
+#: LZ4 block format cannot expand data more than ~255x (one length byte adds at most 255 bytes);
+#: a larger ``uncompressed_size`` is corrupt and must not be allocated.
+_LZ4_MAX_RATIO: Final = 255
+
+#: Every ``EntryDecodeError.code``; ``unknown_marker_type`` (and ``bad_marker`` when
+#: ``strict_markers=False``) is reported in ``DecodedEntry.marker_error`` instead of being raised.
+DECODE_ERROR_CODES: Final = frozenset(
+    {
+        "empty",
+        "bad_magic",
+        "bad_checksum",
+        "truncated",
+        "bad_metadata",
+        "bad_batch",
+        "bad_compression",
+        "bad_marker",
+        "unknown_marker_type",
+    }
+)
+
+_U64_MASK: Final = (1 << 64) - 1
+_I64_SIGN: Final = 1 << 63
+_U32 = struct.Struct(">I")
+_U32_MAX: Final = (1 << 32) - 1
+_COMPRESSION_TAG: Final = b"\x40"  # field 8, wire type 0: MessageMetadata.compression
+
+ChecksumMode = Literal["raise", "flag", "skip"]
+
+
+def to_signed64(value: int) -> int:
+    """Reinterpret an unsigned 64-bit value as a Java ``long`` (``2**64 - 1`` -> ``-1``)."""
+    return value - (1 << 64) if value & _I64_SIGN else value
+
+
+# --- public value types ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerEntry:
+    """Broker entry metadata (magic 0x0e02): broker publish timestamp and topic-level entry index."""
+
+    broker_timestamp_ms: int | None = None
+    index: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class BatchItem:
+    """One message of a batch entry, as given to :func:`encode_batch_entry`."""
+
+    key: str | None = None
+    payload: bytes = b""
+    null_value: bool = False
+    compacted_out: bool = False
+    properties: Mapping[str, str] = field(default_factory=dict)
+    sequence_id: int | None = None
+    event_time_ms: int | None = None
+    ordering_key: bytes | None = None
+    key_b64_encoded: bool = False
+
+
+class DecodedMessage(NamedTuple):
+    """One message of a decoded entry: one per batch slot, or the single message of a non-batched entry.
+
+    ``batch_index`` is -1 for non-batched, marker and encrypted entries. ``payload_size`` is the
+    decompressed payload length (0 for null values and compacted-out slots); ``payload`` is filled
+    only with ``decode_entry(..., include_payload=True)``.
+    """
+
+    batch_index: int
+    key: str | None
+    key_b64_encoded: bool
+    ordering_key: bytes | None
+    payload_size: int
+    null_value: bool
+    null_partition_key: bool
+    compacted_out: bool
+    properties: dict[str, str]
+    sequence_id: int | None
+    event_time_ms: int | None
+    marker_type: int | None
+    payload: bytes | None
+
+
+class DecodedEntry(NamedTuple):
+    """One decoded stored entry (SPEC §4.3, §5.4, §8.3): its envelope, MessageMetadata and messages.
+
+    Absent optional metadata fields are ``None`` (not the protobuf default). ``payload_size`` is the
+    number of stored payload bytes after the metadata (compressed size); ``uncompressed_size`` is the
+    metadata field as written. ``messages`` has one item per batch slot (``is_batch``), else exactly one
+    (marker entries and encrypted entries included: an encrypted payload cannot be split, so its one
+    message takes its size from ``uncompressed_size``). ``marker`` is the decoded marker payload for
+    marker types 10-13 and 20-22; ``marker_error``/``marker_error_message`` explain a marker entry
+    that was kept without a decoded marker (``unknown_marker_type``, or ``bad_marker`` with
+    ``strict_markers=False``).
+    """
+
+    total_size: int
+    has_checksum: bool
+    checksum_ok: bool | None
+    broker_entry: BrokerEntry | None
+    metadata_size: int
+    payload_size: int
+    producer_name: str
+    sequence_id: int
+    publish_time_ms: int
+    properties: dict[str, str]
+    replicated_from: str | None
+    partition_key: str | None
+    partition_key_b64_encoded: bool
+    ordering_key: bytes | None
+    replicate_to: tuple[str, ...]
+    compression: str
+    uncompressed_size: int | None
+    num_messages_in_batch: int | None
+    is_batch: bool
+    event_time_ms: int | None
+    deliver_at_time_ms: int | None
+    marker_type: int | None
+    txnid_most_bits: int | None
+    txnid_least_bits: int | None
+    null_value: bool
+    null_partition_key: bool
+    schema_version: bytes | None
+    highest_sequence_id: int | None
+    uuid: str | None
+    num_chunks_from_msg: int | None
+    total_chunk_msg_size: int | None
+    chunk_id: int | None
+    encryption: bool
+    messages: tuple[DecodedMessage, ...]
+    marker: Marker | None
+    marker_error: str | None
+    marker_error_message: str | None
+
+
+class MessageId(NamedTuple):
+    """A ``MessageIdData`` (SPEC §7.1); ledger and entry ids as signed Java longs."""
+
+    ledger_id: int
+    entry_id: int
+    partition: int = -1
+    batch_index: int = -1
+
+
+# Building a NamedTuple through its generated ``__new__`` costs a Python call; decode builds
+# millions of them, so it goes through ``tuple.__new__`` directly (same result, ~2x cheaper).
+_tuple_new = tuple.__new__
+
+
+# --- decoding: a minimal protobuf wire scanner -------------------------------------------------------
+#
+# The hot path does not build protobuf objects: upb parsing is fast, but reading ~20 optional fields
+# back through ``HasField`` costs more than scanning the few bytes of metadata in Python. The scanner
+# follows the protobuf wire rules that upb applies (last value wins for singular fields, a field sent
+# with an unexpected wire type is an unknown field, unknown fields and groups are skipped, varints
+# are truncated to 64 bits and then to the field's width); tests/test_wire.py checks it against the
+# generated classes on random inputs. Tags are computed from the generated descriptors, so the
+# .proto files stay the single source of the field numbers.
+
+
+class _WireError(Exception):
+    """Malformed protobuf bytes; turned into an EntryDecodeError with the caller's code."""
+
+
+_FD = _descriptor.FieldDescriptor
+_LENGTH_DELIMITED_TYPES = frozenset({_FD.TYPE_STRING, _FD.TYPE_BYTES, _FD.TYPE_MESSAGE})
+_MAX_FIELD_NUMBER: Final = (1 << 29) - 1
+
+
+def _tag(message: Any, name: str) -> int:
+    """The wire tag (field number << 3 | wire type) of field ``name`` of a generated message class."""
+    fd = message.DESCRIPTOR.fields_by_name[name]
+    return int(fd.number << 3 | (2 if fd.type in _LENGTH_DELIMITED_TYPES else 0))
+
+
+_MM = _pb.MessageMetadata
+_T_PRODUCER_NAME: Final = _tag(_MM, "producer_name")
+_T_SEQUENCE_ID: Final = _tag(_MM, "sequence_id")
+_T_PUBLISH_TIME: Final = _tag(_MM, "publish_time")
+_T_PROPERTIES: Final = _tag(_MM, "properties")
+_T_REPLICATED_FROM: Final = _tag(_MM, "replicated_from")
+_T_PARTITION_KEY: Final = _tag(_MM, "partition_key")
+_T_REPLICATE_TO: Final = _tag(_MM, "replicate_to")
+_T_COMPRESSION: Final = _tag(_MM, "compression")
+_T_UNCOMPRESSED_SIZE: Final = _tag(_MM, "uncompressed_size")
+_T_NUM_MESSAGES: Final = _tag(_MM, "num_messages_in_batch")
+_T_EVENT_TIME: Final = _tag(_MM, "event_time")
+_T_ENCRYPTION_KEYS: Final = _tag(_MM, "encryption_keys")
+_T_SCHEMA_VERSION: Final = _tag(_MM, "schema_version")
+_T_KEY_B64: Final = _tag(_MM, "partition_key_b64_encoded")
+_T_ORDERING_KEY: Final = _tag(_MM, "ordering_key")
+_T_DELIVER_AT: Final = _tag(_MM, "deliver_at_time")
+_T_MARKER_TYPE: Final = _tag(_MM, "marker_type")
+_T_TXN_LEAST: Final = _tag(_MM, "txnid_least_bits")
+_T_TXN_MOST: Final = _tag(_MM, "txnid_most_bits")
+_T_HIGHEST_SEQ: Final = _tag(_MM, "highest_sequence_id")
+_T_NULL_VALUE: Final = _tag(_MM, "null_value")
+_T_UUID: Final = _tag(_MM, "uuid")
+_T_NUM_CHUNKS: Final = _tag(_MM, "num_chunks_from_msg")
+_T_TOTAL_CHUNK_SIZE: Final = _tag(_MM, "total_chunk_msg_size")
+_T_CHUNK_ID: Final = _tag(_MM, "chunk_id")
+_T_NULL_PARTITION_KEY: Final = _tag(_MM, "null_partition_key")
+_MM_REPEATED: Final = frozenset({_T_PROPERTIES, _T_REPLICATE_TO, _T_ENCRYPTION_KEYS})
+
+_SMM = _pb.SingleMessageMetadata
+_TS_PROPERTIES: Final = _tag(_SMM, "properties")
+_TS_PARTITION_KEY: Final = _tag(_SMM, "partition_key")
+_TS_PAYLOAD_SIZE: Final = _tag(_SMM, "payload_size")
+_TS_COMPACTED_OUT: Final = _tag(_SMM, "compacted_out")
+_TS_EVENT_TIME: Final = _tag(_SMM, "event_time")
+_TS_KEY_B64: Final = _tag(_SMM, "partition_key_b64_encoded")
+_TS_ORDERING_KEY: Final = _tag(_SMM, "ordering_key")
+_TS_SEQUENCE_ID: Final = _tag(_SMM, "sequence_id")
+_TS_NULL_VALUE: Final = _tag(_SMM, "null_value")
+_TS_NULL_PARTITION_KEY: Final = _tag(_SMM, "null_partition_key")
+_SMM_REPEATED: Final = frozenset({_TS_PROPERTIES})
+
+_T_KV_KEY: Final = _tag(_pb.KeyValue, "key")
+_T_KV_VALUE: Final = _tag(_pb.KeyValue, "value")
+_T_EK_KEY: Final = _tag(_pb.EncryptionKeys, "key")
+_T_EK_VALUE: Final = _tag(_pb.EncryptionKeys, "value")
+_T_EK_METADATA: Final = _tag(_pb.EncryptionKeys, "metadata")
+_T_BEM_TIMESTAMP: Final = _tag(_pb.BrokerEntryMetadata, "broker_timestamp")
+_T_BEM_INDEX: Final = _tag(_pb.BrokerEntryMetadata, "index")
+_NO_REPEATED: Final[frozenset[int]] = frozenset()
+
+
+def _skip_group(buf: bytes, pos: int, field_number: int) -> int:
+    """Position after the END_GROUP that closes the group ``field_number`` started before ``pos``."""
+    end = len(buf)
+    while True:
+        if pos >= end:
+            raise _WireError(f"group {field_number} is not closed")
+        tag, pos = _varint(buf, pos)
+        wire_type = tag & 7
+        if tag >> 3 == 0:
+            raise _WireError("field number 0")
+        if wire_type == 0:
+            _, pos = _varint(buf, pos)
+        elif wire_type == 1:
+            pos += 8
+        elif wire_type == 2:
+            length, pos = _varint(buf, pos)
+            pos += length
+        elif wire_type == 3:
+            pos = _skip_group(buf, pos, tag >> 3)
+        elif wire_type == 4:
+            if tag >> 3 != field_number:
+                raise _WireError(f"group {field_number} closed by END_GROUP of field {tag >> 3}")
+            return pos
+        elif wire_type == 5:
+            pos += 4
+        else:
+            raise _WireError(f"invalid wire type {wire_type}")
+        if pos > end:
+            raise _WireError("a field runs past the end of the message")
+
+
+def _varint(buf: bytes, pos: int) -> tuple[int, int]:
+    """Decode one varint at ``pos`` (at most 10 bytes, truncated to 64 bits); returns (value, next pos)."""
+    result = 0
+    shift = 0
+    while True:
+        byte = buf[pos]  # IndexError past the end: reported as truncation by the caller
+        pos += 1
+        result |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            return result & _U64_MASK, pos
+        shift += 7
+        if shift >= 70:
+            raise _WireError("varint longer than 10 bytes")
+
+
+def _scan(buf: bytes, repeated: frozenset[int]) -> dict[int, Any]:
+    """Fields of one serialized message, keyed by wire tag (field << 3 | wire type).
+
+    Varint fields map to an unsigned 64-bit int, length-delimited ones to ``bytes`` (a list of them
+    for the tags in ``repeated``); fixed-width fields and groups are skipped (none of the messages
+    read here declares one). Raises _WireError on malformed bytes.
+    """
+    fields: dict[int, Any] = {}
+    pos = 0
+    end = len(buf)
+    try:
+        while pos < end:
+            tag = buf[pos]
+            pos += 1
+            if tag > 0x7F:  # multi-byte tag (field numbers >= 16)
+                tag &= 0x7F
+                shift = 7
+                while True:
+                    byte = buf[pos]
+                    pos += 1
+                    tag |= (byte & 0x7F) << shift
+                    if byte < 0x80:
+                        break
+                    shift += 7
+                    if shift >= 35:
+                        raise _WireError("tag varint longer than 5 bytes")
+                if tag >> 3 > _MAX_FIELD_NUMBER:
+                    raise _WireError(f"field number {tag >> 3} is out of range")
+            if tag < 8:
+                raise _WireError("field number 0")
+            wire_type = tag & 7
+            if wire_type == 0:
+                value = buf[pos]
+                pos += 1
+                if value > 0x7F:
+                    value &= 0x7F
+                    shift = 7
+                    while True:
+                        byte = buf[pos]
+                        pos += 1
+                        value |= (byte & 0x7F) << shift
+                        if byte < 0x80:
+                            break
+                        shift += 7
+                        if shift >= 70:
+                            raise _WireError("varint longer than 10 bytes")
+                    value &= _U64_MASK
+                fields[tag] = value
+            elif wire_type == 2:
+                length = buf[pos]
+                pos += 1
+                if length > 0x7F:
+                    length, pos = _varint(buf, pos - 1)
+                    if length > 0x7FFFFFFF:
+                        raise _WireError(f"length {length} is out of range")
+                if length > end - pos:
+                    raise _WireError(f"a {length}-byte field runs past the end of the {end}-byte message")
+                value = buf[pos : pos + length]
+                pos += length
+                if tag in repeated:
+                    values = fields.get(tag)
+                    if values is None:
+                        fields[tag] = [value]
+                    else:
+                        values.append(value)
+                else:
+                    fields[tag] = value
+            elif wire_type == 5 or wire_type == 1:
+                pos += 4 if wire_type == 5 else 8
+                if pos > end:
+                    raise _WireError("a fixed-width field runs past the end of the message")
+            elif wire_type == 3:
+                pos = _skip_group(buf, pos, tag >> 3)
+            else:
+                raise _WireError(f"unexpected wire type {wire_type} (field {tag >> 3})")
+    except IndexError:
+        raise _WireError(f"the {end}-byte message ends inside a field") from None
+    return fields
+
+
+def _i32(value: int) -> int:
+    """An int32 field's value from its (64-bit, sign-extended) varint."""
+    return ((value & 0xFFFFFFFF) ^ 0x80000000) - 0x80000000
+
+
+def _error(code: str, message: str) -> EntryDecodeError:
+    return EntryDecodeError(code, message)
+
+
+def _text(value: bytes, where: str) -> str:
+    try:
+        return value.decode()
+    except UnicodeDecodeError:
+        raise _error("bad_metadata", f"{where} is not valid UTF-8: {value!r}") from None
+
+
+def _properties(items: list[bytes], where: str) -> dict[str, str]:
+    """KeyValue list -> dict (a repeated key keeps its last value)."""
+    out: dict[str, str] = {}
+    for raw in items:
+        try:
+            kv = _scan(raw, _NO_REPEATED)
+        except _WireError as exc:
+            raise _error("bad_metadata", f"{where}.properties entry does not parse: {exc}") from None
+        key = kv.get(_T_KV_KEY)
+        value = kv.get(_T_KV_VALUE)
+        if key is None or value is None:
+            raise _error("bad_metadata", f"{where}.properties entry misses its required key or value")
+        out[_text(key, f"{where} property key")] = _text(value, f"{where} property value")
+    return out
+
+
+def _check_encryption_keys(items: list[bytes]) -> None:
+    for index, raw in enumerate(items):
+        try:
+            ek = _scan(raw, frozenset({_T_EK_METADATA}))
+        except _WireError as exc:
+            raise _error("bad_metadata", f"encryption_keys[{index}] does not parse: {exc}") from None
+        if ek.get(_T_EK_KEY) is None or ek.get(_T_EK_VALUE) is None:
+            raise _error("bad_metadata", f"encryption_keys[{index}] misses its required key or value")
+        _text(ek[_T_EK_KEY], f"encryption_keys[{index}].key")
+        metadata = ek.get(_T_EK_METADATA)
+        if metadata:
+            _properties(metadata, f"encryption_keys[{index}]")
+
+
+def _decompress(codec: int, payload: bytes, expected: int | None) -> bytes:
+    """Decompress one payload; ``expected`` is ``uncompressed_size`` (None when absent)."""
+    name = COMPRESSION_NAMES[codec]
+    if expected == 0 and not payload:
+        return b""
+    try:
+        if codec == _ZLIB:
+            inflater = zlib.decompressobj()
+            if expected is None:
+                out = inflater.decompress(payload) + inflater.flush()
+            else:
+                out = inflater.decompress(payload, expected + 1)
+        elif codec == _LZ4:
+            if expected is None:
+                raise _error("bad_compression", "LZ4 payload without uncompressed_size cannot be decoded")
+            if expected > _LZ4_MAX_RATIO * len(payload) + 16:
+                raise _error(
+                    "bad_compression",
+                    f"uncompressed_size {expected} is impossible for a {len(payload)}-byte LZ4 block",
+                )
+            buf = bytearray(expected)
+            written = cramjam.lz4.decompress_block_into(payload, buf)
+            if written != expected:
+                raise _error(
+                    "bad_compression",
+                    f"LZ4 block decompressed to {written} bytes, uncompressed_size says {expected}",
+                )
+            return bytes(buf)
+        elif codec == _SNAPPY:
+            declared = cramjam.snappy.decompress_raw_len(payload)
+            if expected is not None and declared != expected:
+                raise _error(
+                    "bad_compression",
+                    f"snappy block declares {declared} bytes, uncompressed_size says {expected}",
+                )
+            out = bytes(cramjam.snappy.decompress_raw(payload))
+        else:  # ZSTD
+            out = bytes(cramjam.zstd.decompress(payload))
+    except EntryDecodeError:
+        raise
+    except Exception as exc:  # zlib.error, cramjam.DecompressionError, ...: all mean corrupt input
+        raise _error(
+            "bad_compression", f"{name} payload of {len(payload)} bytes does not decompress: {exc}"
+        ) from None
+    if expected is not None and len(out) != expected:
+        raise _error(
+            "bad_compression",
+            f"{name} payload decompressed to {len(out)} bytes, uncompressed_size says {expected}",
+        )
+    return out
+
+
+def _split_batch(buf: bytes, count: int, include_payload: bool) -> tuple[DecodedMessage, ...]:
+    """Split a decompressed batch payload into ``count`` messages (SPEC §5.4); one per batch slot."""
+    total = len(buf)
+    if count < 0:
+        raise _error("bad_batch", f"num_messages_in_batch is negative: {count}")
+    if count * 4 > total:
+        raise _error(
+            "bad_batch",
+            f"num_messages_in_batch {count} cannot fit in a {total}-byte batch payload "
+            "(each message takes at least 4 bytes)",
+        )
+    unpack = _U32.unpack_from
+    scan = _scan
+    messages: list[DecodedMessage] = []
+    append = messages.append
+    pos = 0
+    for index in range(count):
+        if pos + 4 > total:
+            raise _error(
+                "bad_batch",
+                f"message {index} of {count}: size field at batch offset {pos} is past the end "
+                f"of the {total}-byte batch payload",
+            )
+        meta_end = pos + 4 + unpack(buf, pos)[0]
+        if meta_end > total:
+            raise _error(
+                "bad_batch",
+                f"message {index} of {count}: metadata size {meta_end - pos - 4} at batch offset "
+                f"{pos} runs past the end of the {total}-byte batch payload",
+            )
+        try:
+            f = scan(buf[pos + 4 : meta_end], _SMM_REPEATED)
+        except _WireError as exc:
+            raise _error(
+                "bad_batch", f"message {index} of {count}: SingleMessageMetadata does not parse: {exc}"
+            ) from None
+        size = f.get(_TS_PAYLOAD_SIZE)
+        if size is None:
+            raise _error(
+                "bad_batch", f"message {index} of {count}: SingleMessageMetadata has no payload_size"
+            )
+        size = _i32(size)
+        pos = meta_end + size
+        if size < 0 or pos > total:
+            raise _error(
+                "bad_batch",
+                f"message {index} of {count}: payload_size {size} at batch offset {meta_end} "
+                f"does not fit in the {total}-byte batch payload",
+            )
+        get = f.get
+        key = get(_TS_PARTITION_KEY)
+        props = get(_TS_PROPERTIES)
+        append(
+            _tuple_new(
+                DecodedMessage,
+                (
+                    index,
+                    None if key is None else _text(key, f"batch message {index} partition_key"),
+                    bool(get(_TS_KEY_B64)),
+                    get(_TS_ORDERING_KEY),
+                    size,
+                    bool(get(_TS_NULL_VALUE)),
+                    bool(get(_TS_NULL_PARTITION_KEY)),
+                    bool(get(_TS_COMPACTED_OUT)),
+                    _properties(props, f"batch message {index}") if props else {},
+                    get(_TS_SEQUENCE_ID),
+                    get(_TS_EVENT_TIME),
+                    None,
+                    buf[meta_end:pos] if include_payload else None,
+                ),
+            )
+        )
+    if pos != total:
+        raise _error(
+            "bad_batch",
+            f"{total - pos} trailing bytes after the {count} messages of a {total}-byte batch payload",
+        )
+    return tuple(messages)
+
+
+def decode_entry(
+    data: bytes | bytearray | memoryview,
+    *,
+    checksum_mode: ChecksumMode = "raise",
+    include_payload: bool = False,
+    strict_markers: bool = True,
+) -> DecodedEntry:
+    """Decode one stored ledger entry (SPEC §4.3, §5.4-5.5, §8.2-8.3); one result per entry.
+
+    ``checksum_mode``: ``"raise"`` (default) raises ``bad_checksum`` on a CRC32C mismatch; ``"flag"``
+    decodes anyway and sets ``checksum_ok=False``; ``"skip"`` does not compute it (``checksum_ok``
+    is None, as for entries written without checksum). ``include_payload`` fills
+    ``DecodedMessage.payload`` with the decompressed message bytes. ``strict_markers=False`` keeps a
+    marker entry whose payload does not parse (``marker_error="bad_marker"``) instead of raising.
+
+    Raises :class:`~pulsar_model.errors.EntryDecodeError` (and nothing else) for any malformed
+    input; its ``code`` is one of :data:`DECODE_ERROR_CODES`.
+    """
+    if type(data) is not bytes:
+        data = bytes(data)
+    n = len(data)
+    if n == 0:
+        raise _error("empty", "entry has 0 bytes")
+    pos = 0
+    head = data[:2]
+    broker_entry: BrokerEntry | None = None
+    if head == _MAGIC_BEM_BYTES:
+        if n < 6:
+            raise _error(
+                "bad_magic", f"broker-entry magic 0x0e02 in a {n}-byte entry with no room for its size"
+            )
+        end = 6 + _U32.unpack_from(data, 2)[0]
+        if end > n:
+            raise _error(
+                "bad_magic",
+                f"broker-entry magic 0x0e02 with size {end - 6} runs past the end of the {n}-byte entry",
+            )
+        try:
+            bem = _scan(data[6:end], _NO_REPEATED)
+        except _WireError as exc:
+            raise _error(
+                "bad_metadata", f"BrokerEntryMetadata ({end - 6} bytes) does not parse: {exc}"
+            ) from None
+        broker_entry = BrokerEntry(bem.get(_T_BEM_TIMESTAMP), bem.get(_T_BEM_INDEX))
+        pos = end
+        head = data[pos : pos + 2]
+        if head == _MAGIC_BEM_BYTES:
+            raise _error("bad_magic", f"second broker-entry magic 0x0e02 at offset {pos}")
+    has_checksum = False
+    checksum_ok: bool | None = None
+    if head == _MAGIC_CRC_BYTES:
+        if n < pos + 6:
+            raise _error(
+                "truncated", f"checksum section at offset {pos} needs 6 bytes, entry has {n - pos} left"
+            )
+        stored = _U32.unpack_from(data, pos + 2)[0]
+        pos += 6
+        has_checksum = True
+        head = data[pos : pos + 2]
+        if head in (_MAGIC_CRC_BYTES, _MAGIC_BEM_BYTES):
+            raise _error("bad_magic", f"magic 0x{head.hex()} misplaced at offset {pos}, after the checksum")
+        if checksum_mode != "skip":
+            computed = google_crc32c.value(data[pos:])
+            checksum_ok = computed == stored
+            if not checksum_ok and checksum_mode == "raise":
+                raise _error(
+                    "bad_checksum",
+                    f"checksum mismatch: stored 0x{stored:08x}, computed 0x{computed:08x} over {n - pos} bytes",
+                )
+    if n < pos + 4:
+        raise _error("truncated", f"metadata size at offset {pos} needs 4 bytes, entry has {n - pos} left")
+    metadata_size = _U32.unpack_from(data, pos)[0]
+    meta_end = pos + 4 + metadata_size
+    if meta_end > n:
+        raise _error(
+            "truncated",
+            f"metadata size {metadata_size} at offset {pos} runs past the end of the {n}-byte entry",
+        )
+    try:
+        f = _scan(data[pos + 4 : meta_end], _MM_REPEATED)
+    except _WireError as exc:
+        raise _error(
+            "bad_metadata", f"MessageMetadata ({metadata_size} bytes) does not parse: {exc}"
+        ) from None
+    get = f.get
+
+    producer_name = get(_T_PRODUCER_NAME)
+    sequence_id = get(_T_SEQUENCE_ID)
+    publish_time = get(_T_PUBLISH_TIME)
+    if producer_name is None or sequence_id is None or publish_time is None:
+        missing = [
+            name
+            for name, tag in (
+                ("producer_name", _T_PRODUCER_NAME),
+                ("sequence_id", _T_SEQUENCE_ID),
+                ("publish_time", _T_PUBLISH_TIME),
+            )
+            if tag not in f
+        ]
+        raise _error("bad_metadata", f"MessageMetadata misses required field(s) {', '.join(missing)}")
+    producer_name = _text(producer_name, "producer_name")
+    props = get(_T_PROPERTIES)
+    properties = _properties(props, "MessageMetadata") if props else {}
+    replicated_from = get(_T_REPLICATED_FROM)
+    if replicated_from is not None:
+        replicated_from = _text(replicated_from, "replicated_from")
+    partition_key = get(_T_PARTITION_KEY)
+    if partition_key is not None:
+        partition_key = _text(partition_key, "partition_key")
+    replicate_to = get(_T_REPLICATE_TO)
+    replicate_to = () if replicate_to is None else tuple([_text(c, "replicate_to") for c in replicate_to])
+    uuid = get(_T_UUID)
+    if uuid is not None:
+        uuid = _text(uuid, "uuid")
+    encryption_keys = get(_T_ENCRYPTION_KEYS)
+    if encryption_keys:
+        _check_encryption_keys(encryption_keys)
+    codec = get(_T_COMPRESSION)
+    if codec is None:
+        codec = _NONE
+    elif codec >= len(COMPRESSION_NAMES):
+        raise _error(
+            "bad_compression",
+            f"unsupported compression type {_i32(codec)} (known: {', '.join(COMPRESSION_NAMES)})",
+        )
+    uncompressed_size = get(_T_UNCOMPRESSED_SIZE)
+    if uncompressed_size is not None:
+        uncompressed_size &= 0xFFFFFFFF
+    num_messages = get(_T_NUM_MESSAGES)
+    if num_messages is not None:
+        num_messages = _i32(num_messages)
+    marker_type = get(_T_MARKER_TYPE)
+    if marker_type is not None:
+        marker_type = _i32(marker_type)
+    event_time = get(_T_EVENT_TIME)
+    null_value = bool(get(_T_NULL_VALUE))
+    null_partition_key = bool(get(_T_NULL_PARTITION_KEY))
+    b64 = bool(get(_T_KEY_B64))
+    ordering_key = get(_T_ORDERING_KEY)
+
+    payload_size = n - meta_end
+    marker: Marker | None = None
+    marker_error: str | None = None
+    marker_error_message: str | None = None
+    messages: tuple[DecodedMessage, ...]
+    if encryption_keys:
+        # Compressed-then-encrypted: neither decompressible nor splittable without the key.
+        messages = (
+            _tuple_new(
+                DecodedMessage,
+                (
+                    -1,
+                    partition_key,
+                    b64,
+                    ordering_key,
+                    payload_size if uncompressed_size is None else uncompressed_size,
+                    null_value,
+                    null_partition_key,
+                    False,
+                    properties,
+                    sequence_id,
+                    event_time,
+                    marker_type,
+                    None,
+                ),
+            ),
+        )
+    else:
+        content = (
+            data[meta_end:] if codec == _NONE else _decompress(codec, data[meta_end:], uncompressed_size)
+        )
+        if marker_type is not None:
+            if marker_type in REPLICATED_SUBSCRIPTION_MARKER_TYPES or marker_type in TXN_MARKER_TYPES:
+                try:
+                    marker = decode_marker_payload(marker_type, content)
+                except EntryDecodeError as exc:
+                    if strict_markers:
+                        raise
+                    marker_error, marker_error_message = exc.code, exc.message
+            else:
+                marker_error = "unknown_marker_type"
+                marker_error_message = (
+                    f"marker_type {marker_type} is not a known MarkerType with a payload "
+                    f"(known: {sorted(REPLICATED_SUBSCRIPTION_MARKER_TYPES | TXN_MARKER_TYPES)})"
+                )
+        if num_messages is not None and marker_type is None:
+            messages = _split_batch(content, num_messages, include_payload)
+        else:
+            messages = (
+                _tuple_new(
+                    DecodedMessage,
+                    (
+                        -1,
+                        partition_key,
+                        b64,
+                        ordering_key,
+                        len(content),
+                        null_value,
+                        null_partition_key,
+                        False,
+                        properties,
+                        sequence_id,
+                        event_time,
+                        marker_type,
+                        content if include_payload else None,
+                    ),
+                ),
+            )
+
+    deliver_at = get(_T_DELIVER_AT)
+    num_chunks = get(_T_NUM_CHUNKS)
+    total_chunk_size = get(_T_TOTAL_CHUNK_SIZE)
+    chunk_id = get(_T_CHUNK_ID)
+    return _tuple_new(
+        DecodedEntry,
+        (
+            n,
+            has_checksum,
+            checksum_ok,
+            broker_entry,
+            metadata_size,
+            payload_size,
+            producer_name,
+            sequence_id,
+            publish_time,
+            properties,
+            replicated_from,
+            partition_key,
+            b64,
+            ordering_key,
+            replicate_to,
+            COMPRESSION_NAMES[codec],
+            uncompressed_size,
+            num_messages,
+            num_messages is not None,
+            event_time,
+            None if deliver_at is None else to_signed64(deliver_at),
+            marker_type,
+            get(_T_TXN_MOST),
+            get(_T_TXN_LEAST),
+            null_value,
+            null_partition_key,
+            get(_T_SCHEMA_VERSION),
+            get(_T_HIGHEST_SEQ),
+            uuid,
+            None if num_chunks is None else _i32(num_chunks),
+            None if total_chunk_size is None else _i32(total_chunk_size),
+            None if chunk_id is None else _i32(chunk_id),
+            bool(encryption_keys),
+            messages,
+            marker,
+            marker_error,
+            marker_error_message,
+        ),
+    )
+
+
+def decode_message_id(data: bytes) -> MessageId:
+    """Decode a serialized ``MessageIdData`` (SPEC §7.1), e.g. the compaction horizon in ledger metadata."""
+    msg = _pb.MessageIdData()
+    try:
+        msg.ParseFromString(bytes(data))
+    except DecodeError as exc:
+        raise _error("bad_metadata", f"MessageIdData ({len(data)} bytes) does not parse: {exc}") from None
+    return MessageId(
+        to_signed64(msg.ledgerId), to_signed64(msg.entryId), int(msg.partition), int(msg.batch_index)
+    )
+
+
+# --- encoding -------------------------------------------------------------------------------------
+
+
+def _u64(value: int, what: str) -> int:
+    if type(value) is not int or not -(1 << 63) <= value <= _U64_MASK:
+        raise EntryEncodeError(f"{what} must be an int in [-2**63, 2**64), got {value!r}")
+    return value & _U64_MASK
+
+
+def _compression_number(compression: str) -> int:
+    try:
+        return _COMPRESSION_NUMBERS[compression.upper()]
+    except (KeyError, AttributeError):
+        raise EntryEncodeError(
+            f"unknown compression {compression!r}; use one of {', '.join(COMPRESSION_NAMES)}"
+        ) from None
+
+
+def _compress(codec: int, payload: bytes) -> bytes:
+    if codec == _NONE:
+        return payload
+    if codec == _ZLIB:
+        return zlib.compress(payload)
+    if codec == _LZ4:
+        return bytes(cramjam.lz4.compress_block(payload, store_size=False))
+    if codec == _ZSTD:
+        return bytes(cramjam.zstd.compress(payload))
+    return bytes(cramjam.snappy.compress_raw(payload))
+
+
+def _base_metadata(
+    producer_name: str,
+    sequence_id: int,
+    publish_time_ms: int,
+    replicated_from: str | None,
+    replicate_to: Sequence[str],
+    txn_id: tuple[int, int] | None,
+    schema_version: bytes | None,
+) -> Any:
+    if not isinstance(producer_name, str):
+        raise EntryEncodeError(f"producer_name must be a str, got {producer_name!r}")
+    if isinstance(replicate_to, str):
+        raise EntryEncodeError(
+            f"replicate_to must be a sequence of cluster names, got the str {replicate_to!r}"
+        )
+    md = _pb.MessageMetadata(
+        producer_name=producer_name,
+        sequence_id=_u64(sequence_id, "sequence_id"),
+        publish_time=_u64(publish_time_ms, "publish_time_ms"),
+    )
+    if replicated_from is not None:
+        md.replicated_from = replicated_from
+    md.replicate_to.extend(replicate_to)
+    if txn_id is not None:
+        if len(txn_id) != 2:
+            raise EntryEncodeError(f"txn_id must be a (most_bits, least_bits) pair, got {txn_id!r}")
+        md.txnid_most_bits = _u64(txn_id[0], "txn_id most bits")
+        md.txnid_least_bits = _u64(txn_id[1], "txn_id least bits")
+    if schema_version is not None:
+        md.schema_version = schema_version
+    return md
+
+
+def _add_properties(target: Any, properties: Mapping[str, str] | None) -> None:
+    if properties:
+        for k, v in properties.items():
+            target.add(key=k, value=v)
+
+
+def _assemble(md: Any, payload: bytes, checksum: bool, broker_entry: BrokerEntry | None) -> bytes:
+    meta: bytes = md.SerializeToString()
+    body: bytes = _U32.pack(len(meta)) + meta + payload
+    if checksum:
+        body = _MAGIC_CRC_BYTES + _U32.pack(google_crc32c.value(body)) + body
+    if broker_entry is not None:
+        bem = _pb.BrokerEntryMetadata()
+        if broker_entry.broker_timestamp_ms is not None:
+            bem.broker_timestamp = _u64(broker_entry.broker_timestamp_ms, "broker_timestamp_ms")
+        if broker_entry.index is not None:
+            bem.index = _u64(broker_entry.index, "broker entry index")
+        raw = bem.SerializeToString()
+        body = _MAGIC_BEM_BYTES + _U32.pack(len(raw)) + raw + body
+    return body
+
+
+def encode_message_entry(
+    *,
+    producer_name: str,
+    sequence_id: int,
+    publish_time_ms: int,
+    payload: bytes = b"",
+    key: str | None = None,
+    properties: Mapping[str, str] | None = None,
+    event_time_ms: int | None = None,
+    replicated_from: str | None = None,
+    replicate_to: Sequence[str] = (),
+    txn_id: tuple[int, int] | None = None,
+    null_value: bool = False,
+    compression: str = "NONE",
+    schema_version: bytes | None = None,
+    broker_entry: BrokerEntry | None = None,
+    checksum: bool = True,
+    set_uncompressed_size: bool = True,
+    key_b64_encoded: bool = False,
+    ordering_key: bytes | None = None,
+) -> bytes:
+    """Encode one non-batched message as a stored entry (no ``num_messages_in_batch``).
+
+    ``txn_id`` is ``(most_bits, least_bits)`` (SPEC §8.2). A null value must have an empty payload.
+    ``set_uncompressed_size=False`` leaves ``uncompressed_size`` out (as some non-Java clients do).
+    """
+    if null_value and payload:
+        raise EntryEncodeError(f"a null value must have an empty payload, got {len(payload)} bytes")
+    codec = _compression_number(compression)
+    md = _base_metadata(
+        producer_name, sequence_id, publish_time_ms, replicated_from, replicate_to, txn_id, schema_version
+    )
+    _add_properties(md.properties, properties)
+    if key is not None:
+        md.partition_key = key
+    if key_b64_encoded:
+        md.partition_key_b64_encoded = True
+    if ordering_key is not None:
+        md.ordering_key = ordering_key
+    if event_time_ms is not None:
+        md.event_time = _u64(event_time_ms, "event_time_ms")
+    if null_value:
+        md.null_value = True
+    if codec != _NONE:
+        md.compression = codec
+    if set_uncompressed_size:
+        if len(payload) > _U32_MAX:
+            raise EntryEncodeError(f"payload of {len(payload)} bytes exceeds the uint32 uncompressed_size")
+        md.uncompressed_size = len(payload)
+    return _assemble(md, _compress(codec, bytes(payload)), checksum, broker_entry)
+
+
+def encode_batch_entry(
+    *,
+    producer_name: str,
+    sequence_id: int,
+    publish_time_ms: int,
+    items: Sequence[BatchItem],
+    replicated_from: str | None = None,
+    replicate_to: Sequence[str] = (),
+    txn_id: tuple[int, int] | None = None,
+    compression: str = "NONE",
+    schema_version: bytes | None = None,
+    broker_entry: BrokerEntry | None = None,
+    checksum: bool = True,
+) -> bytes:
+    """Encode a batch entry: one SingleMessageMetadata + payload per item, batch index = item order."""
+    if not items:
+        raise EntryEncodeError("a batch entry needs at least one item")
+    codec = _compression_number(compression)
+    md = _base_metadata(
+        producer_name, sequence_id, publish_time_ms, replicated_from, replicate_to, txn_id, schema_version
+    )
+    parts: list[bytes] = []
+    for index, item in enumerate(items):
+        if item.null_value and item.payload:
+            raise EntryEncodeError(
+                f"batch item {index}: a null value must have an empty payload, got {len(item.payload)} bytes"
+            )
+        smm = _pb.SingleMessageMetadata(payload_size=len(item.payload))
+        _add_properties(smm.properties, item.properties)
+        if item.key is not None:
+            smm.partition_key = item.key
+        if item.compacted_out:
+            smm.compacted_out = True
+        if item.event_time_ms is not None:
+            smm.event_time = _u64(item.event_time_ms, f"batch item {index} event_time_ms")
+        if item.key_b64_encoded:
+            smm.partition_key_b64_encoded = True
+        if item.ordering_key is not None:
+            smm.ordering_key = item.ordering_key
+        if item.sequence_id is not None:
+            smm.sequence_id = _u64(item.sequence_id, f"batch item {index} sequence_id")
+        if item.null_value:
+            smm.null_value = True
+        raw = smm.SerializeToString()
+        parts += (_U32.pack(len(raw)), raw, bytes(item.payload))
+    batch = b"".join(parts)
+    md.num_messages_in_batch = len(items)
+    md.uncompressed_size = len(batch)
+    if codec != _NONE:
+        md.compression = codec
+    return _assemble(md, _compress(codec, batch), checksum, broker_entry)
+
+
+def encode_marker_entry(
+    marker: Marker,
+    *,
+    publish_time_ms: int,
+    replicated_from: str | None = None,
+    replicate_to: Sequence[str] | None = None,
+    txn_id: tuple[int, int] | None = None,
+    broker_entry: BrokerEntry | None = None,
+    checksum: bool = True,
+) -> bytes:
+    """Encode a marker entry as the broker writes it (SPEC §4.3, §8.3).
+
+    Replicated-subscription markers: producer ``pulsar.marker``, sequence id 0, the marker as payload.
+    ``replicate_to=None`` means SPEC §4.3's default for the type: REQUEST and UPDATE are not
+    restricted; RESPONSE (``[source cluster of the request]``) and SNAPSHOT (``[local cluster]``) need
+    the cluster, so it must be passed. Transaction markers: producer ``pulsar.txn.marker``, sequence id
+    -1 (stored as ``2**64 - 1``), empty payload, ``txn_id=(most, least)`` required, no replicate_to.
+    """
+    if isinstance(marker, TxnMarker):
+        if txn_id is None:
+            raise EntryEncodeError("a transaction marker needs txn_id=(most_bits, least_bits) (SPEC §8.3)")
+        producer, sequence = TXN_MARKER_PRODUCER_NAME, TXN_MARKER_SEQUENCE_ID
+    elif isinstance(marker, SnapshotRequest | SubscriptionUpdate):
+        producer, sequence = MARKER_PRODUCER_NAME, 0
+    elif isinstance(marker, SnapshotResponse | Snapshot):
+        producer, sequence = MARKER_PRODUCER_NAME, 0
+        if replicate_to is None:
+            target = (
+                "the request's source cluster"
+                if isinstance(marker, SnapshotResponse)
+                else "the local cluster"
+            )
+            raise EntryEncodeError(
+                f"{type(marker).__name__} markers are sent only to {target}: pass replicate_to=[<cluster>] "
+                "(SPEC §4.3)"
+            )
+    else:
+        raise EntryEncodeError(f"not a marker: {marker!r}")
+    md = _base_metadata(
+        producer, sequence, publish_time_ms, replicated_from, replicate_to or (), txn_id, None
+    )
+    md.marker_type = int(marker.marker_type)
+    return _assemble(md, encode_marker_payload(marker), checksum, broker_entry)
+
+
+def encode_message_id(message_id: MessageId) -> bytes:
+    """Serialize a ``MessageIdData`` (SPEC §7.1); inverse of :func:`decode_message_id`."""
+    msg = _pb.MessageIdData(
+        ledgerId=_u64(message_id.ledger_id, "ledger_id"), entryId=_u64(message_id.entry_id, "entry_id")
+    )
+    if message_id.partition != -1:
+        msg.partition = message_id.partition
+    if message_id.batch_index != -1:
+        msg.batch_index = message_id.batch_index
+    raw: bytes = msg.SerializeToString()
+    return raw

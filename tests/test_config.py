@@ -1,0 +1,45 @@
+"""Config: typed, validated once, unknown keys fail with a fix, no code execution."""
+
+from __future__ import annotations
+
+import pytest
+
+from pulsar_model.config import load_config
+from pulsar_model.errors import ConfigError
+
+
+def test_load_config_local_default():
+    config = load_config("conf/local.yaml")
+    assert config.spark.master == "local[2]"
+    assert config.storage.warehouse == "warehouse"
+    assert config.pulsar.version_for("nowhere") == config.pulsar.default_version
+
+
+@pytest.mark.parametrize("path", ["conf/cluster.example.yaml", "conf/databricks.example.yaml"])
+def test_load_config_examples_are_valid(path):
+    assert load_config(path).spark.master is None
+
+
+def test_load_config_unknown_key_names_the_fix(tmp_path):
+    p = tmp_path / "c.yaml"
+    p.write_text("storage:\n  warehous: x\n")
+    with pytest.raises(ConfigError, match=r"'storage.warehous'.*accepted keys under 'storage': delta_backend"):
+        load_config(p)
+
+
+def test_load_config_overrides_and_types(tmp_path):
+    config = load_config(None, ["spark.master=local[1]", "demo.seed=7", "pulsar.cluster_versions={a: 3.0.7}"])
+    assert config.spark.master == "local[1]" and config.demo.seed == 7
+    assert config.pulsar.version_for("a") == "3.0.7"
+    with pytest.raises(ConfigError, match="must be an integer"):
+        load_config(None, ["demo.seed=seven"])
+    with pytest.raises(ConfigError, match="not a Pulsar version"):
+        load_config(None, ["pulsar.default_version=latest"])
+
+
+def test_load_config_never_executes_code(tmp_path):
+    p = tmp_path / "evil.yaml"
+    p.write_text("spark: !!python/object/apply:os.system ['touch pwned']\n")
+    with pytest.raises(ConfigError, match="not valid YAML"):
+        load_config(p)
+    assert not (tmp_path / "pwned").exists()
