@@ -27,7 +27,9 @@ def _date(text: str) -> dt.date:
 
 
 def _common(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--config", default=None, help="YAML config file (default: conf/local.yaml if present)")
+    parser.add_argument(
+        "--config", default=None, help="YAML config file (default: conf/local.yaml if present)"
+    )
     parser.add_argument(
         "--set",
         dest="overrides",
@@ -36,7 +38,9 @@ def _common(parser: argparse.ArgumentParser) -> None:
         metavar="KEY=VALUE",
         help="override a config value, e.g. --set spark.master=local[1] (repeatable)",
     )
-    parser.add_argument("--warehouse", default=None, help="warehouse folder/URI (overrides storage.warehouse)")
+    parser.add_argument(
+        "--warehouse", default=None, help="warehouse folder/URI (overrides storage.warehouse)"
+    )
     parser.add_argument("-v", "--verbose", action="store_true", help="log at INFO level")
 
 
@@ -75,8 +79,12 @@ def build_parser() -> argparse.ArgumentParser:
         "a rerun of a date replaces that date's outputs.",
     )
     _common(nightly)
-    nightly.add_argument("--export-dir", default=None, help="export folder to ingest (needed by the ingest stage)")
-    nightly.add_argument("--export-date", type=_date, default=None, help="run date (default: from the export)")
+    nightly.add_argument(
+        "--export-dir", default=None, help="export folder to ingest (needed by the ingest stage)"
+    )
+    nightly.add_argument(
+        "--export-date", type=_date, default=None, help="run date (default: from the export)"
+    )
     nightly.add_argument("--stages", default=None, help="comma-separated subset of stages to run")
 
     cleanup = sub.add_parser(
@@ -121,7 +129,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             from pulsar_model.demo import DemoSpec, generate_demo
 
             out = args.out or config.demo.export_dir
-            spec = DemoSpec(clusters=tuple(config.demo.clusters), seed=args.seed if args.seed is not None else config.demo.seed)
+            spec = DemoSpec(
+                clusters=tuple(config.demo.clusters),
+                seed=args.seed if args.seed is not None else config.demo.seed,
+            )
             if args.scale != 1.0:
                 spec = spec.scaled(args.scale)
             summary = generate_demo(out, spec)

@@ -84,7 +84,11 @@ def _build(cls: type[Any], raw: Mapping[str, Any], where: str) -> Any:
     values: dict[str, Any] = {}
     for name, value in raw.items():
         sub = f"{where}.{name}" if where else name
-        default = fields[name].default_factory() if fields[name].default_factory is not dataclasses.MISSING else fields[name].default  # type: ignore[misc]
+        default = (
+            fields[name].default_factory()
+            if fields[name].default_factory is not dataclasses.MISSING
+            else fields[name].default
+        )  # type: ignore[misc]
         if dataclasses.is_dataclass(default):
             values[name] = _build(type(default), value or {}, sub)
         elif isinstance(default, Mapping):
@@ -119,7 +123,9 @@ def validate(config: AppConfig) -> AppConfig:
         *((f"pulsar.cluster_versions.{c}", v) for c, v in config.pulsar.cluster_versions.items()),
     ]:
         if not _VERSION_RE.match(version):
-            raise ConfigError(f"{where} = {version!r} is not a Pulsar version; write it like '3.0.7' or '4.1.3'")
+            raise ConfigError(
+                f"{where} = {version!r} is not a Pulsar version; write it like '3.0.7' or '4.1.3'"
+            )
     if config.storage.delta_backend not in {"auto", "spark", "bridge"}:
         raise ConfigError(
             f"storage.delta_backend = {config.storage.delta_backend!r}; use 'auto', 'spark' or 'bridge'"
@@ -131,7 +137,9 @@ def validate(config: AppConfig) -> AppConfig:
 
 def _apply_override(raw: dict[str, Any], assignment: str) -> None:
     if "=" not in assignment:
-        raise ConfigError(f"Override {assignment!r} must look like section.key=value, e.g. spark.master=local[1]")
+        raise ConfigError(
+            f"Override {assignment!r} must look like section.key=value, e.g. spark.master=local[1]"
+        )
     dotted, value_text = assignment.split("=", 1)
     keys = dotted.strip().split(".")
     target = raw
@@ -148,7 +156,9 @@ def load_config(path: str | Path | None = None, overrides: Sequence[str] = ()) -
     if path is not None:
         p = Path(path)
         if not p.is_file():
-            raise ConfigError(f"Config file {str(p)!r} not found; pass an existing YAML file, e.g. conf/local.yaml")
+            raise ConfigError(
+                f"Config file {str(p)!r} not found; pass an existing YAML file, e.g. conf/local.yaml"
+            )
         try:
             loaded = yaml.safe_load(p.read_text(encoding="utf-8"))
         except yaml.YAMLError as exc:

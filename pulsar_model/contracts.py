@@ -157,10 +157,7 @@ class TableContract:
     @property
     def arrow_schema(self) -> pa.Schema:
         return pa.schema(
-            [
-                pa.field(c.name, spark_to_arrow(c.data_type), nullable=c.nullable)
-                for c in self.columns
-            ]
+            [pa.field(c.name, spark_to_arrow(c.data_type), nullable=c.nullable) for c in self.columns]
         )
 
     def column(self, name: str) -> ColumnContract:
@@ -208,7 +205,10 @@ def contract(table: str) -> TableContract:
     cols.extend(raw.get("columns", []))
     columns = tuple(
         ColumnContract(
-            name=c["name"], type_text=str(c["type"]), nullable=bool(c["nullable"]), comment=c.get("comment", "")
+            name=c["name"],
+            type_text=str(c["type"]),
+            nullable=bool(c["nullable"]),
+            comment=c.get("comment", ""),
         )
         for c in cols
     )
@@ -270,7 +270,9 @@ def spark_to_arrow(data_type: T.DataType) -> pa.DataType:
 
 def _strip_nullability(data_type: T.DataType) -> T.DataType:
     if isinstance(data_type, T.StructType):
-        return T.StructType([T.StructField(f.name, _strip_nullability(f.dataType), True) for f in data_type.fields])
+        return T.StructType(
+            [T.StructField(f.name, _strip_nullability(f.dataType), True) for f in data_type.fields]
+        )
     if isinstance(data_type, T.ArrayType):
         return T.ArrayType(_strip_nullability(data_type.elementType), True)
     if isinstance(data_type, T.MapType):
@@ -342,17 +344,20 @@ def with_contract_nullability(schema: T.StructType, table: str) -> T.StructType:
     """``schema`` with the top-level nullability of the contract (for createDataFrame in tests/writers)."""
     expected = {c.name: c.nullable for c in contract(table).columns}
     return T.StructType(
-        [T.StructField(f.name, f.dataType, expected.get(f.name, f.nullable), f.metadata) for f in schema.fields]
+        [
+            T.StructField(f.name, f.dataType, expected.get(f.name, f.nullable), f.metadata)
+            for f in schema.fields
+        ]
     )
 
 
-def rows_to_arrow(rows: Iterable[Mapping[str, Any]], table: str, columns: Sequence[str] | None = None) -> pa.Table:
+def rows_to_arrow(
+    rows: Iterable[Mapping[str, Any]], table: str, columns: Sequence[str] | None = None
+) -> pa.Table:
     """Build an Arrow table with the contract's types from dict rows (missing keys become null)."""
     schema = arrow_schema(table)
     if columns is not None:
         schema = pa.schema([schema.field(name) for name in columns])
     materialised = list(rows)
-    arrays = [
-        pa.array([row.get(field.name) for row in materialised], type=field.type) for field in schema
-    ]
+    arrays = [pa.array([row.get(field.name) for row in materialised], type=field.type) for field in schema]
     return pa.Table.from_arrays(arrays, schema=pa.schema([f.with_nullable(True) for f in schema]))

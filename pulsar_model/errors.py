@@ -59,3 +59,19 @@ class EntryDecodeError(PulsarAnalyticsError):
 
 class EntryEncodeError(PulsarAnalyticsError, ValueError):
     """Arguments given to a stored-entry encoder are invalid (value out of range, missing field)."""
+
+
+class ParseError(PulsarAnalyticsError, ValueError):
+    """A value in an admin export (position, individuallyDeletedMessages, timestamp) cannot be parsed.
+
+    The message names the bad value and the expected form; the ingest parsers turn it into a
+    quarantine reason (SPEC §10.2).
+    """
+
+
+class DeltaBackendUnavailableError(EnvironmentProblem):
+    """The Delta backend that was asked for cannot run in this session (e.g. the delta-spark jars are missing)."""
+
+
+class UnsupportedTableFeatureError(PulsarAnalyticsError):
+    """A Delta table uses a protocol feature the bridge cannot honour (deletion vectors, column mapping, ...)."""

@@ -180,5 +180,7 @@ def format_summary(outcomes: Sequence[StageOutcome]) -> str:
                 )
         lines.append(f"  {'table':<18}{'rows':>10}{'version':>9}")
         for table in sorted(outcome.rows_out):
-            lines.append(f"  {table:<18}{outcome.rows_out[table]:>10}{outcome.table_versions.get(table, -1):>9}")
+            lines.append(
+                f"  {table:<18}{outcome.rows_out[table]:>10}{outcome.table_versions.get(table, -1):>9}"
+            )
     return "\n".join(lines)

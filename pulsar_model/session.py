@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import sys
 from collections.abc import Mapping
 
 from pyspark.sql import SparkSession
@@ -29,7 +30,11 @@ BASE_CONF: dict[str, str] = {
 
 def check_java() -> str:
     """Return the ``java -version`` banner, or raise with what to install when Java 17+ is missing."""
-    java = shutil.which("java", path=os.path.join(os.environ["JAVA_HOME"], "bin")) if "JAVA_HOME" in os.environ else None
+    java = (
+        shutil.which("java", path=os.path.join(os.environ["JAVA_HOME"], "bin"))
+        if "JAVA_HOME" in os.environ
+        else None
+    )
     java = java or shutil.which("java")
     hint = (
         "Spark 4 needs Java 17 or newer. Install it, e.g. `apt-get install openjdk-17-jre-headless` on "
@@ -60,6 +65,8 @@ def build_session(
     """
     if master is not None and master.startswith("local"):
         check_java()
+        # Python workers must run the driver's interpreter (the venv with pandas/pyarrow), not `python3`.
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     builder = SparkSession.builder.appName(app_name)
     if master is not None:
         builder = builder.master(master)

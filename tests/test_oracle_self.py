@@ -73,7 +73,7 @@ def test_position_after_n_2x_old_credits_phantom_entries_to_empty_open_ledger() 
 
 def test_position_after_n_2x_old_npe_in_deleted_ledger() -> None:
     ml = ml_two_closed_one_open_empty()
-    with pytest.raises(o.OracleNPE):
+    with pytest.raises(o.OracleNPEError):
         o.get_position_after_n(ml, (0, 3), 2, "startIncluded", "2x-old")
     # 3.x counts a deleted ledger as empty and moves on
     assert o.get_position_after_n(ml, (0, 3), 2, "startIncluded") == (1, 1)
@@ -88,7 +88,7 @@ def test_position_after_n_deleted_ledger_gap_is_skipped() -> None:
 
 def test_position_after_n_no_current_ledger_with_empty_last_ledger_is_unreachable() -> None:
     ml = ManagedLedger({1: (2, 20), 2: (0, 0)}, None, 0, 0, (1, 1), 20)
-    with pytest.raises(o.OracleUnreachable):
+    with pytest.raises(o.OracleUnreachableError):
         o.get_position_after_n(ml, (1, 0), 5, "startExcluded")
 
 
@@ -168,7 +168,7 @@ def test_number_of_entries_3x_and_4x_differences() -> None:
     # the open ledger (listed with 0 entries) as hi: counts hi.entry literally
     assert o.number_of_entries(ml, (4, 4), False, (5, 1), True) == 2
     assert o.number_of_entries(ml, (4, 4), False, (5, 1), True, "4x") == 2
-    with pytest.raises(o.OracleIllegalArgument):
+    with pytest.raises(o.OracleIllegalArgumentError):
         o.number_of_entries(ml, (2, 1), False, (1, 1), True, "4x")
     assert o.number_of_entries(ml, (2, 1), False, (2, 0), True) == -1  # 3.x: no validation
 
@@ -352,7 +352,7 @@ def test_estimate_backlog_from_position_deleted_ledger_by_version() -> None:
     assert o.estimate_backlog_from_position(ml, (2, 0), V210) == 8000
     assert o.estimate_backlog_from_position(ml, None, V3) == 0
     no_current = ManagedLedger({1: (5, 5000)}, None, 0, 0, (1, 4), 5000)
-    with pytest.raises(o.OracleNPE):
+    with pytest.raises(o.OracleNPEError):
         o.estimate_backlog_from_position(no_current, (1, 1), V3)
     assert o.estimate_backlog_from_position_no_current(no_current, (1, 1), V3) == 3000
 
@@ -378,4 +378,7 @@ def test_range_intersection_follows_guava_cuts() -> None:
     assert r.intersection(o.Range((1, 6), True, (1, 9), True)) is None
     assert r.contains((1, 5))
     assert not r.contains((1, 2))
-    assert o.remove_at_most([((1, 2), (1, 5)), ((1, 7), (1, 9))], (1, 3)) == [((1, 3), (1, 5)), ((1, 7), (1, 9))]
+    assert o.remove_at_most([((1, 2), (1, 5)), ((1, 7), (1, 9))], (1, 3)) == [
+        ((1, 3), (1, 5)),
+        ((1, 7), (1, 9)),
+    ]

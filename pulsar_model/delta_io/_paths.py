@@ -102,7 +102,8 @@ class TableLocator:
         joined = posixpath.normpath(posixpath.join(base, relative))
         if not _inside(joined, base) or joined == base:
             raise UnsafePathError(
-                f"Location {relative!r} of table {table!r} escapes the warehouse root {self.warehouse!r}: {rule}."
+                f"Location {relative!r} of table {table!r} escapes the warehouse root "
+                f"{self.warehouse!r}: {rule}."
             )
         uri = f"{parts.scheme}://{parts.netloc}{joined}" if parts.netloc else f"{parts.scheme}:{joined}"
         return Location(table, uri, None)
@@ -119,7 +120,9 @@ class TableLocator:
             local = local_path_of(mapped)
             return Location(table, local if local is not None else mapped.rstrip("/"), local)
         return self._join_inside(
-            table, mapped, "relative table_locations entries must stay inside the warehouse; use an absolute path"
+            table,
+            mapped,
+            "relative table_locations entries must stay inside the warehouse; use an absolute path",
         )
 
     def local_tables(self) -> list[Location]:
@@ -127,7 +130,9 @@ class TableLocator:
         found: dict[str, Location] = {}
         if self._warehouse_local is not None and os.path.isdir(self._warehouse_local):
             for entry in sorted(os.listdir(self._warehouse_local)):
-                if TABLE_NAME_RE.fullmatch(entry) and os.path.isdir(os.path.join(self._warehouse_local, entry)):
+                if TABLE_NAME_RE.fullmatch(entry) and os.path.isdir(
+                    os.path.join(self._warehouse_local, entry)
+                ):
                     try:
                         found[entry] = self.locate(entry)
                     except UnsafePathError:

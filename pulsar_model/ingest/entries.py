@@ -13,6 +13,7 @@ import base64
 import binascii
 import json
 import zlib
+from urllib.parse import unquote
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -21,7 +22,7 @@ import pyarrow as pa
 from pulsar_model.contracts import contract, spark_to_arrow
 from pulsar_model.errors import EntryDecodeError
 from pulsar_model.wire.codec import DecodedEntry, decode_entry
-from pulsar_model.wire.markers import marker_name
+from pulsar_model.wire.markers import MarkerType
 
 _U64 = 1 << 64
 _I64_MAX = (1 << 63) - 1
@@ -101,6 +102,14 @@ def decoded_arrow_schema() -> pa.Schema:
     )
 
 
+def marker_name(marker_type: int) -> str:
+    """Name of a ``marker_type`` value (SPEC §4.3), ``UNKNOWN_<n>`` outside the enum."""
+    try:
+        return MarkerType(marker_type).name
+    except ValueError:
+        return f"UNKNOWN_{marker_type}"
+
+
 def _pos(value: tuple[int, int] | None) -> dict[str, int | None] | None:
     if value is None:
         return None
@@ -111,7 +120,7 @@ def _marker_row(entry: DecodedEntry) -> dict[str, Any] | None:
     marker = entry.marker
     if marker is None:
         return None
-    row: dict[str, Any] = {"marker_name": marker_name(marker.marker_type)}
+    row: dict[str, Any] = {"marker_name": marker_name(int(marker.marker_type))}
     for attr in ("snapshot_id", "source_cluster", "subscription_name"):
         if hasattr(marker, attr):
             row[attr] = getattr(marker, attr)
@@ -150,7 +159,9 @@ def _entry_row(entry: DecodedEntry, ledger_id: int, entry_id: int) -> dict[str, 
         "entry_size_bytes": entry.total_size,
         "payload_size_bytes": entry.payload_size,
         "has_checksum": entry.has_checksum,
-        "broker_timestamp": broker.broker_timestamp_ms * 1000 if broker and broker.broker_timestamp_ms else None,
+        "broker_timestamp": broker.broker_timestamp_ms * 1000
+        if broker and broker.broker_timestamp_ms
+        else None,
         "broker_index": _signed64(broker.index) if broker else None,
         "producer_name": entry.producer_name,
         "sequence_id": _signed64(entry.sequence_id),
@@ -169,8 +180,8 @@ def _entry_row(entry: DecodedEntry, ledger_id: int, entry_id: int) -> dict[str, 
         "txnid_most_bits": _signed64(entry.txnid_most_bits),
         "txnid_least_bits": _signed64(entry.txnid_least_bits),
         "null_value": bool(entry.null_value),
-        "is_encrypted": bool(entry.is_encrypted),
-        "is_chunk": bool(entry.is_chunk),
+        "is_encrypted": bool(entry.encryption),
+        "is_chunk": entry.chunk_id is not None or bool(entry.num_chunks_from_msg),
         "deliver_at_time_ms": entry.deliver_at_time_ms,
         "schema_version": entry.schema_version,
         "properties": list(entry.properties.items()) if entry.properties else None,
@@ -178,8 +189,8 @@ def _entry_row(entry: DecodedEntry, ledger_id: int, entry_id: int) -> dict[str, 
         "marker": _marker_row(entry),
         "marker_error_code": entry.marker_error,
         "marker_error": (
-            f"marker_type {entry.marker_type} payload could not be decoded ({entry.marker_error}); "
-            "the entry is kept, the marker is ignored by snapshot analysis"
+            f"marker entry (marker_type {entry.marker_type}) kept as an entry, its marker ignored: "
+            f"{entry.marker_error_message or entry.marker_error}"
             if entry.marker_error
             else None
         ),
@@ -202,21 +213,31 @@ def decode_line(
     }
 
     def quarantine(code: str, reason: str, excerpt: str | None) -> dict[str, Any]:
-        return {**base, "status": "quarantine", "reason_code": code, "reason": reason, "record_excerpt": excerpt}
+        return {
+            **base,
+            "status": "quarantine",
+            "reason_code": code,
+            "reason": reason,
+            "record_excerpt": excerpt,
+        }
 
     try:
         record = json.loads(line)
     except ValueError as exc:
-        return quarantine("malformed_json", f"line is not valid JSON ({exc}); each line must be one JSON object", line[:512])
+        return quarantine(
+            "malformed_json", f"line is not valid JSON ({exc}); each line must be one JSON object", line[:512]
+        )
     if not isinstance(record, dict):
-        return quarantine("not_an_object", "line must be a JSON object with ledger_id, entry_id and data", line[:512])
+        return quarantine(
+            "not_an_object", "line must be a JSON object with ledger_id, entry_id and data", line[:512]
+        )
     topic = record.get("topic", topic_hint)
     if isinstance(topic, str) and topic:
         base["topic"] = topic
     else:
         return quarantine(
             "missing_topic",
-            "entry line has no topic and the file name is not a URL-encoded topic; add \"topic\" to the line",
+            'entry line has no topic and the file name is not a URL-encoded topic; add "topic" to the line',
             line[:200],
         )
     envelope_cluster = record.get("cluster")
@@ -239,11 +260,13 @@ def decode_line(
     base["record_locator"] = f"{ledger_id}:{entry_id}"
     data_text = record.get("data")
     if not isinstance(data_text, str):
-        return quarantine("missing_field", "entry line has no base64 \"data\" field", line[:200])
+        return quarantine("missing_field", 'entry line has no base64 "data" field', line[:200])
     try:
         data = base64.b64decode(data_text, validate=True)
     except (binascii.Error, ValueError) as exc:
-        return quarantine("bad_base64", f"\"data\" is not valid base64 ({exc})", f"{len(data_text)} base64 characters")
+        return quarantine(
+            "bad_base64", f'"data" is not valid base64 ({exc})', f"{len(data_text)} base64 characters"
+        )
     try:
         entry = decode_entry(data)
     except EntryDecodeError as exc:
@@ -271,7 +294,8 @@ def decode_lines(
             key = (path, start)
             index = counters.get(key, 0)
             counters[key] = index + 1
-            cluster, relative, hint = files.get(normalise_path(path), ("", path, None))
+            found = files.get(normalise_path(path)) or files.get(strip_scheme(path))
+            cluster, relative, hint = found or ("", path, None)
             locator = f"line {index + 1}" if start == 0 else f"line {index + 1} after byte {start}"
             row = decode_line(value, cluster, hint, relative, locator)
             row["line_order"] = (start << 24) + index if start else index
@@ -281,12 +305,15 @@ def decode_lines(
         yield pa.RecordBatch.from_pylist(rows, schema=schema)
 
 
-def normalise_path(path: str) -> str:
+def strip_scheme(path: str) -> str:
     """Strip the ``file:`` scheme Spark puts in front of local paths."""
     if path.startswith("file://"):
-        path = path[len("file://") :]
-    elif path.startswith("file:"):
-        path = path[len("file:") :]
-    from urllib.parse import unquote
+        return path[len("file://") :]
+    if path.startswith("file:"):
+        return path[len("file:") :]
+    return path
 
-    return unquote(path)
+
+def normalise_path(path: str) -> str:
+    """Local path of a Spark file URI (scheme stripped, %-escapes decoded)."""
+    return unquote(strip_scheme(path))

@@ -83,7 +83,9 @@ def discover(export_dir: str | Path, export_date: dt.date | None = None) -> Expo
         try:
             loaded = json.loads(manifest_path.read_text(encoding="utf-8"))
         except (ValueError, UnicodeDecodeError) as exc:
-            raise ExportLayoutError(f"{manifest_path}: not valid JSON ({exc}); fix or remove the manifest") from exc
+            raise ExportLayoutError(
+                f"{manifest_path}: not valid JSON ({exc}); fix or remove the manifest"
+            ) from exc
         if not isinstance(loaded, dict):
             raise ExportLayoutError(f"{manifest_path}: must be a JSON object")
         manifest = loaded
@@ -134,7 +136,9 @@ def discover(export_dir: str | Path, export_date: dt.date | None = None) -> Expo
                 rel = path.relative_to(root).as_posix()
                 form = FORMS.get(path.suffix.lower())
                 if form is None or (form == "csv" and kind_dir.name != "consumers"):
-                    skipped.append(f"{rel}: unsupported file type (expected .json, .jsonl or, for consumers, .csv)")
+                    skipped.append(
+                        f"{rel}: unsupported file type (expected .json, .jsonl or, for consumers, .csv)"
+                    )
                     continue
                 hint = unquote(path.stem) if form != "jsonl" or kind_dir.name == "entries" else None
                 files.append(

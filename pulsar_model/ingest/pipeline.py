@@ -29,7 +29,7 @@ from pulsar_model.config import PulsarConfig
 from pulsar_model.contracts import conform, contract, parse_type
 from pulsar_model.delta_io import DeltaTables, TableWrite
 from pulsar_model.errors import PulsarAnalyticsError
-from pulsar_model.ingest.entries import decode_lines, decoded_arrow_schema, normalise_path
+from pulsar_model.ingest.entries import decode_lines, decoded_arrow_schema, normalise_path, strip_scheme
 from pulsar_model.ingest.layout import ExportInventory, discover
 
 log = logging.getLogger(__name__)
@@ -110,7 +110,9 @@ def _parse_schema(table: str) -> T.StructType:
         assert isinstance(parsed, T.StructType)
         return parsed
     fields = [
-        T.StructField(c.name, c.data_type, True) for c in contract(table).columns if c.name not in _EXPORT_COLS
+        T.StructField(c.name, c.data_type, True)
+        for c in contract(table).columns
+        if c.name not in _EXPORT_COLS
     ]
     return T.StructType(fields)
 
@@ -155,7 +157,7 @@ def _parse_files(
             out_json.append(json.dumps(row, default=_json_default, ensure_ascii=False))
 
         for path, content in zip(frame["path"], frame["content"], strict=True):
-            cluster, kind, relative, hint = files[normalise_path(path)]
+            cluster, kind, relative, hint = files.get(normalise_path(path)) or files[strip_scheme(path)]
             data = bytes(content)
             calls: list[tuple[str, Any]] = []
             if kind == "consumers" and relative.lower().endswith(".csv"):
@@ -204,10 +206,16 @@ class _Parsed:
 
     def table(self, name: str) -> DataFrame:
         schema = _COUNTS_SCHEMA if name == "_counts" else _parse_schema(name)
-        return self.parsed.where(F.col("table") == name).select(
-            F.col("record_key"),
-            F.from_json("row_json", schema, {"timestampFormat": _TS_FORMAT, "mode": "FAILFAST"}).alias("r"),
-        ).select("record_key", "r.*")
+        return (
+            self.parsed.where(F.col("table") == name)
+            .select(
+                F.col("record_key"),
+                F.from_json("row_json", schema, {"timestampFormat": _TS_FORMAT, "mode": "FAILFAST"}).alias(
+                    "r"
+                ),
+            )
+            .select("record_key", "r.*")
+        )
 
 
 def _duplicate_topics(frames: Mapping[str, DataFrame]) -> tuple[dict[str, DataFrame], list[DataFrame]]:
@@ -237,9 +245,9 @@ def _duplicate_topics(frames: Mapping[str, DataFrame]) -> tuple[dict[str, DataFr
                 "topic",
                 F.lit(kind).alias("source"),
                 F.split("record_key", "#").getItem(0).alias("source_file"),
-                F.concat(F.lit("record "), F.split("record_key", "#").getItem(1).cast("int").cast("string")).alias(
-                    "record_locator"
-                ),
+                F.concat(
+                    F.lit("record "), F.split("record_key", "#").getItem(1).cast("int").cast("string")
+                ).alias("record_locator"),
                 F.lit("duplicate_topic").alias("reason_code"),
                 F.concat(
                     F.lit(f"topic exported twice in one export ({kind}); kept the record in "),
@@ -270,9 +278,7 @@ def _merge_cursors(cursors: DataFrame, sub_stats: DataFrame, topic_stats: DataFr
     stats = sub_stats.drop("record_key").withColumnsRenamed(
         {"is_durable": "stats_is_durable", "is_replicated": "stats_is_replicated"}
     )
-    replication = topic_stats.select(
-        "cluster", "topic", F.explode("stats_replication").alias("rep")
-    ).select(
+    replication = topic_stats.select("cluster", "topic", F.explode("stats_replication").alias("rep")).select(
         "cluster",
         "topic",
         F.col("rep.remote_cluster").alias("replicator_remote_cluster"),
@@ -297,7 +303,8 @@ def _merge_cursors(cursors: DataFrame, sub_stats: DataFrame, topic_stats: DataFr
         {
             # stats know durability; stats-internal alone infers it from the cursor name (readers).
             "is_durable": F.coalesce("stats_is_durable", "is_durable"),
-            "is_replicated": F.coalesce("stats_is_replicated", F.lit(False)) | F.coalesce("is_replicated", F.lit(False)),
+            "is_replicated": F.coalesce("stats_is_replicated", F.lit(False))
+            | F.coalesce("is_replicated", F.lit(False)),
             "individually_deleted": F.coalesce("individually_deleted", F.array()),
         }
     )
@@ -358,7 +365,7 @@ def _read_json_kinds(spark: SparkSession, inv: ExportInventory) -> DataFrame | N
     files = [f for f in inv.files if f.kind in _JSON_KINDS]
     if not files:
         return None
-    lookup = {normalise_path(f.path): (f.cluster, f.kind, f.relative_path, f.name_hint) for f in files}
+    lookup = {f.path: (f.cluster, f.kind, f.relative_path, f.name_hint) for f in files}
     raw = spark.read.format("binaryFile").load([f.path for f in files]).select("path", "content")
     return raw.mapInPandas(lambda it: _parse_files(it, lookup), _PARSED_SCHEMA)
 
@@ -367,7 +374,7 @@ def _read_entries(spark: SparkSession, inv: ExportInventory) -> DataFrame | None
     files = inv.files_of("entries")
     if not files:
         return None
-    lookup = {normalise_path(f.path): (f.cluster, f.relative_path, f.name_hint) for f in files}
+    lookup = {f.path: (f.cluster, f.relative_path, f.name_hint) for f in files}
     lines = spark.read.text([f.path for f in files]).select(
         "value",
         F.col("_metadata.file_path").alias("file_path"),
@@ -380,12 +387,23 @@ def _read_entries(spark: SparkSession, inv: ExportInventory) -> DataFrame | None
 
 
 def _empty(spark: SparkSession, table: str) -> DataFrame:
-    return spark.createDataFrame([], _parse_schema(table)).withColumn("record_key", F.lit(None).cast("string"))
+    return spark.createDataFrame([], _parse_schema(table)).withColumn(
+        "record_key", F.lit(None).cast("string")
+    )
 
 
 def _layout_quarantine(spark: SparkSession, inv: ExportInventory) -> DataFrame:
     rows = [
-        (None, None, "layout", text.split(":", 1)[0], "file", "unsupported_file", text.split(": ", 1)[-1] + " — file ignored", None)
+        (
+            None,
+            None,
+            "layout",
+            text.split(":", 1)[0],
+            "file",
+            "unsupported_file",
+            text.split(": ", 1)[-1] + " — file ignored",
+            None,
+        )
         for text in inv.skipped
     ]
     schema = (
@@ -419,9 +437,19 @@ def build_input_tables(
             frames[table] = parsed.table(table)
         counts_json = parsed.table("_counts")
     else:
-        for table in ("managed_ledgers", "ledgers", "cursors", "backlog_quotas", "schema_versions", "quarantine", *_INTERMEDIATE_DDL):
+        for table in (
+            "managed_ledgers",
+            "ledgers",
+            "cursors",
+            "backlog_quotas",
+            "schema_versions",
+            "quarantine",
+            *_INTERMEDIATE_DDL,
+        ):
             frames[table] = _empty(spark, table)
-        counts_json = spark.createDataFrame([], _COUNTS_SCHEMA).withColumn("record_key", F.lit(None).cast("string"))
+        counts_json = spark.createDataFrame([], _COUNTS_SCHEMA).withColumn(
+            "record_key", F.lit(None).cast("string")
+        )
 
     frames, dup_quarantine = _duplicate_topics(frames)
 
@@ -455,7 +483,9 @@ def build_input_tables(
     if entries_decoded is not None:
         decoded = entries_decoded.persist()
         ok = decoded.where(F.col("status") == "ok")
-        dup_w = Window.partitionBy("cluster", "topic", "ledger_id", "entry_id").orderBy("source_file", "line_order")
+        dup_w = Window.partitionBy("cluster", "topic", "ledger_id", "entry_id").orderBy(
+            "source_file", "line_order"
+        )
         ranked = ok.select(
             "*",
             F.row_number().over(dup_w).alias("rn"),
@@ -475,8 +505,9 @@ def build_input_tables(
                 F.col("ledger_id").cast("string"),
                 F.lit(":"),
                 F.col("entry_id").cast("string"),
-                F.when(F.col("data_crc32") == F.col("first_crc32"), F.lit(" exported twice with identical bytes"))
-                .otherwise(F.lit(" exported twice with DIFFERENT bytes")),
+                F.when(
+                    F.col("data_crc32") == F.col("first_crc32"), F.lit(" exported twice with identical bytes")
+                ).otherwise(F.lit(" exported twice with DIFFERENT bytes")),
                 F.lit("; kept the first copy (from "),
                 F.col("first_file"),
                 F.lit("); dump each entry once"),
@@ -504,48 +535,58 @@ def build_input_tables(
             F.lit(None).cast("string").alias("record_excerpt"),
         )
         quarantine_parts.extend([bad, dups, bad_markers])
-        counts = counts.unionByName(
-            decoded.groupBy(F.lit("entries").alias("source")).agg(
-                F.count(F.lit(1)).cast("bigint").alias("rows_in"),
-                F.sum(F.when(F.col("status") == "ok", 1).otherwise(0)).cast("bigint").alias("rows_accepted"),
-                F.sum(F.when(F.col("status") == "quarantine", 1).otherwise(0)).cast("bigint").alias(
-                    "rows_quarantined"
-                ),
+        counts = (
+            counts.unionByName(
+                decoded.groupBy(F.lit("entries").alias("source")).agg(
+                    F.count(F.lit(1)).cast("bigint").alias("rows_in"),
+                    F.sum(F.when(F.col("status") == "ok", 1).otherwise(0))
+                    .cast("bigint")
+                    .alias("rows_accepted"),
+                    F.sum(F.when(F.col("status") == "quarantine", 1).otherwise(0))
+                    .cast("bigint")
+                    .alias("rows_quarantined"),
+                )
             )
-        ).unionByName(
-            dups.groupBy("source").agg(
-                F.lit(0).cast("bigint").alias("rows_in"),
-                (-F.count(F.lit(1))).cast("bigint").alias("rows_accepted"),
-                F.count(F.lit(1)).cast("bigint").alias("rows_quarantined"),
+            .unionByName(
+                dups.groupBy("source").agg(
+                    F.lit(0).cast("bigint").alias("rows_in"),
+                    (-F.count(F.lit(1))).cast("bigint").alias("rows_accepted"),
+                    F.count(F.lit(1)).cast("bigint").alias("rows_quarantined"),
+                )
             )
-        ).unionByName(
-            first.where(F.col("marker_type").isNotNull())
-            .groupBy(F.lit("markers").alias("source"))
-            .agg(
-                F.count(F.lit(1)).cast("bigint").alias("rows_in"),
-                F.sum(F.when(F.col("marker_error_code").isNull(), 1).otherwise(0)).cast("bigint").alias(
-                    "rows_accepted"
-                ),
-                F.sum(F.when(F.col("marker_error_code").isNotNull(), 1).otherwise(0)).cast("bigint").alias(
-                    "rows_quarantined"
-                ),
+            .unionByName(
+                first.where(F.col("marker_type").isNotNull())
+                .groupBy(F.lit("markers").alias("source"))
+                .agg(
+                    F.count(F.lit(1)).cast("bigint").alias("rows_in"),
+                    F.sum(F.when(F.col("marker_error_code").isNull(), 1).otherwise(0))
+                    .cast("bigint")
+                    .alias("rows_accepted"),
+                    F.sum(F.when(F.col("marker_error_code").isNotNull(), 1).otherwise(0))
+                    .cast("bigint")
+                    .alias("rows_quarantined"),
+                )
             )
         )
         entries = first.drop("rn", "first_crc32", "first_file")
         frames["entries"] = entries
-        frames["messages"] = entries.select(
-            "cluster",
-            "topic",
-            "ledger_id",
-            "entry_id",
-            F.col("marker_type"),
-            "producer_name",
-            "publish_time_ms",
-            "txnid_most_bits",
-            "txnid_least_bits",
-            "replicated_from",
-            F.explode("messages").alias("m"),
-        ).select("*", "m.*").drop("m")
+        frames["messages"] = (
+            entries.select(
+                "cluster",
+                "topic",
+                "ledger_id",
+                "entry_id",
+                F.col("marker_type"),
+                "producer_name",
+                "publish_time_ms",
+                "txnid_most_bits",
+                "txnid_least_bits",
+                "replicated_from",
+                F.explode("messages").alias("m"),
+            )
+            .select("*", "m.*")
+            .drop("m")
+        )
         frames["markers"] = entries.where(
             F.col("marker_type").isNotNull() & F.col("marker").isNotNull()
         ).select(
@@ -568,9 +609,11 @@ def build_input_tables(
     frames["quarantine"] = quarantine.withColumn("run_id", F.lit(run_id))
 
     frames["cursors"] = _merge_cursors(frames["cursors"], frames["subscription_stats"], frames["topic_stats"])
-    frames["managed_ledgers"] = frames["managed_ledgers"].drop(
-        *[c for c in frames["topic_stats"].columns if c.startswith("stats_")]
-    ).join(frames["topic_stats"].drop("record_key"), ["cluster", "topic"], "left")
+    frames["managed_ledgers"] = (
+        frames["managed_ledgers"]
+        .drop(*[c for c in frames["topic_stats"].columns if c.startswith("stats_")])
+        .join(frames["topic_stats"].drop("record_key"), ["cluster", "topic"], "left")
+    )
     frames["consumers"] = _merge_consumers(frames["stats_consumers"], frames["client_consumers"])
 
     outputs: dict[str, DataFrame] = {}
@@ -604,10 +647,15 @@ def ingest_export(
     run_id = run_id or f"ingest-{started:%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:8]}"
     inv = discover(export_dir, export_date)
     versions = {**pulsar.cluster_versions, **inv.cluster_versions}
-    log.info("ingest %s: export %s dated %s, %d files", run_id, inv.export_id, inv.export_date, len(inv.files))
+    log.info(
+        "ingest %s: export %s dated %s, %d files", run_id, inv.export_id, inv.export_date, len(inv.files)
+    )
     spark.sparkContext.setJobDescription(f"ingest {inv.export_id}: parse and decode")
     outputs, counts_df = build_input_tables(spark, inv, run_id=run_id, versions=versions)
-    counts = {r["source"]: (int(r["rows_in"]), int(r["rows_accepted"]), int(r["rows_quarantined"])) for r in counts_df.collect()}
+    counts = {
+        r["source"]: (int(r["rows_in"]), int(r["rows_accepted"]), int(r["rows_quarantined"]))
+        for r in counts_df.collect()
+    }
     broken = {s: c for s, c in counts.items() if c[0] != c[1] + c[2]}
     if broken:
         raise AccountingError(
@@ -615,6 +663,9 @@ def ingest_export(
             + ", ".join(f"{s}: {c[0]} != {c[1]} + {c[2]}" for s, c in sorted(broken.items()))
             + " — nothing was written; please report this as a bug with the export"
         )
+    for table in (*outputs, "run_log"):
+        c = contract(table)
+        tables.create(table, c.spark_schema, c.partitioned_by, description=c.description)
     writes = [
         TableWrite(
             table=table,
@@ -646,8 +697,17 @@ def ingest_export(
     return result
 
 
-def run_log_row(result: IngestResult, *, job: str, stage: str, started: dt.datetime, finished: dt.datetime,
-                status: str = "succeeded", error: str | None = None, pulsar_version: str | None = None) -> dict[str, Any]:
+def run_log_row(
+    result: IngestResult,
+    *,
+    job: str,
+    stage: str,
+    started: dt.datetime,
+    finished: dt.datetime,
+    status: str = "succeeded",
+    error: str | None = None,
+    pulsar_version: str | None = None,
+) -> dict[str, Any]:
     """A ``run_log`` row for an ingestion (also used for failures, with empty counts)."""
     return {
         "run_id": result.run_id,

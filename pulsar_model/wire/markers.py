@@ -209,7 +209,8 @@ def decode_marker_payload(marker_type: int, payload: bytes) -> Marker:
     """Decode the payload of a marker entry of type ``marker_type`` (10-13 or 20-22).
 
     Raises ``EntryDecodeError("bad_marker")`` when the payload does not parse, a required field
-    (including nested ones) is missing, or a string is not UTF-8. Transaction markers ignore the
+    (including nested ones; the protobuf runtime does not check them on parse) is missing, or a
+    string is not UTF-8. Transaction markers ignore the
     payload (Pulsar writes it empty). Other types raise ``ValueError`` (the caller filters them).
     """
     if marker_type in TXN_MARKER_TYPES:
@@ -217,6 +218,8 @@ def decode_marker_payload(marker_type: int, payload: bytes) -> Marker:
     try:
         if marker_type == MarkerType.REPLICATED_SUBSCRIPTION_SNAPSHOT_REQUEST:
             req = _pbm.ReplicatedSubscriptionsSnapshotRequest.FromString(payload)
+            if not req.IsInitialized():
+                raise _bad_marker(marker_type, f"missing required field(s) {_missing(req)}")
             source = req.source_cluster if req.HasField("source_cluster") else None
             return SnapshotRequest(
                 _check_str(req.snapshot_id, marker_type, "snapshot_id"),

@@ -39,19 +39,19 @@ class OracleError(Exception):
     """Java would throw here; the transform is expected to report an error instead of a value."""
 
 
-class OracleNPE(OracleError):
+class OracleNPEError(OracleError):
     """A NullPointerException in the modelled Java code (2.x-old getPositionAfterN, SPEC §1.9)."""
 
 
-class OracleIllegalArgument(OracleError):
+class OracleIllegalArgumentError(OracleError):
     """An IllegalArgumentException (4.x getNumberOfEntries with lower > upper, SPEC §1.7)."""
 
 
-class OracleMarkDeleteRejected(OracleError):
+class OracleMarkDeleteRejectedError(OracleError):
     """Mark-delete beyond LAC rejected with "Invalid mark deleted position" (SPEC §1.2)."""
 
 
-class OracleUnreachable(OracleError):
+class OracleUnreachableError(OracleError):
     """A state SPEC calls unreachable (e.g. §1.9's infinite loop); strategies must not produce it."""
 
 
@@ -100,7 +100,7 @@ class ManagedLedger:
 
     def last_key(self) -> int:
         if not self.ledgers:
-            raise OracleUnreachable("lastKey() on an empty ledger map (NoSuchElementException)")
+            raise OracleUnreachableError("lastKey() on an empty ledger map (NoSuchElementException)")
         return max(self.ledgers)
 
     @property
@@ -259,7 +259,7 @@ def number_of_entries(
     hi_closed: bool,
     family: CountFamily = "3x",
 ) -> int:
-    """SPEC §1.7 ManagedLedgerImpl.getNumberOfEntries(range); raises OracleIllegalArgument (4.x)."""
+    """SPEC §1.7 ManagedLedgerImpl.getNumberOfEntries(range); raises OracleIllegalArgumentError (4.x)."""
     if family == "3x":
         if lo[0] == hi[0]:
             return hi[1] - lo[1] - 1 + (1 if lo_closed else 0) + (1 if hi_closed else 0)
@@ -271,7 +271,7 @@ def number_of_entries(
         return n
     # 4.x
     if lo > hi:
-        raise OracleIllegalArgument(f"Invalid range {lo}..{hi}")
+        raise OracleIllegalArgumentError(f"Invalid range {lo}..{hi}")
     same = lo[0] == hi[0]
     if lo[0] > hi[0] or (same and lo[1] > hi[1]) or (same and lo[1] < 0 and hi[1] < 0):
         return 0
@@ -288,7 +288,7 @@ def number_of_entries(
     n = 0
     to_l = ml.ledgers.get(hi[0])
     if hi[1] >= 0 and to_l is not None:
-        if hi >= ml.lac or hi[0] == ml.lac[0]:
+        if hi >= ml.lac or hi[0] == ml.lac[0]:  # noqa: SIM108
             capped = hi[1]  # cap = +inf
         else:
             capped = min(hi[1], to_l[0] - 1)
@@ -405,7 +405,7 @@ def get_position_after_n(
     """SPEC §1.9 getPositionAfterN (3.x/4.x loop with LAC clamp, or the 2.x-old loop)."""
     if family == "2x-old":
         return _position_after_n_2x_old(ml, start, n, bound)
-    if bound == "startIncluded":
+    if bound == "startIncluded":  # noqa: SIM108 - mirrors the SPEC pseudo-code
         cur = start
     else:
         cur = get_next_valid_position(ml, start, "3x")
@@ -415,7 +415,7 @@ def get_position_after_n(
     while skip >= 0:
         iterations += 1
         if iterations > 100_000:
-            raise OracleUnreachable("getPositionAfterN does not terminate (SPEC §1.9 unreachable state)")
+            raise OracleUnreachableError("getPositionAfterN does not terminate (SPEC §1.9 unreachable state)")
         if ml.current_ledger_id is not None and cur[0] == ml.current_ledger_id:
             last_ledger = True
             total = ml.lac[1] + 1 if ml.current_ledger_entries > 0 else 0
@@ -440,7 +440,7 @@ def get_position_after_n(
 
 def _position_after_n_2x_old(ml: ManagedLedger, start: Position, n: int, bound: Bound) -> Position:
     """SPEC §1.9 "2.x-old differences": no entries guard, NPE on deleted ledgers, lastKey()+1, no clamp."""
-    if bound == "startIncluded":
+    if bound == "startIncluded":  # noqa: SIM108 - mirrors the SPEC pseudo-code
         cur = start
     else:
         cur = get_next_valid_position(ml, start, "2x-old")
@@ -453,7 +453,7 @@ def _position_after_n_2x_old(ml: ManagedLedger, start: Position, n: int, bound: 
         else:
             li = ml.ledgers.get(cur[0])
             if li is None:
-                raise OracleNPE(f"ledgers.get({cur[0]}) is null in getPositionAfterN")
+                raise OracleNPEError(f"ledgers.get({cur[0]}) is null in getPositionAfterN")
             total = li[0]
         unread = total - cur[1]
         if unread >= skip:
@@ -508,7 +508,7 @@ def mark_delete(
     """SPEC §1.2 mark-delete as used by asyncSkipEntries.
 
     * ``new < md``: MarkDeletingMarkedPosition, which asyncSkipEntries treats as success (no change);
-    * ``new > LAC``: rejected unless the next-ledger exception applies (raises OracleMarkDeleteRejected);
+    * ``new > LAC``: rejected unless the next-ledger exception applies (raises OracleMarkDeleteRejectedError);
     * then the mark-delete extension across IDM ranges, ``removeAtMost(md)``, and
       ``rp = nextValid(md)`` when ``rp <= md``.
     """
@@ -524,7 +524,7 @@ def mark_delete(
             and new[0] == next_ledger
         )
         if not allowed:
-            raise OracleMarkDeleteRejected(f"Invalid mark deleted position {new} (LAC {ml.lac})")
+            raise OracleMarkDeleteRejectedError(f"Invalid mark deleted position {new} (LAC {ml.lac})")
     p = get_next_valid_position(ml, new, family)
     while p <= ml.lac:
         containing = _idm_range_containing(idm, p)
@@ -652,7 +652,7 @@ def estimated_backlog_size(
 def estimate_backlog_from_position(ml: ManagedLedger, pos: Position | None, semantics: Semantics) -> int:
     """SPEC §2.4 getEstimatedBacklogSize(pos) / estimateBacklogFromPosition(pos).
 
-    Raises OracleNPE when ``pos`` is in an existing ledger and there is no current ledger (the Java code
+    Raises OracleNPEError when ``pos`` is in an existing ledger and there is no current ledger (the Java code
     dereferences ``currentLedger``).
     """
     if pos is None:
@@ -664,15 +664,13 @@ def estimate_backlog_from_position(ml: ManagedLedger, pos: Position | None, sema
     if li is None:
         return ml.total_size if semantics.estimate_deleted_returns_total else after
     if ml.current_ledger_id is None:
-        raise OracleNPE("currentLedger.getId() on a null current ledger in estimateBacklogFromPosition")
+        raise OracleNPEError("currentLedger.getId() on a null current ledger in estimateBacklogFromPosition")
     if pos[0] == ml.current_ledger_id:
         return after - consumed_ledger_size(ml.current_ledger_size, ml.current_ledger_entries, pos[1], gen)
     return after - consumed_ledger_size(li[1], li[0], pos[1], gen)
 
 
-def estimate_backlog_from_position_no_current(
-    ml: ManagedLedger, pos: Position, semantics: Semantics
-) -> int:
+def estimate_backlog_from_position_no_current(ml: ManagedLedger, pos: Position, semantics: Semantics) -> int:
     """The value §2.4 gives when a null current ledger is read as "pos is not in the current ledger"."""
     before = sum(s for lid, (_e, s) in ml.ledgers.items() if lid < pos[0])
     li = ml.ledgers[pos[0]]

@@ -1,0 +1,295 @@
+"""Pulsar broker versions and the behaviour each one selects (SPEC §0.3, §1, §2, §11, §12).
+
+Everything here is plain Python (no Spark): a version string is parsed once at the entry point of a
+transform and turned into a frozen :class:`Behaviour` whose flags the DataFrame code reads.
+
+Where SPEC.md gives only the approximate version labels of the copies it read ("2.x-old",
+"2.9/2.10", "3.x", "4.x", "master"), the boundaries below were refined with public evidence; each
+constant cites it. A boundary that could not be pinned down to a patch release is marked
+"assumed" and is listed in the module's known gaps.
+
+Evidence used (read with the project's search tool):
+
+* apache/pulsar 2.10.1 source (``Hongten/pulsar-2.10.1-code-study``): ``getPositionAfterN`` already has
+  the ``currentLedgerEntries > 0`` guard, counts deleted ledgers as empty and clamps to LAC, but has no
+  ``total > 0`` guard on ``unread`` and falls back to ``ledgers.lastKey() + 1`` when it runs out of
+  ledgers (an endless loop); ``isValidPosition``/``getNextValidPosition`` are still the 2.x-old ones.
+* ``lhotari/pulsar@01d56e3`` (2.8/2.9 era): none of those fixes (SPEC "2.x-old").
+* apache/pulsar PR #14481 "fix npe in ManagedLedgerImpl" (``getPositionAfterN`` NPE on a deleted
+  ledger), labels release/2.8.4, release/2.9.3, release/2.10.1.
+* apache/pulsar PR #21248 "Reader can set read-pos to a deleted ledger" (new ``isValidPosition``),
+  labels release/2.10.6, release/2.11.3, release/3.0.2.
+* apache/pulsar PR #24938 (new ``getNumberOfEntries``; quotes v4.0.7 as still having the old code) and
+  its fix PR #25037 (Nov/Dec 2025).
+* apache/pulsar PR #25089 "Fix cursor backlog size to account for individual acks" (Dec 2025).
+* apache/pulsar ManagedCursorImpl 2.x copy: reset to *latest* = ``LAC.next``; 3.x/master copies:
+  ``getNextValidPosition(LAC)``.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Literal
+
+from pulsar_model import DEFAULT_PULSAR_VERSION
+from pulsar_model.errors import ConfigError
+
+__all__ = [
+    "Behaviour",
+    "PastEndBehaviour",
+    "PulsarVersion",
+    "behaviour",
+    "consumed_size_generation",
+    "counts_lac_next_in_storage",
+    "estimate_deleted_ledger_returns_total_size",
+    "has_lac_clamp",
+    "has_precise_backlog_guard",
+    "is_2x_old_position_after_n",
+    "position_after_n_counts_deleted_ledger_as_empty",
+    "position_after_n_guards_unread",
+    "reset_latest_uses_next_valid",
+    "size_since_mark_delete_subtracts_individual_acks",
+    "slowest_cursor_ties_by_insertion_order",
+    "uses_4x_entry_count",
+    "uses_new_valid_position",
+]
+
+#: Accepted form of a version string: three dot-separated numbers, e.g. "3.0.7".
+ACCEPTED_FORM = "MAJOR.MINOR.PATCH with MAJOR 2, 3 or 4 (e.g. '2.10.6', '3.0.7', '4.1.3')"
+
+_VERSION_RE = re.compile(r"^\s*(\d{1,4})\.(\d{1,4})\.(\d{1,6})\s*$")
+
+#: The release lines SPEC.md covers (§0.3: "2.x-old" up to "master"). Anything else is unknown.
+_SUPPORTED_MAJORS = (2, 3, 4)
+
+PastEndBehaviour = Literal["revisit_last_ledger", "loop_forever", "npe"]
+
+
+@dataclass(frozen=True, order=True)
+class PulsarVersion:
+    """A parsed broker version; ordered like release numbers."""
+
+    major: int
+    minor: int
+    patch: int
+
+    @classmethod
+    def parse(cls, text: str | PulsarVersion) -> PulsarVersion:
+        """Parse ``"MAJOR.MINOR.PATCH"``; raise :class:`ConfigError` naming the value and accepted form."""
+        if isinstance(text, PulsarVersion):
+            return text
+        if not isinstance(text, str):
+            raise ConfigError(f"Pulsar version {text!r} is not a string; expected {ACCEPTED_FORM}.")
+        match = _VERSION_RE.match(text)
+        if match is None:
+            raise ConfigError(f"Unknown Pulsar version {text!r}: expected {ACCEPTED_FORM}.")
+        version = cls(int(match.group(1)), int(match.group(2)), int(match.group(3)))
+        if version.major not in _SUPPORTED_MAJORS:
+            raise ConfigError(
+                f"Unknown Pulsar version {text!r}: only the 2.x, 3.x and 4.x lines are modelled; "
+                f"expected {ACCEPTED_FORM}."
+            )
+        return version
+
+    def __str__(self) -> str:
+        return f"{self.major}.{self.minor}.{self.patch}"
+
+    @property
+    def line(self) -> tuple[int, int]:
+        return (self.major, self.minor)
+
+    # Convenience methods mirroring the module-level predicates.
+    def uses_4x_entry_count(self) -> bool:
+        return uses_4x_entry_count(self)
+
+    def consumed_size_generation(self) -> int:
+        return consumed_size_generation(self)
+
+    def is_2x_old_position_after_n(self) -> bool:
+        return is_2x_old_position_after_n(self)
+
+    def has_lac_clamp(self) -> bool:
+        return has_lac_clamp(self)
+
+    def uses_new_valid_position(self) -> bool:
+        return uses_new_valid_position(self)
+
+
+VersionLike = str | PulsarVersion
+
+
+def _since(
+    version: VersionLike, first_release: tuple[int, int, int], backports: dict[tuple[int, int], int]
+) -> bool:
+    """True when ``version`` contains a change released in ``first_release`` or back-ported to a line.
+
+    ``backports`` maps a release line (major, minor) to the first patch of that line carrying the change.
+    """
+    v = PulsarVersion.parse(version)
+    if (v.major, v.minor, v.patch) >= first_release:
+        return True
+    first_patch = backports.get(v.line)
+    return first_patch is not None and v.patch >= first_patch
+
+
+# --- getPositionAfterN (SPEC §1.9) -------------------------------------------------------------------
+
+
+def position_after_n_counts_deleted_ledger_as_empty(version: VersionLike) -> bool:
+    """``getPositionAfterN`` treats a ledger missing from the map as empty instead of throwing an NPE.
+
+    PR #14481 (release/2.8.4, 2.9.3, 2.10.1).
+    """
+    return _since(version, (2, 11, 0), {(2, 8): 4, (2, 9): 3, (2, 10): 1})
+
+
+def has_lac_clamp(version: VersionLike) -> bool:
+    """``getPositionAfterN`` clamps its result to LAC and credits an empty open ledger with 0 entries.
+
+    Seen in the 2.10.1 source; absent from the 2.8/2.9 copy (SPEC "2.x-old"). Both changes are in the same
+    method version, so one predicate covers them. Assumed: not back-ported to 2.8.x/2.9.x.
+    """
+    return _since(version, (2, 11, 0), {(2, 10): 1})
+
+
+def is_2x_old_position_after_n(version: VersionLike) -> bool:
+    """The SPEC's "2.x-old" ``getPositionAfterN``: no LAC clamp, phantom open-ledger entries (§1.9)."""
+    return not has_lac_clamp(version)
+
+
+def position_after_n_guards_unread(version: VersionLike) -> bool:
+    """``unread = total - entry`` only when ``total > 0``, and the ledger fallback is ``lastKey()``.
+
+    In the 3.x source, not in the 2.10.1 source. Assumed boundary: 3.0.0.
+    """
+    return _since(version, (3, 0, 0), {})
+
+
+def _past_end(version: VersionLike) -> PastEndBehaviour:
+    """What ``getPositionAfterN`` does when it runs out of ledgers without meeting the open ledger."""
+    if position_after_n_guards_unread(version):
+        return "revisit_last_ledger"  # 3.x: ceilingKey(..) ?: lastKey(), the last ledger is re-walked
+    if position_after_n_counts_deleted_ledger_as_empty(version):
+        return "loop_forever"  # 2.10.1: lastKey()+1 is absent from the map, counts 0, forever
+    return "npe"  # 2.x-old: lastKey()+1 -> ledgers.get(..).getEntries() on null
+
+
+# --- isValidPosition / getNextValidPosition (SPEC §1.4, §1.5) -----------------------------------------
+
+
+def uses_new_valid_position(version: VersionLike) -> bool:
+    """3.x/4.x ``isValidPosition`` order and ``getNextValidPosition`` fallback ``(currentLedger, 0)``.
+
+    PR #21248 (release/2.10.6, 2.11.3, 3.0.2); 3.1.0 predates its merge, assumed in 3.1.1.
+    """
+    return _since(version, (3, 2, 0), {(2, 10): 6, (2, 11): 3, (3, 0): 2, (3, 1): 1})
+
+
+# --- getNumberOfEntries(Range) (SPEC §1.7) -------------------------------------------------------------
+
+
+def uses_4x_entry_count(version: VersionLike) -> bool:
+    """The validating 4.x ``getNumberOfEntries`` (PR #24938 + fix #25037; v4.0.7 still had the old code).
+
+    Assumed: first in 4.0.8 / 4.1.2 (the patch releases after the merge) and every 4.2+.
+    """
+    return _since(version, (4, 2, 0), {(4, 0): 8, (4, 1): 2})
+
+
+# --- cursor counts (SPEC §1.8) -------------------------------------------------------------------------
+
+
+def has_precise_backlog_guard(version: VersionLike) -> bool:
+    """Precise backlog returns 0 when ``md >= LAC`` (3.x+; 2.x builds ``Range.openClosed(md, LAC)``)."""
+    return PulsarVersion.parse(version).major >= 3
+
+
+def counts_lac_next_in_storage(version: VersionLike) -> bool:
+    """``getNumberOfEntriesInStorage`` counts ``(md, LAC.next]`` (2.x-old) instead of ``(md, LAC]``."""
+    return PulsarVersion.parse(version).major < 3
+
+
+def reset_latest_uses_next_valid(version: VersionLike) -> bool:
+    """Reset to *latest* reads from ``nextValid(LAC)`` (3.x/master copies) rather than ``LAC.next`` (2.x)."""
+    return PulsarVersion.parse(version).major >= 3
+
+
+# --- backlog size (SPEC §2) ----------------------------------------------------------------------------
+
+
+def consumed_size_generation(version: VersionLike) -> int:
+    """``consumedLedgerSize`` generation (§2.2): 1 up to 2.8, 2 for 2.9/2.10 (``==``), 3 from 2.11 (``<=``).
+
+    The brief says "v3 3.x+"; 2.11 is assumed to share the 3.0 code (it was branched after 2.10).
+    """
+    v = PulsarVersion.parse(version)
+    if v < PulsarVersion(2, 9, 0):
+        return 1
+    if v < PulsarVersion(2, 11, 0):
+        return 2
+    return 3
+
+
+def estimate_deleted_ledger_returns_total_size(version: VersionLike) -> bool:
+    """``estimateBacklogFromPosition`` on a deleted ledger returned ``totalSize`` (≤2.10, §2.4, §12.4)."""
+    return PulsarVersion.parse(version) < PulsarVersion(2, 11, 0)
+
+
+def slowest_cursor_ties_by_insertion_order(version: VersionLike) -> bool:
+    """3.1+ cursor container (TreeSet by position then insertion order, §1.11); ≤3.0 is a heap."""
+    return PulsarVersion.parse(version) >= PulsarVersion(3, 1, 0)
+
+
+def size_since_mark_delete_subtracts_individual_acks(version: VersionLike) -> bool:
+    """Master ``getEstimatedSizeSinceMarkDeletePosition`` subtracts individually acked entries (§2.5).
+
+    PR #25089 (merged Dec 2025); assumed in 4.0.9 / 4.1.3 and 4.2+.
+    """
+    return _since(version, (4, 2, 0), {(4, 0): 9, (4, 1): 3})
+
+
+# --- the behaviour record ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Behaviour:
+    """Every version-dependent switch the position and backlog transforms read."""
+
+    version: PulsarVersion
+    new_valid_position: bool
+    pan_current_ledger_guard: bool
+    pan_deleted_ledger_as_empty: bool
+    pan_unread_guard: bool
+    pan_lac_clamp: bool
+    pan_past_end: PastEndBehaviour
+    entry_count_4x: bool
+    precise_backlog_guard: bool
+    storage_counts_lac_next: bool
+    reset_latest_next_valid: bool
+    consumed_generation: int
+    estimate_deleted_total_size: bool
+    slowest_ties_by_insertion: bool
+    size_since_md_subtracts_acks: bool
+
+
+def behaviour(version: VersionLike = DEFAULT_PULSAR_VERSION) -> Behaviour:
+    """Parse ``version`` and return its :class:`Behaviour` (raises :class:`ConfigError` when unknown)."""
+    v = PulsarVersion.parse(version)
+    return Behaviour(
+        version=v,
+        new_valid_position=uses_new_valid_position(v),
+        pan_current_ledger_guard=has_lac_clamp(v),
+        pan_deleted_ledger_as_empty=position_after_n_counts_deleted_ledger_as_empty(v),
+        pan_unread_guard=position_after_n_guards_unread(v),
+        pan_lac_clamp=has_lac_clamp(v),
+        pan_past_end=_past_end(v),
+        entry_count_4x=uses_4x_entry_count(v),
+        precise_backlog_guard=has_precise_backlog_guard(v),
+        storage_counts_lac_next=counts_lac_next_in_storage(v),
+        reset_latest_next_valid=reset_latest_uses_next_valid(v),
+        consumed_generation=consumed_size_generation(v),
+        estimate_deleted_total_size=estimate_deleted_ledger_returns_total_size(v),
+        slowest_ties_by_insertion=slowest_cursor_ties_by_insertion_order(v),
+        size_since_md_subtracts_acks=size_since_mark_delete_subtracts_individual_acks(v),
+    )

@@ -1,0 +1,271 @@
+"""Property tests: pulsar_model.positions transforms agree with the plain-Python oracle (SPEC §1).
+
+Each hypothesis example is 40-60 random topics (tests/oracle/strategies.py), one DataFrame per input, the
+transform run once per version (unioned, one collect), every row compared with
+tests/oracle/managed_ledger.py.
+
+Version mapping (SPEC §0.3 labels; boundaries approximate):
+
+* ``2.8.0`` -> "2.x-old" position arithmetic (§1.4 2.x-old isValid, §1.5 NPE->LAC.next, §1.9: no
+  currentLedgerEntries guard, NPE in deleted ledgers, ``lastKey()+1``, no LAC clamp). SPEC's "2.x-old"
+  copies are the 2.8/2.9-era ones; the NPE fix for deleted ledgers was back-ported to 2.8.4/2.9.3/2.10.1
+  (apache/pulsar#14481), so 2.10.6 runs the 3.x loop.
+* ``2.10.6``, ``3.0.7`` -> 3.x position loop (clamped to LAC) and the 2.x/3.x ``getNumberOfEntries``.
+* ``4.1.3`` -> 3.x/4.x loop and the 4.x ``getNumberOfEntries`` (IllegalArgumentException when lower > upper).
+"""
+
+from __future__ import annotations
+
+import inspect
+from types import ModuleType
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, Phase, Verbosity, given, settings
+from pyspark.sql import SparkSession
+
+from tests.oracle import managed_ledger as o
+from tests.oracle import strategies as S
+
+POSITION_AFTER_N_VERSIONS = ["2.8.0", "2.10.6", "3.0.7", "4.1.3"]
+RANGE_VERSIONS = ["2.10.6", "3.0.7", "4.1.3"]
+SKIP_VERSIONS = ["2.10.6", "3.0.7", "4.1.3"]
+VALIDITY_VERSIONS = ["2.8.0", "3.0.7", "4.1.3"]
+
+PROPERTY_SETTINGS = settings(
+    max_examples=4,
+    deadline=None,
+    database=None,
+    phases=[Phase.generate],  # no shrinking: every shrink step would be another Spark job
+    verbosity=Verbosity.quiet,  # the assertion message carries the failing cases, not the whole list
+    suppress_health_check=[
+        HealthCheck.function_scoped_fixture,
+        HealthCheck.too_slow,
+        HealthCheck.data_too_large,
+    ],
+)
+
+
+@pytest.fixture(scope="module")
+def positions() -> ModuleType:
+    return pytest.importorskip("pulsar_model.positions")
+
+
+def _takes_version(fn: Any) -> bool:
+    return "pulsar_version" in inspect.signature(fn).parameters
+
+
+def _error_of(row: Any) -> Any:
+    return row.asDict().get("error")
+
+
+# ---------------------------------------------------------------------------------------- §1.9
+
+
+@PROPERTY_SETTINGS
+@given(cases=S.case_lists(S.position_after_n_cases()))
+def test_position_after_n_matches_oracle(
+    spark: SparkSession, positions: ModuleType, cases: list[S.Case]
+) -> None:
+    ledgers, mls, _ = S.input_frames(spark, cases)
+    requests = spark.createDataFrame(S.position_after_n_rows(cases), S.POSITION_AFTER_N_REQUESTS_SCHEMA)
+    rows = S.run_versions(
+        lambda v: positions.position_after_n(requests, ledgers, mls, pulsar_version=v),
+        POSITION_AFTER_N_VERSIONS,
+    )
+    actual = {(r["_version"], r["request_id"]): (S.pos(r["position"]), _error_of(r)) for r in rows}
+    mismatches: list[S.Mismatch] = []
+    for v in POSITION_AFTER_N_VERSIONS:
+        family = o.semantics_for_version(v).position_family
+        for i, case in enumerate(cases):
+            for j, req in enumerate(case.position_after_n):
+                try:
+                    expected: Any = (
+                        o.get_position_after_n(case.ml, req.start, req.n, req.bound, family),
+                        None,
+                    )
+                except o.OracleNPEError:
+                    expected = (None, "<error>")
+                got = actual.get((v, S.request_id(i, j)), "<missing row>")
+                ok = got == expected or (
+                    expected[1] is not None
+                    and isinstance(got, tuple)
+                    and got[0] is None
+                    and got[1] is not None
+                )
+                if not ok:
+                    mismatches.append(S.Mismatch(v, i, f"{req}", expected, got))
+    assert not mismatches, S.mismatch_report(mismatches, cases)
+
+
+# ---------------------------------------------------------------------------------------- §1.7
+
+
+@PROPERTY_SETTINGS
+@given(cases=S.case_lists(S.range_cases()))
+def test_entries_between_matches_oracle(
+    spark: SparkSession, positions: ModuleType, cases: list[S.Case]
+) -> None:
+    ledgers, mls, _ = S.input_frames(spark, cases)
+    requests = spark.createDataFrame(S.range_rows(cases), S.RANGE_REQUESTS_SCHEMA)
+    rows = S.run_versions(
+        lambda v: positions.entries_between(requests, ledgers, mls, pulsar_version=v),
+        RANGE_VERSIONS,
+    )
+    actual = {(r["_version"], r["request_id"]): (r["entries"], _error_of(r)) for r in rows}
+    mismatches: list[S.Mismatch] = []
+    for v in RANGE_VERSIONS:
+        family = o.semantics_for_version(v).count_family
+        for i, case in enumerate(cases):
+            for j, req in enumerate(case.ranges):
+                try:
+                    expected: Any = (
+                        o.number_of_entries(
+                            case.ml, req.lower, req.lower_closed, req.upper, req.upper_closed, family
+                        ),
+                        None,
+                    )
+                except o.OracleIllegalArgumentError:
+                    expected = (None, "<error>")
+                got = actual.get((v, S.request_id(i, j)), "<missing row>")
+                ok = got == expected or (
+                    expected[1] is not None
+                    and isinstance(got, tuple)
+                    and got[0] is None
+                    and got[1] is not None
+                )
+                if not ok:
+                    mismatches.append(S.Mismatch(v, i, f"{req}", expected, got))
+    assert not mismatches, S.mismatch_report(mismatches, cases)
+
+
+# ---------------------------------------------------------------------------------------- §1.10
+
+
+@PROPERTY_SETTINGS
+@given(cases=S.case_lists(S.skip_cases(), min_size=30, max_size=45))
+def test_skip_entries_matches_oracle(spark: SparkSession, positions: ModuleType, cases: list[S.Case]) -> None:
+    ledgers, mls, cursors = S.input_frames(spark, cases)
+    requests = spark.createDataFrame(S.skip_rows(cases), S.SKIP_REQUESTS_SCHEMA)
+    rows = S.run_versions(
+        lambda v: positions.skip_entries(requests, cursors, ledgers, mls, pulsar_version=v).select(
+            "request_id", "target_position", "mark_delete_position", "read_position", "individually_deleted"
+        ),
+        SKIP_VERSIONS,
+    )
+    actual = {
+        (r["_version"], r["request_id"]): (
+            S.pos(r["target_position"]),
+            S.pos(r["mark_delete_position"]),
+            S.pos(r["read_position"]),
+            S.idm_value(r["individually_deleted"]),
+        )
+        for r in rows
+    }
+    mismatches: list[S.Mismatch] = []
+    for v in SKIP_VERSIONS:
+        sem = o.semantics_for_version(v)
+        for i, case in enumerate(cases):
+            by_name = {c.name: c for c in case.cursors}
+            for j, req in enumerate(case.skips):
+                c = by_name[req.cursor_name]
+                res = o.skip_entries(
+                    case.ml,
+                    c.mark_delete,
+                    c.individually_deleted,
+                    req.n,
+                    req.deleted_entries,  # type: ignore[arg-type]
+                    sem,
+                )
+                expected = (res.target, res.mark_delete, res.read_position, sorted(res.individually_deleted))
+                got = actual.get((v, S.request_id(i, j)), "<missing row>")
+                if got != expected:
+                    mismatches.append(S.Mismatch(v, i, f"{req}", expected, got))
+    assert not mismatches, S.mismatch_report(mismatches, cases)
+
+
+# ---------------------------------------------------------------------------------------- §1.3 - §1.5
+
+
+@PROPERTY_SETTINGS
+@given(cases=S.case_lists(S.point_cases()))
+def test_previous_position_matches_oracle(
+    spark: SparkSession, positions: ModuleType, cases: list[S.Case]
+) -> None:
+    ledgers, mls, _ = S.input_frames(spark, cases)
+    requests = spark.createDataFrame(S.point_rows(cases), S.POINT_REQUESTS_SCHEMA)
+    rows = (
+        positions.previous_position(requests, ledgers, mls)
+        .select("request_id", "previous_position")
+        .collect()
+    )
+    actual = {r["request_id"]: S.pos(r["previous_position"]) for r in rows}
+    mismatches = [
+        S.Mismatch("all", i, f"position={p}", o.get_previous_position(case.ml, p), got)
+        for i, case in enumerate(cases)
+        for j, p in enumerate(case.points)
+        if (got := actual.get(S.request_id(i, j), "<missing row>")) != o.get_previous_position(case.ml, p)
+    ]
+    assert not mismatches, S.mismatch_report(mismatches, cases)
+
+
+def _validity_versions(fn: Any) -> list[str]:
+    return VALIDITY_VERSIONS if _takes_version(fn) else ["3.0.7"]
+
+
+def _call_point_fn(fn: Any, requests: Any, ledgers: Any, mls: Any, version: str) -> Any:
+    if _takes_version(fn):
+        return fn(requests, ledgers, mls, pulsar_version=version)
+    return fn(requests, ledgers, mls)
+
+
+@PROPERTY_SETTINGS
+@given(cases=S.case_lists(S.point_cases()))
+def test_next_valid_position_matches_oracle(
+    spark: SparkSession, positions: ModuleType, cases: list[S.Case]
+) -> None:
+    ledgers, mls, _ = S.input_frames(spark, cases)
+    requests = spark.createDataFrame(S.point_rows(cases), S.POINT_REQUESTS_SCHEMA)
+    fn = positions.next_valid_position
+    versions = _validity_versions(fn)
+    rows = S.run_versions(
+        lambda v: _call_point_fn(fn, requests, ledgers, mls, v).select("request_id", "next_valid_position"),
+        versions,
+    )
+    actual = {(r["_version"], r["request_id"]): S.pos(r["next_valid_position"]) for r in rows}
+    mismatches: list[S.Mismatch] = []
+    for v in versions:
+        family = o.semantics_for_version(v).position_family
+        for i, case in enumerate(cases):
+            for j, p in enumerate(case.points):
+                expected = o.get_next_valid_position(case.ml, p, family)
+                got = actual.get((v, S.request_id(i, j)), "<missing row>")
+                if got != expected:
+                    mismatches.append(S.Mismatch(v, i, f"position={p}", expected, got))
+    assert not mismatches, S.mismatch_report(mismatches, cases)
+
+
+@PROPERTY_SETTINGS
+@given(cases=S.case_lists(S.point_cases()))
+def test_is_valid_position_matches_oracle(
+    spark: SparkSession, positions: ModuleType, cases: list[S.Case]
+) -> None:
+    ledgers, mls, _ = S.input_frames(spark, cases)
+    requests = spark.createDataFrame(S.point_rows(cases), S.POINT_REQUESTS_SCHEMA)
+    fn = positions.is_valid_position
+    versions = _validity_versions(fn)
+    rows = S.run_versions(
+        lambda v: _call_point_fn(fn, requests, ledgers, mls, v).select("request_id", "is_valid"),
+        versions,
+    )
+    actual = {(r["_version"], r["request_id"]): r["is_valid"] for r in rows}
+    mismatches: list[S.Mismatch] = []
+    for v in versions:
+        family = o.semantics_for_version(v).position_family
+        for i, case in enumerate(cases):
+            for j, p in enumerate(case.points):
+                expected = o.is_valid_position(case.ml, p, family)
+                got = actual.get((v, S.request_id(i, j)), "<missing row>")
+                if got != expected:
+                    mismatches.append(S.Mismatch(v, i, f"position={p}", expected, got))
+    assert not mismatches, S.mismatch_report(mismatches, cases)
