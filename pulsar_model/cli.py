@@ -10,13 +10,15 @@ Subcommands:
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import datetime as dt
 import logging
 import sys
+import time
 from collections.abc import Sequence
 
 from pulsar_model.config import AppConfig, load_config
-from pulsar_model.errors import PulsarAnalyticsError
+from pulsar_model.errors import ConfigError, PulsarAnalyticsError
 
 
 def _date(text: str) -> dt.date:
@@ -129,14 +131,23 @@ def main(argv: Sequence[str] | None = None) -> int:
             from pulsar_model.demo import DemoSpec, generate_demo
 
             out = args.out or config.demo.export_dir
-            spec = DemoSpec(
-                clusters=tuple(config.demo.clusters),
-                seed=args.seed if args.seed is not None else config.demo.seed,
-            )
+            spec = DemoSpec(seed=args.seed if args.seed is not None else config.demo.seed)
+            if tuple(config.demo.clusters) != spec.clusters:
+                spec = dataclasses.replace(spec, clusters=tuple(config.demo.clusters), pulsar_versions={})
             if args.scale != 1.0:
-                spec = spec.scaled(args.scale)
-            summary = generate_demo(out, spec)
-            print(f"demo export written to {out}: {summary}")
+                if args.scale <= 0:
+                    raise ConfigError(f"--scale {args.scale} must be positive, e.g. 0.5 or 10")
+                spec = dataclasses.replace(
+                    spec,
+                    topics_per_namespace=max(1, round(spec.topics_per_namespace * args.scale)),
+                    replicated_topics=max(1, round(spec.replicated_topics * args.scale)),
+                )
+            t0 = time.monotonic()
+            summary = generate_demo(out, spec, overwrite=True)
+            print(
+                f"demo export of {len(spec.clusters)} clusters written to {out} in {time.monotonic() - t0:.1f}s: "
+                f"{summary.topics} topic partitions, {summary.entries} entries, {summary.marker_entries} markers"
+            )
             return 0
         if args.command == "cleanup":
             from pulsar_model.delta_io import DeltaTables

@@ -11,6 +11,7 @@ import base64
 import bisect
 import collections
 import filecmp
+import itertools
 import json
 import re
 from collections.abc import Iterator
@@ -79,8 +80,7 @@ def _docs(root: Path, cluster: str, kind: str) -> Iterator[tuple[str, Any]]:
 
 def _expand(scope: str, doc: Any) -> Iterator[tuple[str, Any]]:
     if isinstance(doc, dict) and isinstance(doc.get("metadata"), dict) and "partitions" in doc:
-        for name, part in doc["partitions"].items():
-            yield name, part
+        yield from doc["partitions"].items()
     else:
         yield scope, doc
 
@@ -117,7 +117,9 @@ def _in_ranges(p: Pos, ranges: list[tuple[Pos, Pos]]) -> bool:
 # --- determinism and layout ----------------------------------------------------------------------
 
 
-def test_generate_demo_is_byte_identical_for_same_seed_and_differs_for_other_seed(demo: Path, tmp_path: Path) -> None:
+def test_generate_demo_is_byte_identical_for_same_seed_and_differs_for_other_seed(
+    demo: Path, tmp_path: Path
+) -> None:
     again = tmp_path / "again"
     generate_demo(again, SMALL)
     mismatch = filecmp.dircmp(demo, again)
@@ -204,7 +206,7 @@ def test_generate_demo_ledger_sizes_equal_sum_of_dumped_entry_sizes(demo: Path) 
 def test_generate_demo_lac_and_open_ledger_are_consistent(demo: Path) -> None:
     seen = collections.Counter()
     for cluster in SMALL.clusters:
-        for topic, doc in _docs(demo, cluster, "stats-internal"):
+        for _topic, doc in _docs(demo, cluster, "stats-internal"):
             ids = [x["ledgerId"] for x in doc["ledgers"]]
             assert ids == sorted(ids) and len(set(ids)) == len(ids)
             lac = _pos(doc["lastConfirmedEntry"])
@@ -224,8 +226,14 @@ def test_generate_demo_lac_and_open_ledger_are_consistent(demo: Path) -> None:
                 else:
                     seen["lac_in_trimmed_ledger"] += 1
             if len(ids) > 1:
-                seen["sparse_ids"] += any(b - a > 1 for a, b in zip(ids, ids[1:], strict=False))
-    for key in ("lac_in_open_ledger", "never_written", "empty_open_ledger", "lac_in_trimmed_ledger", "sparse_ids"):
+                seen["sparse_ids"] += any(b - a > 1 for a, b in itertools.pairwise(ids))
+    for key in (
+        "lac_in_open_ledger",
+        "never_written",
+        "empty_open_ledger",
+        "lac_in_trimmed_ledger",
+        "sparse_ids",
+    ):
         assert seen[key] > 0, key
 
 
@@ -269,8 +277,19 @@ def test_generate_demo_messages_cover_batching_keys_tombstones_and_codecs(demo: 
                         c["tombstone"] += 1
                 if e.is_batch and (e.num_messages_in_batch or 0) > 1:
                     c["multi_batch"] += 1
-    for key in ("compression:NONE", "compression:LZ4", "compression:ZLIB", "batch", "single", "multi_batch",
-                "keyless", "null_value", "tombstone", "txn_data", "schema_version"):
+    for key in (
+        "compression:NONE",
+        "compression:LZ4",
+        "compression:ZLIB",
+        "batch",
+        "single",
+        "multi_batch",
+        "keyless",
+        "null_value",
+        "tombstone",
+        "txn_data",
+        "schema_version",
+    ):
         assert c[key] > 0, key
 
 
@@ -316,7 +335,9 @@ def test_generate_demo_exact_backlog_ground_truth_matches_dump(demo: Path) -> No
                 name = unquote(raw)
                 md = _pos(cur["markDeletePosition"])
                 ranges = _idm(cur["individuallyDeletedMessages"])
-                left = [(p, e) for p, e in entries.get(topic, []) if md < p <= lac and not _in_ranges(p, ranges)]
+                left = [
+                    (p, e) for p, e in entries.get(topic, []) if md < p <= lac and not _in_ranges(p, ranges)
+                ]
                 t = truth[(cluster, topic, name)]
                 assert t["backlog_entries"] == len(left)
                 assert t["backlog_messages"] == sum(len(e.messages) for _, e in left)
@@ -340,7 +361,11 @@ def test_generate_demo_topic_backlog_size_follows_spec_estimate(demo: Path) -> N
     checked = 0
     for cluster in SMALL.clusters:
         for topic, doc in _docs(demo, cluster, "stats-internal"):
-            durable = [_pos(c["markDeletePosition"]) for n, c in doc["cursors"].items() if not n.startswith("reader-")]
+            durable = [
+                _pos(c["markDeletePosition"])
+                for n, c in doc["cursors"].items()
+                if not n.startswith("reader-")
+            ]
             if not durable:
                 assert stats[(cluster, topic)]["backlogSize"] == 0
                 continue
@@ -446,8 +471,15 @@ def test_generate_demo_markers_carry_replicate_to_and_replicated_from(demo: Path
                     seen["update_copy" if e.replicated_from else "update_local"] += 1
                 else:
                     assert e.producer_name == "pulsar.txn.marker" and e.replicated_from is None
-    for key in ("replicated_data", "request_local", "request_copy", "response", "snapshot", "update_local",
-                "update_copy"):
+    for key in (
+        "replicated_data",
+        "request_local",
+        "request_copy",
+        "response",
+        "snapshot",
+        "update_local",
+        "update_copy",
+    ):
         assert seen[key] > 0, key
 
 
@@ -459,8 +491,11 @@ def test_generate_demo_two_round_snapshot_is_visible_across_three_clusters(demo:
             continue
         topic, src, sid = snap["topic"], snap["source_cluster"], snap["snapshot_id"]
         local = {p: e for p, e in decoded[src].get(topic, [])}
-        markers = [(p, e) for p, e in sorted(local.items()) if e.marker is not None
-                   and getattr(e.marker, "snapshot_id", None) == sid]
+        markers = [
+            (p, e)
+            for p, e in sorted(local.items())
+            if e.marker is not None and getattr(e.marker, "snapshot_id", None) == sid
+        ]
         if not markers:
             continue  # trimmed since
         kinds = [(e.marker_type, e.replicated_from) for _, e in markers]
@@ -481,9 +516,16 @@ def test_generate_demo_two_round_snapshot_is_visible_across_three_clusters(demo:
         # each remote holds the forwarded requests and its responses carry its own LAC at the time
         for r in remotes:
             rrows = decoded[r].get(topic, [])
-            copies = [p for p, e in rrows if e.marker_type == 10 and getattr(e.marker, "snapshot_id", "") == sid]
-            own = [(p, e) for p, e in rrows if e.marker_type == 11 and getattr(e.marker, "snapshot_id", "") == sid
-                   and e.replicated_from is None]
+            copies = [
+                p for p, e in rrows if e.marker_type == 10 and getattr(e.marker, "snapshot_id", "") == sid
+            ]
+            own = [
+                (p, e)
+                for p, e in rrows
+                if e.marker_type == 11
+                and getattr(e.marker, "snapshot_id", "") == sid
+                and e.replicated_from is None
+            ]
             if len(copies) == 2 and len(own) == 2:
                 assert all(e.replicated_from == src for p, e in rrows if p in copies)
                 assert own[0][1].marker.position >= copies[0]  # type: ignore[union-attr]
@@ -557,9 +599,16 @@ def test_generate_demo_transactions_have_commit_abort_markers_and_an_open_txn(de
         decoded = _decoded(demo, cluster)
         stats = dict(_docs(demo, cluster, "stats"))
         for topic, rows in decoded.items():
-            txns = {(e.txnid_most_bits, e.txnid_least_bits) for _, e in rows
-                    if e.marker_type is None and e.txnid_most_bits is not None}
-            ended = {(e.txnid_most_bits, e.txnid_least_bits): e.marker_type for _, e in rows if e.marker_type in (21, 22)}
+            txns = {
+                (e.txnid_most_bits, e.txnid_least_bits)
+                for _, e in rows
+                if e.marker_type is None and e.txnid_most_bits is not None
+            }
+            ended = {
+                (e.txnid_most_bits, e.txnid_least_bits): e.marker_type
+                for _, e in rows
+                if e.marker_type in (21, 22)
+            }
             for _, e in rows:
                 if e.marker_type in (21, 22):
                     assert e.producer_name == "pulsar.txn.marker" and e.payload_size == 0
@@ -622,7 +671,7 @@ def test_generate_demo_schemas_evolve_with_one_incompatible_change(demo: Path) -
                 defs = [json.loads(v["data"]) for v in versions]
             id_types = [next(f["type"] for f in d["fields"] if f["name"] == "id") for d in defs]
             families.add("incompatible" if len(set(id_types)) > 1 else "compatible")
-            for old, new in zip(defs, defs[1:], strict=False):
+            for old, new in itertools.pairwise(defs):
                 added = [f for f in new["fields"] if f["name"] not in {g["name"] for g in old["fields"]}]
                 assert all("default" in f for f in added)
     assert families == {"compatible", "incompatible"}

@@ -20,7 +20,7 @@ from types import ModuleType
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, Phase, Verbosity, given, settings
+from hypothesis import HealthCheck, Phase, Verbosity, assume, given, settings
 from pyspark.sql import SparkSession
 
 from tests.oracle import managed_ledger as o
@@ -29,7 +29,7 @@ from tests.oracle import strategies as S
 VERSIONS = ["2.10.6", "3.0.7", "4.1.3"]
 
 PROPERTY_SETTINGS = settings(
-    max_examples=4,
+    max_examples=S.PROPERTY_EXAMPLES,
     deadline=None,
     database=None,
     phases=[Phase.generate],  # no shrinking: every shrink step would be another Spark job
@@ -55,6 +55,7 @@ def backlog() -> ModuleType:
 def test_precise_backlog_matches_oracle(
     spark: SparkSession, backlog: ModuleType, cases: list[S.Case]
 ) -> None:
+    assume(S.is_informative(cases))
     ledgers, mls, cursors = S.input_frames(spark, cases)
     rows = S.run_versions(
         lambda v: backlog.precise_backlog(cursors, ledgers, mls, pulsar_version=v).select(
@@ -93,6 +94,7 @@ def test_precise_backlog_matches_oracle(
 def test_estimated_backlog_size_matches_oracle(
     spark: SparkSession, backlog: ModuleType, cases: list[S.Case]
 ) -> None:
+    assume(S.is_informative(cases))
     ledgers, mls, cursors = S.input_frames(spark, cases)
     rows = S.run_versions(
         lambda v: backlog.estimated_backlog_size(mls, ledgers, cursors, pulsar_version=v).select(
@@ -130,6 +132,7 @@ def test_estimated_backlog_size_matches_oracle(
 def test_estimate_backlog_from_position_matches_oracle(
     spark: SparkSession, backlog: ModuleType, cases: list[S.Case]
 ) -> None:
+    assume(S.is_informative(cases))
     ledgers, mls, _ = S.input_frames(spark, cases)
     positions = spark.createDataFrame(S.point_rows(cases), S.POINT_REQUESTS_SCHEMA)
     rows = S.run_versions(

@@ -21,7 +21,7 @@ from types import ModuleType
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, Phase, Verbosity, given, settings
+from hypothesis import HealthCheck, Phase, Verbosity, assume, given, settings
 from pyspark.sql import SparkSession
 
 from tests.oracle import managed_ledger as o
@@ -33,7 +33,7 @@ SKIP_VERSIONS = ["2.10.6", "3.0.7", "4.1.3"]
 VALIDITY_VERSIONS = ["2.8.0", "3.0.7", "4.1.3"]
 
 PROPERTY_SETTINGS = settings(
-    max_examples=4,
+    max_examples=S.PROPERTY_EXAMPLES,
     deadline=None,
     database=None,
     phases=[Phase.generate],  # no shrinking: every shrink step would be another Spark job
@@ -67,6 +67,7 @@ def _error_of(row: Any) -> Any:
 def test_position_after_n_matches_oracle(
     spark: SparkSession, positions: ModuleType, cases: list[S.Case]
 ) -> None:
+    assume(S.is_informative(cases))
     ledgers, mls, _ = S.input_frames(spark, cases)
     requests = spark.createDataFrame(S.position_after_n_rows(cases), S.POSITION_AFTER_N_REQUESTS_SCHEMA)
     rows = S.run_versions(
@@ -106,6 +107,7 @@ def test_position_after_n_matches_oracle(
 def test_entries_between_matches_oracle(
     spark: SparkSession, positions: ModuleType, cases: list[S.Case]
 ) -> None:
+    assume(S.is_informative(cases))
     ledgers, mls, _ = S.input_frames(spark, cases)
     requests = spark.createDataFrame(S.range_rows(cases), S.RANGE_REQUESTS_SCHEMA)
     rows = S.run_versions(
@@ -143,8 +145,9 @@ def test_entries_between_matches_oracle(
 
 
 @PROPERTY_SETTINGS
-@given(cases=S.case_lists(S.skip_cases(), min_size=30, max_size=45))
+@given(cases=S.case_lists(S.skip_cases(), min_size=40, max_size=60))
 def test_skip_entries_matches_oracle(spark: SparkSession, positions: ModuleType, cases: list[S.Case]) -> None:
+    assume(S.is_informative(cases))
     ledgers, mls, cursors = S.input_frames(spark, cases)
     requests = spark.createDataFrame(S.skip_rows(cases), S.SKIP_REQUESTS_SCHEMA)
     rows = S.run_versions(
@@ -192,6 +195,7 @@ def test_skip_entries_matches_oracle(spark: SparkSession, positions: ModuleType,
 def test_previous_position_matches_oracle(
     spark: SparkSession, positions: ModuleType, cases: list[S.Case]
 ) -> None:
+    assume(S.is_informative(cases))
     ledgers, mls, _ = S.input_frames(spark, cases)
     requests = spark.createDataFrame(S.point_rows(cases), S.POINT_REQUESTS_SCHEMA)
     rows = (
@@ -224,6 +228,7 @@ def _call_point_fn(fn: Any, requests: Any, ledgers: Any, mls: Any, version: str)
 def test_next_valid_position_matches_oracle(
     spark: SparkSession, positions: ModuleType, cases: list[S.Case]
 ) -> None:
+    assume(S.is_informative(cases))
     ledgers, mls, _ = S.input_frames(spark, cases)
     requests = spark.createDataFrame(S.point_rows(cases), S.POINT_REQUESTS_SCHEMA)
     fn = positions.next_valid_position
@@ -250,6 +255,7 @@ def test_next_valid_position_matches_oracle(
 def test_is_valid_position_matches_oracle(
     spark: SparkSession, positions: ModuleType, cases: list[S.Case]
 ) -> None:
+    assume(S.is_informative(cases))
     ledgers, mls, _ = S.input_frames(spark, cases)
     requests = spark.createDataFrame(S.point_rows(cases), S.POINT_REQUESTS_SCHEMA)
     fn = positions.is_valid_position

@@ -6,6 +6,12 @@
 :mod:`pulsar_model.demo.replication` (geo-replication and the replicated-subscription marker protocol).
 """
 
-from pulsar_model.demo.generator import DEFAULT_PULSAR_VERSIONS, DemoSpec, DemoSummary, generate_demo
+from pulsar_model.demo.generator import (
+    DEFAULT_PULSAR_VERSIONS,
+    DemoSpec,
+    DemoSummary,
+    generate_demo,
+    iter_topic_names,
+)
 
-__all__ = ["DEFAULT_PULSAR_VERSIONS", "DemoSpec", "DemoSummary", "generate_demo"]
+__all__ = ["DEFAULT_PULSAR_VERSIONS", "DemoSpec", "DemoSummary", "generate_demo", "iter_topic_names"]

@@ -33,11 +33,11 @@ from __future__ import annotations
 import base64
 import csv
 import hashlib
-import io
 import json
 import math
 import random
 import shutil
+import struct
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -60,7 +60,6 @@ from pulsar_model.demo.simulator import (
     DataContent,
     DedupCursor,
     Dispatcher,
-    EntryRecord,
     EventLoop,
     LedgerConfig,
     LedgerIdAllocator,
@@ -81,7 +80,7 @@ from pulsar_model.demo.simulator import (
 )
 from pulsar_model.errors import ConfigError
 
-__all__ = ["DEFAULT_PULSAR_VERSIONS", "DemoSpec", "DemoSummary", "generate_demo"]
+__all__ = ["DEFAULT_PULSAR_VERSIONS", "DemoSpec", "DemoSummary", "generate_demo", "iter_topic_names"]
 
 #: Default broker version of each default cluster (one 3.x line, the two 4.x lines).
 DEFAULT_PULSAR_VERSIONS: Mapping[str, str] = {"us-east": "4.1.3", "us-west": "3.0.7", "eu-central": "4.0.8"}
@@ -139,14 +138,20 @@ class DemoSpec:
             raise ConfigError(f"DemoSpec.clusters {self.clusters!r} must be non-empty and unique")
         for name in self.clusters:
             if not name or name.startswith(("_", ".")) or "/" in name:
-                raise ConfigError(f"cluster name {name!r} cannot be an export folder name; use e.g. 'us-east'")
+                raise ConfigError(
+                    f"cluster name {name!r} cannot be an export folder name; use e.g. 'us-east'"
+                )
         if self.exported_at.tzinfo is None:
-            raise ConfigError("DemoSpec.exported_at must be timezone-aware (UTC), e.g. datetime(..., tzinfo=UTC)")
+            raise ConfigError(
+                "DemoSpec.exported_at must be timezone-aware (UTC), e.g. datetime(..., tzinfo=UTC)"
+            )
         if self.file_form not in ("per-topic", "jsonl", "mixed"):
             raise ConfigError(f"DemoSpec.file_form {self.file_form!r} must be per-topic, jsonl or mixed")
         lo, hi = self.messages_per_topic
         if not 1 <= lo <= hi:
-            raise ConfigError(f"DemoSpec.messages_per_topic {self.messages_per_topic!r} must be (lo, hi), 1 <= lo <= hi")
+            raise ConfigError(
+                f"DemoSpec.messages_per_topic {self.messages_per_topic!r} must be (lo, hi), 1 <= lo <= hi"
+            )
         lo, hi = self.replicated_messages_per_cluster
         if not 1 <= lo <= hi:
             raise ConfigError("DemoSpec.replicated_messages_per_cluster must be (lo, hi), 1 <= lo <= hi")
@@ -167,7 +172,7 @@ class DemoSpec:
             raise ConfigError("DemoSpec.replicated_topics / replicated_partitions must be >= 0")
         if self.history_hours * 60 < self.ledger_rollover_minutes:
             raise ConfigError("DemoSpec.history_hours must cover at least one ledger_rollover_minutes")
-        for ns in (*self.namespaces, *( [self.replicated_namespace] if self.replicated_namespace else [])):
+        for ns in (*self.namespaces, *([self.replicated_namespace] if self.replicated_namespace else [])):
             if ns.count("/") != 1 or not all(ns.split("/")):
                 raise ConfigError(f"namespace {ns!r} must be 'tenant/namespace'")
 
@@ -261,26 +266,62 @@ def _avro_str(s: str) -> bytes:
 _AVRO_SCHEMAS: dict[str, list[dict[str, Any]]] = {
     # compatible evolution: fields added with defaults (SPEC §9.4 golden fact 1)
     "compatible": [
-        {"type": "record", "name": "Order", "namespace": "com.acme", "fields": [
-            {"name": "id", "type": "long"}, {"name": "customer", "type": "string"}]},
-        {"type": "record", "name": "Order", "namespace": "com.acme", "fields": [
-            {"name": "id", "type": "long"}, {"name": "customer", "type": "string"},
-            {"name": "amount", "type": "double", "default": 0.0}]},
-        {"type": "record", "name": "Order", "namespace": "com.acme", "fields": [
-            {"name": "id", "type": "long"}, {"name": "customer", "type": "string"},
-            {"name": "amount", "type": "double", "default": 0.0},
-            {"name": "currency", "type": "string", "default": "EUR"}]},
+        {
+            "type": "record",
+            "name": "Order",
+            "namespace": "com.acme",
+            "fields": [{"name": "id", "type": "long"}, {"name": "customer", "type": "string"}],
+        },
+        {
+            "type": "record",
+            "name": "Order",
+            "namespace": "com.acme",
+            "fields": [
+                {"name": "id", "type": "long"},
+                {"name": "customer", "type": "string"},
+                {"name": "amount", "type": "double", "default": 0.0},
+            ],
+        },
+        {
+            "type": "record",
+            "name": "Order",
+            "namespace": "com.acme",
+            "fields": [
+                {"name": "id", "type": "long"},
+                {"name": "customer", "type": "string"},
+                {"name": "amount", "type": "double", "default": 0.0},
+                {"name": "currency", "type": "string", "default": "EUR"},
+            ],
+        },
     ],
     # v2 changes the type of "id" (long -> string): incompatible in both directions
     "incompatible": [
-        {"type": "record", "name": "Event", "namespace": "com.acme", "fields": [
-            {"name": "id", "type": "long"}, {"name": "kind", "type": "string"}]},
-        {"type": "record", "name": "Event", "namespace": "com.acme", "fields": [
-            {"name": "id", "type": "long"}, {"name": "kind", "type": "string"},
-            {"name": "source", "type": ["null", "string"], "default": None}]},
-        {"type": "record", "name": "Event", "namespace": "com.acme", "fields": [
-            {"name": "id", "type": "string"}, {"name": "kind", "type": "string"},
-            {"name": "source", "type": ["null", "string"], "default": None}]},
+        {
+            "type": "record",
+            "name": "Event",
+            "namespace": "com.acme",
+            "fields": [{"name": "id", "type": "long"}, {"name": "kind", "type": "string"}],
+        },
+        {
+            "type": "record",
+            "name": "Event",
+            "namespace": "com.acme",
+            "fields": [
+                {"name": "id", "type": "long"},
+                {"name": "kind", "type": "string"},
+                {"name": "source", "type": ["null", "string"], "default": None},
+            ],
+        },
+        {
+            "type": "record",
+            "name": "Event",
+            "namespace": "com.acme",
+            "fields": [
+                {"name": "id", "type": "string"},
+                {"name": "kind", "type": "string"},
+                {"name": "source", "type": ["null", "string"], "default": None},
+            ],
+        },
     ],
 }
 
@@ -306,8 +347,6 @@ def _avro_payload(family: str) -> Any:
 
 
 def _double(x: float) -> bytes:
-    import struct
-
     return struct.pack("<d", x)
 
 
@@ -372,7 +411,10 @@ class _TopicPlan:
 def _namespace_topics(spec: DemoSpec, ns_index: int, namespace: str) -> list[tuple[int, str, int]]:
     """(index, base name, partitions) of one non-replicated namespace."""
     out = []
-    words = _TOPIC_WORDS[(ns_index * 6) % len(_TOPIC_WORDS) :] + _TOPIC_WORDS[: (ns_index * 6) % len(_TOPIC_WORDS)]
+    words = (
+        _TOPIC_WORDS[(ns_index * 6) % len(_TOPIC_WORDS) :]
+        + _TOPIC_WORDS[: (ns_index * 6) % len(_TOPIC_WORDS)]
+    )
     for j in range(spec.topics_per_namespace):
         word = words[j % len(words)] + ("" if j < len(words) else f"-{j // len(words)}")
         parts = spec.partitions if (j % 4 == 1 and spec.partitions > 1) else 0
@@ -395,7 +437,9 @@ def _local_plans(spec: DemoSpec) -> list[_TopicPlan]:
                     features[base] = "schema"
                     schema_done = True
                 continue
-            features[base] = SPECIAL_FEATURES[k % len(SPECIAL_FEATURES)] if k < len(SPECIAL_FEATURES) * 4 else "plain"
+            features[base] = (
+                SPECIAL_FEATURES[k % len(SPECIAL_FEATURES)] if k < len(SPECIAL_FEATURES) * 4 else "plain"
+            )
             k += 1
     plans = []
     for i, ns in enumerate(spec.namespaces):
@@ -530,12 +574,12 @@ class _Writer:
         if cluster.name not in self.csv:
             folder = self.out / cluster.name / "consumers"
             folder.mkdir(parents=True, exist_ok=True)
-            fh = (folder / "consumers.csv").open("w", encoding="utf-8", newline="")
-            w = csv.writer(fh, lineterminator="\n")
-            w.writerow(["topic", "subscription", "consumer_name", "priority_level", "subscription_type"])
-            self.csv[cluster.name] = (fh, w)
+            out: TextIO = (folder / "consumers.csv").open("w", encoding="utf-8", newline="")
+            writer = csv.writer(out, lineterminator="\n")
+            writer.writerow(["topic", "subscription", "consumer_name", "priority_level", "subscription_type"])
+            self.csv[cluster.name] = (out, writer)
             self.files["consumers"] += 1
-        fh, w = self.csv[cluster.name]
+        _, w = self.csv[cluster.name]
         for row in rows:
             w.writerow(row)
         self.records["consumers"] += len(rows)
@@ -549,8 +593,15 @@ class _Writer:
             with (folder / f"{_enc(topic.topic)}.jsonl").open("w", encoding="utf-8", newline="\n") as fh:
                 for rec in topic.iter_from(EARLIEST):
                     assert rec.data is not None
-                    fh.write(_dumps_line({"ledger_id": rec.position[0], "entry_id": rec.position[1],
-                                          "data": base64.b64encode(rec.data).decode("ascii")}))
+                    fh.write(
+                        _dumps_line(
+                            {
+                                "ledger_id": rec.position[0],
+                                "entry_id": rec.position[1],
+                                "data": base64.b64encode(rec.data).decode("ascii"),
+                            }
+                        )
+                    )
                     fh.write("\n")
                     n += 1
             self.files["entries"] += 1
@@ -559,9 +610,16 @@ class _Writer:
             before = len(sink.paths)
             for rec in topic.iter_from(EARLIEST):
                 assert rec.data is not None
-                sink.write(_dumps_line({"topic": topic.topic, "ledger_id": rec.position[0],
-                                        "entry_id": rec.position[1],
-                                        "data": base64.b64encode(rec.data).decode("ascii")}))
+                sink.write(
+                    _dumps_line(
+                        {
+                            "topic": topic.topic,
+                            "ledger_id": rec.position[0],
+                            "entry_id": rec.position[1],
+                            "data": base64.b64encode(rec.data).decode("ascii"),
+                        }
+                    )
+                )
                 n += 1
             self.files["entries"] += len(sink.paths) - before
         self.records["entries"] += n
@@ -730,21 +788,36 @@ def _stats_internal(topic: TopicSim, cl: _Cluster, end_ms: int) -> dict[str, Any
         "currentLedgerSize": cur_led.size if cur_led else 0,
         "lastLedgerCreatedTimestamp": _iso(topic.last_ledger_created_ms, old),
         "lastLedgerCreationFailureTimestamp": None,
-        "waitingCursorsCount": sum(1 for c in topic.cursors.values() if c.active and c.rp > topic.read_limit()),
+        "waitingCursorsCount": sum(
+            1 for c in topic.cursors.values() if c.active and c.rp > topic.read_limit()
+        ),
         "pendingAddEntriesCount": 0,
         "lastConfirmedEntry": fmt_pos(topic.lac),
         "state": "LedgerOpened",
         "ledgers": ledgers,
         "cursors": cursors,
         "schemaLedgers": [],
-        "compactedLedger": {"ledgerId": -1, "entries": -1, "size": -1, "offloaded": False, "underReplicated": False},
+        "compactedLedger": {
+            "ledgerId": -1,
+            "entries": -1,
+            "size": -1,
+            "offloaded": False,
+            "underReplicated": False,
+        },
     }
     if topic.compacted_ledger is not None:
         lid, n, size = topic.compacted_ledger
-        doc["compactedLedger"] = {"ledgerId": lid, "entries": n, "size": size, "offloaded": False,
-                                  "underReplicated": False}
+        doc["compactedLedger"] = {
+            "ledgerId": lid,
+            "entries": n,
+            "size": size,
+            "offloaded": False,
+            "underReplicated": False,
+        }
     if old:
-        doc["compactedLedger"] = {("isOffloaded" if k == "offloaded" else k): v for k, v in doc["compactedLedger"].items()}
+        doc["compactedLedger"] = {
+            ("isOffloaded" if k == "offloaded" else k): v for k, v in doc["compactedLedger"].items()
+        }
     if v4:
         doc["properties"] = {}
         doc["offloadedLedgerCount"] = 0
@@ -836,7 +909,9 @@ def _topic_stats(
             )
         sub_type = c.sub_type if c.had_dispatcher else "None"
         active = (
-            active_consumer([(ci.name, ci.priority) for ci in c.consumers], topic.topic, c.sub_type or "", cl.version)
+            active_consumer(
+                [(ci.name, ci.priority) for ci in c.consumers], topic.topic, c.sub_type or "", cl.version
+            )
             if consumers and c.sub_type in ("Exclusive", "Failover")
             else None
         )
@@ -923,11 +998,16 @@ def _topic_stats(
                 "connected": connected,
                 "replicationDelayInSeconds": delay,
                 "inboundConnection": f"/10.2.{cl.index}.{sorted(group.topics).index(remote)}:6651"
-                if inbound.connected(end_ms) else None,
+                if inbound.connected(end_ms)
+                else None,
                 "inboundConnectedSince": _iso(inbound.connected_since_ms, cl.old_style)
-                if inbound.connected(end_ms) else None,
-                "outboundConnection": f"[id: 0x{_seed(me, remote) % 0xFFFFFFFF:08x}, L:/10.3.0.1:4{cl.index}321 "
-                f"- R:{remote}-broker.example:6651]" if connected else None,
+                if inbound.connected(end_ms)
+                else None,
+                "outboundConnection": f"[id: 0x{_seed(me, remote) % 0xFFFFFFFF:08x}, "
+                f"L:/10.3.0.1:4{cl.index}321 "
+                f"- R:{remote}-broker.example:6651]"
+                if connected
+                else None,
                 "outboundConnectedSince": _iso(rep.connected_since_ms, cl.old_style) if connected else None,
             }
     size_q, time_q = quotas.effective(namespace, topic.topic)
@@ -964,7 +1044,9 @@ def _topic_stats(
         "subscriptions": subs,
         "replication": replication,
         "deduplicationStatus": "Enabled" if topic.dedup_enabled else "Disabled",
-        "nonContiguousDeletedMessagesRanges": sum(s["nonContiguousDeletedMessagesRanges"] for s in subs.values()),
+        "nonContiguousDeletedMessagesRanges": sum(
+            s["nonContiguousDeletedMessagesRanges"] for s in subs.values()
+        ),
         "nonContiguousDeletedMessagesRangesSerializedSize": sum(
             s["nonContiguousDeletedMessagesRangesSerializedSize"] for s in subs.values()
         ),
@@ -973,7 +1055,8 @@ def _topic_stats(
         doc["compaction"] = {
             "lastCompactionRemovedEventCount": 0,
             "lastCompactionSucceedTimestamp": topic.cursors[COMPACTION_CURSOR].last_md_advanced_ms
-            if COMPACTION_CURSOR in topic.cursors else 0,
+            if COMPACTION_CURSOR in topic.cursors
+            else 0,
             "lastCompactionFailedTimestamp": 0,
             "lastCompactionDurationTimeInMills": 412,
         }
@@ -1001,8 +1084,18 @@ def _topic_stats(
 def _partitioned_stats(parts: list[tuple[str, dict[str, Any]]]) -> dict[str, Any]:
     """``partitioned-stats --per-partition``: summed top level + metadata + per-partition documents."""
     agg: dict[str, Any] = {}
-    for key in ("msgRateIn", "msgThroughputIn", "msgRateOut", "msgThroughputOut", "bytesInCounter",
-                "msgInCounter", "bytesOutCounter", "msgOutCounter", "storageSize", "backlogSize"):
+    for key in (
+        "msgRateIn",
+        "msgThroughputIn",
+        "msgRateOut",
+        "msgThroughputOut",
+        "bytesInCounter",
+        "msgInCounter",
+        "bytesOutCounter",
+        "msgOutCounter",
+        "storageSize",
+        "backlogSize",
+    ):
         agg[key] = sum(d.get(key, 0) for _, d in parts)
     agg["publishers"] = [p for _, d in parts for p in d.get("publishers", [])]
     agg["subscriptions"] = {}
@@ -1083,9 +1176,14 @@ class _Generator:
             "summary",
             {
                 "export_id": export_id,
-                "clusters": {c.name: {"pulsar_version": c.version, "broker_entry_metadata": c.info.broker_entry_metadata,
-                                      "snapshot_cache": "new" if uses_new_snapshot_cache(c.version) else "old"}
-                             for c in self.clusters},
+                "clusters": {
+                    c.name: {
+                        "pulsar_version": c.version,
+                        "broker_entry_metadata": c.info.broker_entry_metadata,
+                        "snapshot_cache": "new" if uses_new_snapshot_cache(c.version) else "old",
+                    }
+                    for c in self.clusters
+                },
                 "topics": self.topics,
                 "replicated_groups": groups,
                 "entries": self.entries,
@@ -1125,8 +1223,11 @@ class _Generator:
             "backlogQuotaDefaultLimitBytes": ["-1", "-1", "1073741824"][i],
             "backlogQuotaDefaultLimitGB": ["-1.0", "10.0", "-1.0"][i],
             "backlogQuotaDefaultLimitSecond": ["-1", "14400", "-1"][i],
-            "backlogQuotaDefaultRetentionPolicy": ["producer_request_hold", "producer_exception",
-                                                   "consumer_backlog_eviction"][i],
+            "backlogQuotaDefaultRetentionPolicy": [
+                "producer_request_hold",
+                "producer_exception",
+                "consumer_backlog_eviction",
+            ][i],
             "preciseTimeBasedBacklogQuotaCheck": ["false", "true", "false"][i],
             "brokerDeduplicationEnabled": "false",
             "clusterName": cl.name,
@@ -1135,26 +1236,39 @@ class _Generator:
             "managedLedgerMinLedgerRolloverTimeMinutes": str(self.spec.min_ledger_rollover_minutes),
             "replicatedSubscriptionsSnapshotFrequencyMillis": str(self.spec.snapshot_frequency_ms),
             "replicatedSubscriptionsSnapshotTimeoutSeconds": str(self.spec.snapshot_timeout_seconds),
-            "replicatedSubscriptionsSnapshotMaxCachedPerSubscription": "30" if uses_new_snapshot_cache(cl.version)
+            "replicatedSubscriptionsSnapshotMaxCachedPerSubscription": "30"
+            if uses_new_snapshot_cache(cl.version)
             else "10",
         }
         gb = float(config["backlogQuotaDefaultLimitGB"])
-        q = _Quotas(int(gb * _GB) if gb > 0 else int(config["backlogQuotaDefaultLimitBytes"]),
-                    int(config["backlogQuotaDefaultLimitSecond"]))
+        q = _Quotas(
+            int(gb * _GB) if gb > 0 else int(config["backlogQuotaDefaultLimitBytes"]),
+            int(config["backlogQuotaDefaultLimitSecond"]),
+        )
         self.quotas[cl.name] = q
         w.doc(cl, "backlog-quotas", "broker", dict(sorted(config.items())), scope_key="broker")
         namespaces = list(self.spec.namespaces) + (
-            [self.spec.replicated_namespace] if self.spec.replicated and self.spec.replicated_namespace else []
+            [self.spec.replicated_namespace]
+            if self.spec.replicated and self.spec.replicated_namespace
+            else []
         )
         for n, ns in enumerate(namespaces):
             shape = (n + cl.index) % 4
             size = (2 + n) * _GB
             if shape == 0:  # 2.9.1+: limit alias + limitSize/limitTime
                 doc: Any = {
-                    "destination_storage": {"limit": size, "limitSize": size, "limitTime": -1,
-                                            "policy": "producer_request_hold"},
-                    "message_age": {"limit": -1, "limitSize": -1, "limitTime": 3600,
-                                    "policy": "consumer_backlog_eviction"},
+                    "destination_storage": {
+                        "limit": size,
+                        "limitSize": size,
+                        "limitTime": -1,
+                        "policy": "producer_request_hold",
+                    },
+                    "message_age": {
+                        "limit": -1,
+                        "limitSize": -1,
+                        "limitTime": 3600,
+                        "policy": "consumer_backlog_eviction",
+                    },
                 }
                 q.namespaces[ns] = {"destination_storage": (size, -1), "message_age": (-1, 3600)}
             elif shape == 1:  # before the time quota: limit only
@@ -1172,7 +1286,13 @@ class _Generator:
                 if n % 2:
                     doc = {}
                 else:
-                    doc = {"destination_storage": {"limitSize": size, "limitTime": -1, "policy": "producer_request_hold"}}
+                    doc = {
+                        "destination_storage": {
+                            "limitSize": size,
+                            "limitTime": -1,
+                            "policy": "producer_request_hold",
+                        }
+                    }
                     q.namespaces[ns] = {"destination_storage": (size, -1)}
             w.doc(cl, "backlog-quotas", ns, doc, scope_key="namespace")
         # topic level: small size quotas that the demo's backlogs exceed, and one time quota
@@ -1182,20 +1302,38 @@ class _Generator:
             self.topic_quota_names.add(name)
             limit = (16 + 8 * k) * 1024
             if k == 0 and w.form(cl, "backlog-quotas") == "file" and cl.index == self.cli_cluster:
-                text = (f"destination_storage    BacklogQuotaImpl(limit={limit}, limitSize={limit}, limitTime=-1, "
-                        "policy=consumer_backlog_eviction)\n")
+                text = (
+                    f"destination_storage    BacklogQuotaImpl(limit={limit}, limitSize={limit}, "
+                    "limitTime=-1, "
+                    "policy=consumer_backlog_eviction)\n"
+                )
                 w.text_file(cl, "backlog-quotas", name, text)
                 q.topics[name] = {"destination_storage": (limit, -1)}
                 continue
             if k % 3 == 2:
-                doc = {"message_age": {"limit": -1, "limitSize": -1, "limitTime": 1800, "policy": "producer_exception"}}
+                doc = {
+                    "message_age": {
+                        "limit": -1,
+                        "limitSize": -1,
+                        "limitTime": 1800,
+                        "policy": "producer_exception",
+                    }
+                }
                 q.topics[name] = {"message_age": (-1, 1800)}
             elif k % 3 == 1:
-                doc = {"destination_storage": f"BacklogQuota{{limit={limit}, policy=consumer_backlog_eviction}}"}
+                doc = {
+                    "destination_storage": f"BacklogQuota{{limit={limit}, policy=consumer_backlog_eviction}}"
+                }
                 q.topics[name] = {"destination_storage": (limit, -1)}
             else:
-                doc = {"destination_storage": {"limit": limit, "limitSize": limit, "limitTime": -1,
-                                               "policy": "consumer_backlog_eviction"}}
+                doc = {
+                    "destination_storage": {
+                        "limit": limit,
+                        "limitSize": limit,
+                        "limitTime": -1,
+                        "policy": "consumer_backlog_eviction",
+                    }
+                }
                 q.topics[name] = {"destination_storage": (limit, -1)}
             w.doc(cl, "backlog-quotas", name, doc, scope_key="topic")
             # partitions inherit the partitioned topic's policy
@@ -1218,14 +1356,27 @@ class _Generator:
     def _alloc(self, cl: _Cluster, topic: str) -> LedgerIdAllocator:
         return LedgerIdAllocator(cl.epoch_ms, self.stride, self.slot[topic])
 
-    def _consumers(self, rng: random.Random, names: list[str], prios: list[int], t: int, cl: _Cluster,
-                   arrival: list[int] | None = None) -> list[ConsumerInfo]:
+    def _consumers(
+        self,
+        rng: random.Random,
+        names: list[str],
+        prios: list[int],
+        t: int,
+        cl: _Cluster,
+        arrival: list[int] | None = None,
+    ) -> list[ConsumerInfo]:
         order = arrival if arrival is not None else list(range(len(names)))
         out = []
         for k, i in enumerate(order):
-            out.append(ConsumerInfo(names[i], prios[i], f"/10.4.{cl.index}.{20 + k}:5{k}{i}12",
-                                    rng.choice(["Pulsar-Java-v3.3.2", "Pulsar-Java-v4.0.1", "Pulsar-CPP-v3.5.1"]),
-                                    t))
+            out.append(
+                ConsumerInfo(
+                    names[i],
+                    prios[i],
+                    f"/10.4.{cl.index}.{20 + k}:5{k}{i}12",
+                    rng.choice(["Pulsar-Java-v3.3.2", "Pulsar-Java-v4.0.1", "Pulsar-CPP-v3.5.1"]),
+                    t,
+                )
+            )
         return out
 
     def _local_topic(self, cl: _Cluster, plan: _TopicPlan) -> None:
@@ -1246,8 +1397,13 @@ class _Generator:
         loop = EventLoop(t_open)
         cfg = self._ledger_cfg(plan, rng)
         if feature == "drain":  # entry-count roll-overs only, so the last entry closes a ledger
-            cfg = LedgerConfig(max_entries=cfg.max_entries, max_size_bytes=1 << 40, rollover_ms=12 * _HOUR,
-                               min_rollover_ms=0, retention_ms=0)
+            cfg = LedgerConfig(
+                max_entries=cfg.max_entries,
+                max_size_bytes=1 << 40,
+                rollover_ms=12 * _HOUR,
+                min_rollover_ms=0,
+                retention_ms=0,
+            )
         topic = TopicSim(loop, cl.info, plan.topic, cfg, self._alloc(cl, plan.topic))
         topic.open(t_open)
         n_msgs = rng.randint(*spec.messages_per_topic)
@@ -1275,8 +1431,14 @@ class _Generator:
                 windows: list[tuple[int, int | None]] = [(t_open + 900, mid)]
                 if rng.random() < 0.4:
                     windows.append((mid + rng.randint(5, 40) * _MINUTE, None))
-                subs_to_make.append(("audit", "Shared", AckProfile("individual", (10, 2000), hole_rate=0.01,
-                                                                     late_rate=0.05), windows))
+                subs_to_make.append(
+                    (
+                        "audit",
+                        "Shared",
+                        AckProfile("individual", (10, 2000), hole_rate=0.01, late_rate=0.05),
+                        windows,
+                    )
+                )
             if feature == "empty":
                 subs_to_make.append(("idle-sub", "Exclusive", AckProfile("cumulative"), []))
         for name, stype, prof, windows in subs_to_make:
@@ -1290,12 +1452,19 @@ class _Generator:
                 c.consumers = self._consumers(rng, workers, prios, t_open, cl, arrival)
             elif stype in ("Shared", "Key_Shared"):
                 k = rng.randint(1, 3)
-                c.consumers = self._consumers(rng, [f"{name}-{base_name}-{x}" for x in range(k)],
-                                              [rng.choice([0, 0, 1]) for _ in range(k)], t_open, cl)
+                c.consumers = self._consumers(
+                    rng,
+                    [f"{name}-{base_name}-{x}" for x in range(k)],
+                    [rng.choice([0, 0, 1]) for _ in range(k)],
+                    t_open,
+                    cl,
+                )
             else:
                 c.consumers = self._consumers(rng, [f"{name}-{rng.getrandbits(20):05x}"], [0], t_open, cl)
             d = Dispatcher(topic, c, prof, random.Random(rng.getrandbits(64)), windows)
-            d.active_name = active_consumer([(x.name, x.priority) for x in c.consumers], plan.topic, stype, cl.version)
+            d.active_name = active_consumer(
+                [(x.name, x.priority) for x in c.consumers], plan.topic, stype, cl.version
+            )
             d.start()
             dispatchers.append(d)
 
@@ -1310,10 +1479,14 @@ class _Generator:
             outcomes = ["commit", "abort", "commit", "abort", "commit"]
             if feature == "open-txn":
                 outcomes = ["commit", "abort", "commit", "open"]
-            tplan = TxnPlan(f"{cl.name}-txn-{rng.randint(0, 9)}", t_start + 60_000,
-                            t_stop - (5 * _MINUTE if feature == "open-txn" else 2 * _MINUTE),
-                            tuple((o, rng.randint(2, 6)) for o in outcomes), rng.randint(0, 15),
-                            rng.randint(1_000, 90_000))
+            tplan = TxnPlan(
+                f"{cl.name}-txn-{rng.randint(0, 9)}",
+                t_start + 60_000,
+                t_stop - (5 * _MINUTE if feature == "open-txn" else 2 * _MINUTE),
+                tuple((o, rng.randint(2, 6)) for o in outcomes),
+                rng.randint(0, 15),
+                rng.randint(1_000, 90_000),
+            )
             txn_prod = TxnProducer(topic, tplan, random.Random(rng.getrandbits(64)), _text_payload)
             txn_prod.begin()
             live.add(tplan.name)
@@ -1324,15 +1497,21 @@ class _Generator:
             t_c = t_start + (t_stop - t_start) * rng.randint(55, 85) // 100
             loop.at(t_c, lambda t: compactions.append(run_compaction(topic, t)))
         if feature in ("readers", "reader-only"):
-            r1 = Reader(topic, f"reader-{rng.getrandbits(40):010x}", "earliest", end - 25 * _MINUTE, 40.0,
-                        random.Random(rng.getrandbits(64)))
+            r1 = Reader(
+                topic,
+                f"reader-{rng.getrandbits(40):010x}",
+                "earliest",
+                end - 25 * _MINUTE,
+                40.0,
+                random.Random(rng.getrandbits(64)),
+            )
             r1.begin()
             if feature == "readers":
                 name2 = f"reader-{rng.getrandbits(40):010x}"
 
                 def start_r2(t: int) -> None:
                     first = topic.next_existing((topic.ids[0], -1)) if topic.ids else None
-                    target = first if first is not None else "latest"
+                    target: Pos | Literal["latest"] = first if first is not None else "latest"
                     Reader(topic, name2, target, t, 0.2, random.Random(rng.getrandbits(64))).begin()
 
                 loop.at(end - 6 * _MINUTE, start_r2)
@@ -1342,8 +1521,19 @@ class _Generator:
         loop.run(end)
         self._finish_topic(cl, plan, topic, None, live, truth_extra, txn_prod, compactions)
 
-    def _producers(self, cl: _Cluster, plan: _TopicPlan, topic: TopicSim, rng: random.Random, n_msgs: int,
-                   t_start: int, t_stop: int, feature: str, live: set[str], truth: dict[str, Any]) -> None:
+    def _producers(
+        self,
+        cl: _Cluster,
+        plan: _TopicPlan,
+        topic: TopicSim,
+        rng: random.Random,
+        n_msgs: int,
+        t_start: int,
+        t_stop: int,
+        feature: str,
+        live: set[str],
+        truth: dict[str, Any],
+    ) -> None:
         spec = self.spec
         n_prod = 1 if feature in ("drain", "compaction") else rng.choice([1, 1, 2])
         keys: tuple[str, ...] = ()
@@ -1378,15 +1568,27 @@ class _Generator:
                 share = topic.cfg.max_entries * rng.randint(2, 4)
             comp = rng.choice(["NONE"] * 8 + ["LZ4", "ZLIB"])
             pplan = ProducerPlan(
-                name, t_start, t_stop, share, batch, keys, keyless, tomb, nulls, comp,
-                (20, 180) if batch > 1 else (40, 600), 0.15, rng.random() < 0.3, schema_versions,
+                name,
+                t_start,
+                t_stop,
+                share,
+                batch,
+                keys,
+                keyless,
+                tomb,
+                nulls,
+                comp,
+                (20, 180) if batch > 1 else (40, 600),
+                0.15,
+                rng.random() < 0.3,
+                schema_versions,
                 rng.randint(0, 3) * 1000,
             )
             Producer(topic, pplan, random.Random(rng.getrandbits(64)), payload).begin()
             if t_stop > self.end_ms - 15 * _MINUTE:
                 live.add(name)
 
-    # -- replicated groups ------------------------------------------------------------------------------------
+    # -- replicated groups --------------------------------------------------------------------------------
 
     def _replicated_group(self, plan: _TopicPlan) -> None:
         spec = self.spec
@@ -1397,10 +1599,12 @@ class _Generator:
         loop = EventLoop(t0)
         topics = []
         for cl in self.clusters:
-            cfg = LedgerConfig(max_entries=max(2, spec.max_entries_per_ledger + 50),
-                               max_size_bytes=spec.max_ledger_size_bytes,
-                               rollover_ms=max(spec.ledger_rollover_minutes // 3, 1) * _MINUTE,
-                               min_rollover_ms=spec.min_ledger_rollover_minutes * _MINUTE)
+            cfg = LedgerConfig(
+                max_entries=max(2, spec.max_entries_per_ledger + 50),
+                max_size_bytes=spec.max_ledger_size_bytes,
+                rollover_ms=max(spec.ledger_rollover_minutes // 3, 1) * _MINUTE,
+                min_rollover_ms=spec.min_ledger_rollover_minutes * _MINUTE,
+            )
             ts = TopicSim(loop, cl.info, plan.topic, cfg, self._alloc(cl, plan.topic), keep_trimmed_keys=True)
             ts.open(t0)
             topics.append(ts)
@@ -1421,17 +1625,41 @@ class _Generator:
                 if x != y:
                     far = x.split("-")[0] != y.split("-")[0]
                     delays[(x, y)] = (rng.randint(2, 8), rng.randint(60, 95) if far else rng.randint(25, 45))
-        group = ReplicatedGroup(loop, topics, random.Random(rng.getrandbits(64)), t0, end,
-                                frequency_ms=spec.snapshot_frequency_ms, timeout_seconds=spec.snapshot_timeout_seconds,
-                                outages=outages, delays=delays)
+        group = ReplicatedGroup(
+            loop,
+            topics,
+            random.Random(rng.getrandbits(64)),
+            t0,
+            end,
+            frequency_ms=spec.snapshot_frequency_ms,
+            timeout_seconds=spec.snapshot_timeout_seconds,
+            outages=outages,
+            delays=delays,
+        )
         base_name = plan.base.rsplit("/", 1)[1]
         # replicated subscriptions exist on every cluster; consumers are active on one
         sub_specs = [
-            ("geo-shared", "Shared", a, AckProfile("individual", (5, 300), hole_rate=0.004, late_rate=0.04,
-                                                    late_delay_ms=(20_000, 600_000),
-                                                    forced_hole_after_ms=end - rng.randint(6, 12) * _MINUTE)),
-            ("geo-failover", "Failover", b, AckProfile("individual", (5, 300), hole_rate=0.0, late_rate=0.08,
-                                                       late_delay_ms=(3_000, 45_000))),
+            (
+                "geo-shared",
+                "Shared",
+                a,
+                AckProfile(
+                    "individual",
+                    (5, 300),
+                    hole_rate=0.004,
+                    late_rate=0.04,
+                    late_delay_ms=(20_000, 600_000),
+                    forced_hole_after_ms=end - rng.randint(6, 12) * _MINUTE,
+                ),
+            ),
+            (
+                "geo-failover",
+                "Failover",
+                b,
+                AckProfile(
+                    "individual", (5, 300), hole_rate=0.0, late_rate=0.08, late_delay_ms=(3_000, 45_000)
+                ),
+            ),
         ]
         for ts in topics:
             for sname, stype, active_on, prof in sub_specs:
@@ -1444,17 +1672,25 @@ class _Generator:
                         workers = [f"{base_name}-{x}" for x in ("east", "west", "spare")]
                         cur.consumers = self._consumers(rng, workers, [1, 0, 0], t0, cl, [2, 0, 1])
                     else:
-                        cur.consumers = self._consumers(rng, [f"{sname}-{x}" for x in range(2)], [0, 1], t0, cl)
+                        cur.consumers = self._consumers(
+                            rng, [f"{sname}-{x}" for x in range(2)], [0, 1], t0, cl
+                        )
                     d = Dispatcher(ts, cur, prof, random.Random(rng.getrandbits(64)), [(t0 + 200, None)])
-                    d.active_name = active_consumer([(x.name, x.priority) for x in cur.consumers], ts.topic,
-                                                    stype, ts.cluster.version)
+                    d.active_name = active_consumer(
+                        [(x.name, x.priority) for x in cur.consumers], ts.topic, stype, ts.cluster.version
+                    )
                     d.start()
             local = ts.create_cursor(t0 + 60, "local-metrics", "subscription", start="earliest")
             local.sub_type = "Exclusive"
             cl = self.clusters[names.index(ts.cluster.name)]
             local.consumers = self._consumers(rng, [f"metrics-{ts.cluster.name}"], [0], t0, cl)
-            Dispatcher(ts, local, AckProfile("cumulative", (50, 2000)), random.Random(rng.getrandbits(64)),
-                       [(t0 + 300, None)]).start()
+            Dispatcher(
+                ts,
+                local,
+                AckProfile("cumulative", (50, 2000)),
+                random.Random(rng.getrandbits(64)),
+                [(t0 + 300, None)],
+            ).start()
         lives: dict[str, set[str]] = {}
         for ts in topics:
             cname = ts.cluster.name
@@ -1462,17 +1698,34 @@ class _Generator:
             n = rng.randint(*spec.replicated_messages_per_cluster)
             pname = f"{cname}-{_seed(cname, plan.topic) % 5}-{rng.randint(0, 40)}"
             batch = rng.choice([1, spec.max_batch_size])
-            pplan = ProducerPlan(pname, t0 + 30_000, t_stop, n, batch, tuple(f"c{k}" for k in range(20)), 0.2,
-                                 0.0, 0.0, rng.choice(["NONE", "NONE", "LZ4"]), (30, 300), 0.1, False)
+            pplan = ProducerPlan(
+                pname,
+                t0 + 30_000,
+                t_stop,
+                n,
+                batch,
+                tuple(f"c{k}" for k in range(20)),
+                0.2,
+                0.0,
+                0.0,
+                rng.choice(["NONE", "NONE", "LZ4"]),
+                (30, 300),
+                0.1,
+                False,
+            )
             Producer(ts, pplan, random.Random(rng.getrandbits(64)), _text_payload).begin()
             lives[cname].add(pname)
         loop.run(end)
         for ts in topics:
             cl = self.clusters[names.index(ts.cluster.name)]
-            self._finish_topic(cl, plan, ts, group, lives[ts.cluster.name], {"feature": "replicated"}, None, [])
+            self._finish_topic(
+                cl, plan, ts, group, lives[ts.cluster.name], {"feature": "replicated"}, None, []
+            )
         self._replication_truth(plan, group, [(s, act) for s, _, act, _ in sub_specs])
 
-    def _replication_truth(self, plan: _TopicPlan, group: ReplicatedGroup, subs: list[tuple[str, str]]) -> None:
+    def _replication_truth(
+        self, plan: _TopicPlan, group: ReplicatedGroup, subs: list[tuple[str, str]]
+    ) -> None:
         for ctrl_name in sorted(group.controllers):
             ctrl = group.controllers[ctrl_name]
             for tr in ctrl.traces:
@@ -1489,8 +1742,13 @@ class _Generator:
                         "two_rounds": len(tr.remotes) > 1,
                         "request_positions": [fmt_pos(p) for p in tr.requests],
                         "responses": [
-                            {"round": r["round"], "cluster": r["cluster"], "position": fmt_pos(r["position"]),  # type: ignore[arg-type]
-                             "received_at": fmt_pos(r["received_at"]), "t_ms": r["t"]}  # type: ignore[arg-type]
+                            {
+                                "round": r.round,
+                                "cluster": r.cluster,
+                                "position": fmt_pos(r.position),
+                                "received_at": fmt_pos(r.received_at),
+                                "t_ms": r.t_ms,
+                            }
                             for r in tr.responses
                         ],
                         "round1_positions": {k: fmt_pos(v) for k, v in sorted(tr.round1.items())},
@@ -1501,8 +1759,17 @@ class _Generator:
             for up in ctrl.updates:
                 self.truth.line("updates", _update_doc(up))
         for late in group.late_responses:
-            self.truth.line("late_responses", {"topic": plan.topic, **{k: (fmt_pos(v) if k == "position" else v)  # type: ignore[arg-type]
-                                                                      for k, v in late.items()}})
+            self.truth.line(
+                "late_responses",
+                {
+                    "topic": plan.topic,
+                    "cluster": late.cluster,
+                    "snapshot_id": late.snapshot_id,
+                    "from": late.from_cluster,
+                    "position": fmt_pos(late.position),
+                    "t": late.t_ms,
+                },
+            )
         for sname, source in subs:
             src = group.topics[source]
             sc = src.cursors[sname]
@@ -1540,11 +1807,15 @@ class _Generator:
                         "source_cluster": source,
                         "target_cluster": target,
                         "source_version": src.cluster.version,
-                        "source_snapshot_cache": "new" if uses_new_snapshot_cache(src.cluster.version) else "old",
+                        "source_snapshot_cache": "new"
+                        if uses_new_snapshot_cache(src.cluster.version)
+                        else "old",
                         "source_mark_delete": fmt_pos(sc.md),
                         "source_individually_deleted_entries": len(sc.idm),
                         "updates_written": len(updates),
-                        "last_applied_snapshot": None if last is None else {
+                        "last_applied_snapshot": None
+                        if last is None
+                        else {
                             "snapshot_id": last.snapshot_id,
                             "local_position": fmt_pos(last.snapshot_local_position),
                             "clusters": {k: fmt_pos(v) for k, v in last.clusters},
@@ -1554,7 +1825,8 @@ class _Generator:
                         "expected_remote_mark_delete": _p(expected),
                         "last_update_delivered": applied is not None,
                         "last_delivered_update_snapshot_id": delivered_updates[-1].snapshot_id
-                        if delivered_updates else None,
+                        if delivered_updates
+                        else None,
                         "actual_remote_mark_delete": None if tc is None else fmt_pos(tc.md),
                         "failover_duplicate_messages": dup_msgs,
                         "failover_duplicate_entries": dup_entries,
@@ -1562,11 +1834,19 @@ class _Generator:
                     },
                 )
 
-    # -- per topic export -------------------------------------------------------------------------------------
+    # -- per topic export ---------------------------------------------------------------------------------
 
-    def _finish_topic(self, cl: _Cluster, plan: _TopicPlan, topic: TopicSim, group: ReplicatedGroup | None,
-                      live: set[str], extra: dict[str, Any], txn_prod: TxnProducer | None,
-                      compactions: list[Any]) -> None:
+    def _finish_topic(
+        self,
+        cl: _Cluster,
+        plan: _TopicPlan,
+        topic: TopicSim,
+        group: ReplicatedGroup | None,
+        live: set[str],
+        extra: dict[str, Any],
+        txn_prod: TxnProducer | None,
+        compactions: list[Any],
+    ) -> None:
         w = self.writer
         end = self.end_ms
         self.topics += 1
@@ -1612,27 +1892,46 @@ class _Generator:
             self.writer.doc(cl, kind, plan.base, wrapper)
 
     def _client_consumers(self, cl: _Cluster, topic: TopicSim) -> None:
-        subs = [c for c in sorted(topic.cursors.values(), key=lambda x: x.name)
-                if c.active and c.consumers and c.kind == "subscription"]
+        subs = [
+            c
+            for c in sorted(topic.cursors.values(), key=lambda x: x.name)
+            if c.active and c.consumers and c.kind == "subscription"
+        ]
         if not subs:
             return
         w = self.writer
         form = w.form(cl, "consumers")
         if form == "csv":
-            rows = [[topic.topic, c.name, ci.name, str(ci.priority), c.sub_type or ""] for c in subs for ci in c.consumers]
+            rows = [
+                [topic.topic, c.name, ci.name, str(ci.priority), c.sub_type or ""]
+                for c in subs
+                for ci in c.consumers
+            ]
             w.consumers_csv(cl, rows)
         elif form == "jsonl":
             doc: Any = [
-                {"subscription": c.name, "consumerName": ci.name, "priorityLevel": ci.priority,
-                 "subscriptionType": c.sub_type}
-                for c in subs for ci in c.consumers
+                {
+                    "subscription": c.name,
+                    "consumerName": ci.name,
+                    "priorityLevel": ci.priority,
+                    "subscriptionType": c.sub_type,
+                }
+                for c in subs
+                for ci in c.consumers
             ]
             w.doc(cl, "consumers", topic.topic, doc)
         else:
-            doc = {"subscriptions": {
-                c.name: {"type": c.sub_type, "consumers": [
-                    {"consumerName": ci.name, "priorityLevel": ci.priority} for ci in c.consumers]}
-                for c in subs}}
+            doc = {
+                "subscriptions": {
+                    c.name: {
+                        "type": c.sub_type,
+                        "consumers": [
+                            {"consumerName": ci.name, "priorityLevel": ci.priority} for ci in c.consumers
+                        ],
+                    }
+                    for c in subs
+                }
+            }
             w.doc(cl, "consumers", topic.topic, doc)
 
     def _schemas(self, cl: _Cluster, plan: _TopicPlan, topic: TopicSim, family: str) -> None:
@@ -1640,52 +1939,74 @@ class _Generator:
         base_ms = topic.ledgers[topic.ids[0]].created_ms if topic.ids else self.start_ms
         items = []
         for v, schema in enumerate(versions):
-            items.append({
-                "version": v,
-                "type": "AVRO",
-                "timestamp": base_ms - 60_000 + v * 3_600_000 // 2,
-                "data": json.dumps(schema, separators=(",", ":")),
-                "properties": {"__alwaysAllowNull": "true", "__jsr310ConversionEnabled": "false"},
-            })
+            items.append(
+                {
+                    "version": v,
+                    "type": "AVRO",
+                    "timestamp": base_ms - 60_000 + v * 3_600_000 // 2,
+                    "data": json.dumps(schema, separators=(",", ":")),
+                    "properties": {"__alwaysAllowNull": "true", "__jsr310ConversionEnabled": "false"},
+                }
+            )
         w = self.writer
         if family == "incompatible" and cl.index == self.cli_cluster and w.form(cl, "schemas") == "file":
             # `pulsar-admin schemas get --all-versions`: pretty SchemaInfo documents one after another
             text = ""
             for it in items:
-                text += _dumps_pretty({"name": plan.base.rsplit("/", 1)[1], "schema": it["data"], "type": "AVRO",
-                                       "timestamp": it["timestamp"], "properties": it["properties"]})
+                text += _dumps_pretty(
+                    {
+                        "name": plan.base.rsplit("/", 1)[1],
+                        "schema": it["data"],
+                        "type": "AVRO",
+                        "timestamp": it["timestamp"],
+                        "properties": it["properties"],
+                    }
+                )
             w.text_file(cl, "schemas", plan.base, text)
             return
         w.doc(cl, "schemas", plan.base, {"getSchemaResponses": items})
 
-    def _topic_truth(self, cl: _Cluster, plan: _TopicPlan, topic: TopicSim, group: ReplicatedGroup | None,
-                     extra: dict[str, Any], txn_prod: TxnProducer | None, compactions: list[Any]) -> None:
+    def _topic_truth(
+        self,
+        cl: _Cluster,
+        plan: _TopicPlan,
+        topic: TopicSim,
+        group: ReplicatedGroup | None,
+        extra: dict[str, Any],
+        txn_prod: TxnProducer | None,
+        compactions: list[Any],
+    ) -> None:
         tr = self.truth
         slowest = topic.slowest()
         for c in topic.cursors.values():
             exact_bytes = sum(r.size for r in topic.iter_between(c.md, topic.lac) if r.position not in c.idm)
-            tr.line("cursors", {
-                "cluster": cl.name,
-                "topic": topic.topic,
-                "cursor": c.name,
-                "kind": c.kind,
-                "durable": c.durable,
-                "cursor_order": c.order,
-                "mark_delete_position": fmt_pos(c.md),
-                "read_position": fmt_pos(c.rp),
-                "individually_deleted_entries": len(c.idm),
-                "backlog_entries": topic.precise_backlog(c),
-                "backlog_messages": topic.backlog_messages(c),
-                "backlog_data_messages": topic.backlog_messages(c, data_only=True),
-                "backlog_bytes": exact_bytes,
-                "stats_msg_backlog": topic.nonprecise_backlog(c),
-                "estimated_backlog_size_bytes": topic.estimate_from(c.md),
-                "subscription_type": c.sub_type,
-                "replicated": c.replicated,
-                "active_consumer": active_consumer([(x.name, x.priority) for x in c.consumers], topic.topic,
-                                                   c.sub_type or "", cl.version)
-                if c.active and c.consumers else None,
-            })
+            tr.line(
+                "cursors",
+                {
+                    "cluster": cl.name,
+                    "topic": topic.topic,
+                    "cursor": c.name,
+                    "kind": c.kind,
+                    "durable": c.durable,
+                    "cursor_order": c.order,
+                    "mark_delete_position": fmt_pos(c.md),
+                    "read_position": fmt_pos(c.rp),
+                    "individually_deleted_entries": len(c.idm),
+                    "backlog_entries": topic.precise_backlog(c),
+                    "backlog_messages": topic.backlog_messages(c),
+                    "backlog_data_messages": topic.backlog_messages(c, data_only=True),
+                    "backlog_bytes": exact_bytes,
+                    "stats_msg_backlog": topic.nonprecise_backlog(c),
+                    "estimated_backlog_size_bytes": topic.estimate_from(c.md),
+                    "subscription_type": c.sub_type,
+                    "replicated": c.replicated,
+                    "active_consumer": active_consumer(
+                        [(x.name, x.priority) for x in c.consumers], topic.topic, c.sub_type or "", cl.version
+                    )
+                    if c.active and c.consumers
+                    else None,
+                },
+            )
         doc: dict[str, Any] = {
             "cluster": cl.name,
             "topic": topic.topic,
@@ -1693,7 +2014,9 @@ class _Generator:
             "feature": extra.get("feature"),
             "last_confirmed_entry": fmt_pos(topic.lac),
             "current_ledger_id": topic.current,
-            "current_ledger_entries": len(topic.ledgers[topic.current].entries) if topic.current is not None else 0,
+            "current_ledger_entries": len(topic.ledgers[topic.current].entries)
+            if topic.current is not None
+            else 0,
             "listed_ledgers": len(topic.ids),
             "trimmed_ledgers": topic.trimmed_ledgers,
             "number_of_entries": topic.number_of_entries,
@@ -1704,15 +2027,23 @@ class _Generator:
             "estimated_backlog_size_bytes": topic.estimated_backlog_size(),
             "max_read_position": fmt_pos(topic.read_limit()),
             "transactions": {
-                "ongoing": [{"txn": list(t), "first_position": fmt_pos(p)} for t, p in topic.txn_ongoing.items()],
+                "ongoing": [
+                    {"txn": list(t), "first_position": fmt_pos(p)} for t, p in topic.txn_ongoing.items()
+                ],
                 "committed": sorted(list(t) for t in topic.txn_committed),
                 "aborted": sorted(list(t) for t in topic.txn_aborted),
             },
         }
         if txn_prod is not None:
             doc["transactions"]["log"] = [
-                {"txn": list(x["txn"]), "outcome": x["outcome"], "entries": x["entries"],  # type: ignore[call-overload]
-                 "marker_position": _p(x.get("marker_position"))}  # type: ignore[arg-type]
+                {
+                    "txn": list(x.txn),
+                    "outcome": x.outcome,
+                    "entries": x.entries,
+                    "begin_ms": x.begin_ms,
+                    "end_ms": x.end_ms,
+                    "marker_position": _p(x.marker_position),
+                }
                 for x in txn_prod.log
             ]
         records = [r for r in topic.iter_from(EARLIEST) if r.position <= topic.lac]
@@ -1724,12 +2055,23 @@ class _Generator:
                 "preview_latest_by_key": {k: list(v) for k, v in sorted(preview.latest.items())},
                 "preview_retained_messages": [[a, b, c_, k] for a, b, c_, k in preview.retained],
                 "broker_horizon": _p(topic.compaction_horizon),
-                "broker_compacted_ledger": None if topic.compacted_ledger is None else {
-                    "ledger_id": topic.compacted_ledger[0], "entries": topic.compacted_ledger[1],
-                    "size": topic.compacted_ledger[2]},
+                "broker_compacted_ledger": None
+                if topic.compacted_ledger is None
+                else {
+                    "ledger_id": topic.compacted_ledger[0],
+                    "entries": topic.compacted_ledger[1],
+                    "size": topic.compacted_ledger[2],
+                },
             }
-        keys = sorted({m.key for r in records if isinstance(r.content, DataContent) for m in r.content.messages
-                       if m.key is not None})
+        keys = sorted(
+            {
+                m.key
+                for r in records
+                if isinstance(r.content, DataContent)
+                for m in r.content.messages
+                if m.key is not None
+            }
+        )
         doc["distinct_keys"] = len(keys)
         if len(keys) <= 64:
             doc["keys"] = keys
@@ -1748,9 +2090,15 @@ def _update_doc(up: UpdateTrace) -> dict[str, Any]:
         "update_position": fmt_pos(up.update_position),
         "written_ms": up.written_ms,
         "applied": {
-            k: {"position": fmt_pos(v["position"]), "before": fmt_pos(v["before"]),  # type: ignore[arg-type]
-                "after": fmt_pos(v["after"]), "moved": v["moved"], "created": v["created"],  # type: ignore[arg-type]
-                "update_position_here": fmt_pos(v["update_position_here"]), "t_ms": v["t"]}  # type: ignore[arg-type]
+            k: {
+                "position": fmt_pos(v.position),
+                "before": fmt_pos(v.before),
+                "after": fmt_pos(v.after),
+                "moved": v.moved,
+                "created": v.created,
+                "update_position_here": fmt_pos(v.update_position_here),
+                "t_ms": v.t_ms,
+            }
             for k, v in sorted(up.applied.items())
         },
     }
@@ -1774,7 +2122,9 @@ def _prepare_out(out: Path, spec: DemoSpec, overwrite: bool) -> None:
     out.mkdir(parents=True, exist_ok=True)
 
 
-def generate_demo(out_dir: str | Path, spec: DemoSpec = DemoSpec(), *, overwrite: bool = False) -> DemoSummary:  # noqa: B008
+def generate_demo(
+    out_dir: str | Path, spec: DemoSpec = DemoSpec(), *, overwrite: bool = False
+) -> DemoSummary:
     """Simulate ``spec.clusters`` and write their raw exports, manifest and ground truth to ``out_dir``.
 
     Deterministic: the same spec (and seed) gives byte-identical files. One topic (or one replicated
@@ -1787,7 +2137,7 @@ def generate_demo(out_dir: str | Path, spec: DemoSpec = DemoSpec(), *, overwrite
     return _Generator(spec, out).run()
 
 
-def iter_topic_names(spec: DemoSpec = DemoSpec()) -> Iterator[tuple[str, str]]:  # noqa: B008
+def iter_topic_names(spec: DemoSpec = DemoSpec()) -> Iterator[tuple[str, str]]:
     """``(cluster, topic)`` of every topic partition the spec simulates (cheap; no simulation)."""
     geo = _replicated_plans(spec)
     local = _local_plans(spec)

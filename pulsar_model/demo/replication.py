@@ -27,6 +27,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
 from pulsar_model.demo.simulator import (
+    REPLICATED_SUBSCRIPTION_PROPERTY,
     REPLICATOR_PREFIX,
     CursorSim,
     DataContent,
@@ -103,6 +104,13 @@ class OldSnapshotCache:
         return len(self._keys)
 
 
+@dataclass
+class _CachedSnapshot:
+    position: Pos
+    snapshot: Snapshot
+    distance: int  # to the previous cached snapshot
+
+
 class NewSnapshotCache:
     """PR #25044 cache: evicts the interior snapshot minimising the merged gap (SPEC §4.6).
 
@@ -112,7 +120,7 @@ class NewSnapshotCache:
     def __init__(self, distance: Callable[[Pos, Pos], int], max_cached: int = MAX_CACHED_NEW) -> None:
         self.max_cached = max_cached
         self.distance = distance
-        self._items: list[list[object]] = []  # [position, snapshot, distance to previous]
+        self._items: list[_CachedSnapshot] = []
         self.evicted: list[str] = []
         self.cleared = 0
 
@@ -121,27 +129,27 @@ class NewSnapshotCache:
         if pos is None:
             return
         items = self._items
-        if items and pos <= items[-1][0]:  # type: ignore[operator]
+        if items and pos <= items[-1].position:  # cursor reset / positions went backwards
             items.clear()
             self.cleared += 1
-        d = 0 if not items else self.distance(items[-1][0], pos)  # type: ignore[arg-type]
-        items.append([pos, snapshot, d])
+        d = 0 if not items else self.distance(items[-1].position, pos)
+        items.append(_CachedSnapshot(pos, snapshot, d))
         if len(items) > self.max_cached:
             best_i = 1
             best: int | None = None
-            for i in range(1, len(items) - 1):
-                v = int(items[i][2]) + int(items[i + 1][2])  # type: ignore[call-overload]
-                if best is None or v < best:
+            for i in range(1, len(items) - 1):  # first and last are never evicted
+                v = items[i].distance + items[i + 1].distance
+                if best is None or v < best:  # strict '<': the first index wins on ties
                     best, best_i = v, i
             gone = items.pop(best_i)
-            self.evicted.append(gone[1].snapshot_id)  # type: ignore[attr-defined]
-            items[best_i][2] = self.distance(items[best_i - 1][0], items[best_i][0])  # type: ignore[arg-type]
+            self.evicted.append(gone.snapshot.snapshot_id)
+            items[best_i].distance = self.distance(items[best_i - 1].position, items[best_i].position)
 
     def advanced(self, md: Pos) -> Snapshot | None:
         last: Snapshot | None = None
         items = self._items
-        while items and items[0][0] <= md:  # type: ignore[operator]
-            last = items.pop(0)[1]  # type: ignore[assignment]
+        while items and items[0].position <= md:
+            last = items.pop(0).snapshot
         return last
 
     def __len__(self) -> int:
@@ -149,6 +157,41 @@ class NewSnapshotCache:
 
 
 # --- ground-truth traces --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ResponseTrace:
+    """One RESPONSE a snapshot builder received: round, answering cluster, its LAC, local position."""
+
+    round: int
+    cluster: str
+    position: Pos
+    received_at: Pos
+    t_ms: int
+
+
+@dataclass(frozen=True)
+class LateResponse:
+    """A RESPONSE for a snapshot that was no longer pending (timed out and dropped): ignored."""
+
+    cluster: str
+    snapshot_id: str
+    from_cluster: str
+    position: Pos
+    t_ms: int
+
+
+@dataclass(frozen=True)
+class AppliedUpdate:
+    """An UPDATE applied on a remote cluster as a cumulative ack (SPEC §4.4 receiveSubscriptionUpdated)."""
+
+    position: Pos
+    before: Pos
+    after: Pos
+    moved: bool
+    created: bool
+    update_position_here: Pos
+    t_ms: int
 
 
 @dataclass
@@ -161,7 +204,7 @@ class SnapshotTrace:
     remotes: tuple[str, ...]
     started_ms: int
     requests: list[Pos] = field(default_factory=list)
-    responses: list[dict[str, object]] = field(default_factory=list)
+    responses: list[ResponseTrace] = field(default_factory=list)
     round1: dict[str, Pos] = field(default_factory=dict)
     local_position: Pos | None = None
     snapshot_marker: Pos | None = None
@@ -182,7 +225,7 @@ class UpdateTrace:
     source_mark_delete: Pos
     update_position: Pos
     written_ms: int
-    applied: dict[str, dict[str, object]] = field(default_factory=dict)
+    applied: dict[str, AppliedUpdate] = field(default_factory=dict)
 
 
 # --- snapshot builder and controller (SPEC §4.4-4.5) --------------------------------------------------------
@@ -209,9 +252,7 @@ class SnapshotBuilder:
     def received(self, t: int, position: Pos, resp: SnapshotResponse) -> None:
         c = resp.cluster
         rnd = 2 if self.first_round_complete else 1
-        self.trace.responses.append(
-            {"round": rnd, "cluster": c, "position": resp.position, "received_at": position, "t": t}
-        )
+        self.trace.responses.append(ResponseTrace(rnd, c, resp.position, position, t))
         self.responses.setdefault(c, resp.position)  # putIfAbsent: the first answer is kept
         self.missing.discard(c)
         if self.missing:
@@ -297,13 +338,7 @@ class Controller:
                 b.received(t, rec.position, m)
             else:
                 self.group.late_responses.append(
-                    {
-                        "cluster": self.local,
-                        "snapshot_id": m.snapshot_id,
-                        "from": m.cluster,
-                        "position": rec.position,
-                        "t": t,
-                    }
+                    LateResponse(self.local, m.snapshot_id, m.cluster, rec.position, t)
                 )
         elif isinstance(m, SubscriptionUpdate):
             self._apply_update(t, rec, m)
@@ -326,15 +361,9 @@ class Controller:
         before = cursor.md
         ok = self.topic.mark_delete(cursor, pos, t)
         if trace is not None:
-            trace.applied[self.local] = {
-                "position": pos,
-                "before": before,
-                "after": cursor.md,
-                "moved": ok and cursor.md != before,
-                "created": created,
-                "t": t,
-                "update_position_here": rec.position,
-            }
+            trace.applied[self.local] = AppliedUpdate(
+                pos, before, cursor.md, ok and cursor.md != before, created, rec.position, t
+            )
 
     def _on_md(self, t: int, c: CursorSim) -> None:
         """Mark-delete advanced: the cache may return a snapshot -> UPDATE marker (SPEC §4.6)."""
@@ -412,7 +441,7 @@ class Replicator:
     def _process(self, t: int) -> None:
         if not self.connected(t):
             return
-        src, dst = self.src, self.dst
+        src, _dst = self.src, self.dst
         limit = src.read_limit()
         acks: list[Pos] = []
         last: Pos | None = None
@@ -433,7 +462,7 @@ class Replicator:
                 continue
             if mt in _CONTROLLER_TYPES and rec.replicated_from == self.remote:  # rule 4
                 ctrl.on_marker(t, rec)
-            if False:
+            if rec.replicated_from is not None:  # rule 5: never re-replicated
                 acks.append(p)
                 continue
             if (
@@ -489,7 +518,7 @@ class ReplicatedGroup:
         self.rng = rng
         self.frequency_ms = frequency_ms
         self.timeout_ms = timeout_seconds * 1000
-        self.late_responses: list[dict[str, object]] = []
+        self.late_responses: list[LateResponse] = []
         self.update_by_key: dict[tuple[str, str, str], UpdateTrace] = {}
         names = sorted(self.topics)
         self.controllers: dict[str, Controller] = {}
@@ -526,8 +555,6 @@ class ReplicatedGroup:
 
     def make_replicated(self, topic: TopicSim, cursor: CursorSim) -> None:
         """Mark a subscription replicated (property set) and give it the cache of its version."""
-        from pulsar_model.demo.simulator import REPLICATED_SUBSCRIPTION_PROPERTY
-
         cursor.replicated = True
         cursor.properties[REPLICATED_SUBSCRIPTION_PROPERTY] = 1
         if uses_new_snapshot_cache(topic.cluster.version):

@@ -18,6 +18,7 @@ Stored entries are produced by :func:`encode_content`, the only place that calls
 from __future__ import annotations
 
 import bisect
+import functools
 import heapq
 import random
 from collections.abc import Callable, Iterator, Sequence
@@ -1070,7 +1071,11 @@ class Dispatcher:
                 loop.at(t + rng.randint(*prof.delay_ms), lambda t2: self._ack_cum(t2, target, cons, epoch))
             return
         r = rng.random()
-        if prof.forced_hole_after_ms is not None and self.forced_hole is None and t >= prof.forced_hole_after_ms:
+        if (
+            prof.forced_hole_after_ms is not None
+            and self.forced_hole is None
+            and t >= prof.forced_hole_after_ms
+        ):
             self.forced_hole = pos
             return
         if r < prof.hole_rate:
@@ -1415,6 +1420,18 @@ class TxnPlan:
     payload_bytes: tuple[int, int] = (60, 300)
 
 
+@dataclass
+class TxnLog:
+    """One transaction of a :class:`TxnProducer` (ground truth)."""
+
+    txn: tuple[int, int]
+    outcome: str
+    entries: int
+    begin_ms: int
+    end_ms: int | None = None
+    marker_position: Pos | None = None
+
+
 class TxnProducer:
     """Sends transactional messages (txnid fields set) and ends each transaction (SPEC §8.3)."""
 
@@ -1424,7 +1441,7 @@ class TxnProducer:
         self.rng = rng
         self.payload = payload
         self.seq = 0
-        self.log: list[dict[str, object]] = []
+        self.log: list[TxnLog] = []
 
     def begin(self) -> None:
         plan = self.plan
@@ -1433,20 +1450,20 @@ class TxnProducer:
         for i, (outcome, entries) in enumerate(plan.txns):
             t = plan.start_ms + i * slot + self.rng.randint(0, slot // 4)
             txn = (plan.tc_id, plan.first_txn + i)
-            self.log.append({"txn": txn, "outcome": outcome, "entries": entries, "begin_ms": t})
+            self.log.append(TxnLog(txn, outcome, entries, t))
             self._schedule_txn(t, txn, outcome, entries)
 
     def _schedule_txn(self, t: int, txn: tuple[int, int], outcome: str, entries: int) -> None:
         loop, rng = self.topic.loop, self.rng
         at = t
         for _ in range(entries):
-            loop.at(at, lambda t2, txn=txn: self._send(t2, txn))
+            loop.at(at, functools.partial(self._send, txn=txn))
             at += rng.randint(200, 3000)
         if outcome in ("commit", "abort"):
             commit = outcome == "commit"
             loop.at(at + rng.randint(500, 5000), lambda t2: self._end(t2, txn, commit))
 
-    def _send(self, t: int, txn: tuple[int, int]) -> None:
+    def _send(self, t: int, *, txn: tuple[int, int]) -> None:
         rng, plan = self.rng, self.plan
         key = rng.choice(plan.keys) if plan.keys else None
         msg = Message(key, self.payload(rng, rng.randint(*plan.payload_bytes), self.seq, None))
@@ -1456,6 +1473,6 @@ class TxnProducer:
     def _end(self, t: int, txn: tuple[int, int], commit: bool) -> None:
         rec = self.topic.end_txn(t, txn, commit)
         for item in self.log:
-            if item["txn"] == txn:
-                item["end_ms"] = t
-                item["marker_position"] = None if rec is None else rec.position
+            if item.txn == txn:
+                item.end_ms = t
+                item.marker_position = None if rec is None else rec.position

@@ -1,0 +1,160 @@
+"""Unit tests without Spark: Pulsar version parsing and the behaviour each version selects.
+
+The boundaries are documented (with their evidence) in ``pulsar_model/versions.py``.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from pulsar_model import DEFAULT_PULSAR_VERSION
+from pulsar_model.errors import ConfigError
+from pulsar_model.versions import (
+    ACCEPTED_FORM,
+    PulsarVersion,
+    behaviour,
+    consumed_size_generation,
+    counts_lac_next_in_storage,
+    estimate_deleted_ledger_returns_total_size,
+    has_lac_clamp,
+    has_precise_backlog_guard,
+    is_2x_old_position_after_n,
+    position_after_n_counts_deleted_ledger_as_empty,
+    position_after_n_guards_unread,
+    reset_latest_uses_next_valid,
+    size_since_mark_delete_subtracts_individual_acks,
+    slowest_cursor_ties_by_insertion_order,
+    uses_4x_entry_count,
+    uses_new_valid_position,
+)
+
+
+def test_parse_reads_three_numbers_and_orders_like_releases() -> None:
+    assert PulsarVersion.parse("3.0.7") == PulsarVersion(3, 0, 7)
+    assert PulsarVersion.parse(" 4.1.3 ") == PulsarVersion(4, 1, 3)
+    assert PulsarVersion.parse("2.10.6") > PulsarVersion.parse("2.9.5")  # numeric, not lexical
+    assert str(PulsarVersion.parse("2.10.6")) == "2.10.6"
+
+
+def test_parse_accepts_an_already_parsed_version() -> None:
+    v = PulsarVersion(3, 1, 0)
+    assert PulsarVersion.parse(v) is v
+
+
+@pytest.mark.parametrize("text", ["", "3", "3.0", "3.0.x", "v3.0.7", "3.0.7-SNAPSHOT", "latest", "3..7"])
+def test_parse_rejects_garbled_strings_naming_value_and_form(text: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        PulsarVersion.parse(text)
+    assert repr(text) in str(info.value)
+    assert ACCEPTED_FORM in str(info.value)
+
+
+@pytest.mark.parametrize("text", ["1.22.0", "5.0.0", "0.9.1"])
+def test_parse_rejects_unknown_release_lines(text: str) -> None:
+    with pytest.raises(ConfigError, match="only the 2.x, 3.x and 4.x lines"):
+        PulsarVersion.parse(text)
+
+
+def test_parse_rejects_non_strings() -> None:
+    with pytest.raises(ConfigError, match="not a string"):
+        PulsarVersion.parse(3.0)  # type: ignore[arg-type]
+
+
+def test_default_version_is_the_newest_line() -> None:
+    assert DEFAULT_PULSAR_VERSION == "4.1.3"
+    assert behaviour().version == PulsarVersion(4, 1, 3)
+
+
+@pytest.mark.parametrize(
+    ("version", "generation"),
+    [("2.7.5", 1), ("2.8.4", 1), ("2.9.0", 2), ("2.10.6", 2), ("2.11.0", 3), ("3.0.7", 3), ("4.1.3", 3)],
+)
+def test_consumed_size_generation_follows_spec_2_2(version: str, generation: int) -> None:
+    assert consumed_size_generation(version) == generation
+    assert PulsarVersion.parse(version).consumed_size_generation() == generation
+
+
+@pytest.mark.parametrize(
+    ("version", "expected"),
+    [("3.3.2", False), ("4.0.7", False), ("4.0.8", True), ("4.1.1", False), ("4.1.2", True), ("4.2.0", True)],
+)
+def test_uses_4x_entry_count_from_the_4_0_8_and_4_1_2_patches(version: str, expected: bool) -> None:
+    assert uses_4x_entry_count(version) is expected
+    assert PulsarVersion.parse(version).uses_4x_entry_count() is expected
+
+
+@pytest.mark.parametrize(
+    ("version", "old", "deleted_empty", "unread_guard"),
+    [
+        ("2.7.5", True, False, False),
+        ("2.8.3", True, False, False),
+        ("2.8.4", True, True, False),  # PR #14481 back-port, no clamp yet
+        ("2.9.3", True, True, False),
+        ("2.10.0", True, False, False),
+        ("2.10.1", False, True, False),  # the 2.10.1 source read: clamp, no unread guard
+        ("2.11.2", False, True, False),
+        ("3.0.0", False, True, True),
+        ("4.1.3", False, True, True),
+    ],
+)
+def test_position_after_n_generations(
+    version: str, old: bool, deleted_empty: bool, unread_guard: bool
+) -> None:
+    assert is_2x_old_position_after_n(version) is old
+    assert has_lac_clamp(version) is (not old)
+    assert PulsarVersion.parse(version).has_lac_clamp() is (not old)
+    assert position_after_n_counts_deleted_ledger_as_empty(version) is deleted_empty
+    assert position_after_n_guards_unread(version) is unread_guard
+
+
+def test_position_after_n_past_end_behaviour_per_generation() -> None:
+    assert behaviour("2.8.0").pan_past_end == "npe"
+    assert behaviour("2.10.1").pan_past_end == "loop_forever"
+    assert behaviour("3.0.7").pan_past_end == "revisit_last_ledger"
+
+
+@pytest.mark.parametrize(
+    ("version", "expected"),
+    [
+        ("2.10.5", False),
+        ("2.10.6", True),
+        ("2.11.2", False),
+        ("2.11.3", True),
+        ("3.0.1", False),
+        ("3.0.2", True),
+        ("3.1.0", False),
+        ("3.1.1", True),
+        ("3.2.0", True),
+        ("4.0.0", True),
+    ],
+)
+def test_new_valid_position_order_follows_pr_21248_backports(version: str, expected: bool) -> None:
+    assert uses_new_valid_position(version) is expected
+    assert PulsarVersion.parse(version).uses_new_valid_position() is expected
+
+
+def test_cursor_count_switches_between_2x_and_3x() -> None:
+    assert not has_precise_backlog_guard("2.11.4") and has_precise_backlog_guard("3.0.0")
+    assert counts_lac_next_in_storage("2.10.6") and not counts_lac_next_in_storage("3.0.0")
+    assert not reset_latest_uses_next_valid("2.10.6") and reset_latest_uses_next_valid("3.0.0")
+
+
+def test_backlog_size_switches() -> None:
+    assert estimate_deleted_ledger_returns_total_size("2.10.6")
+    assert not estimate_deleted_ledger_returns_total_size("2.11.0")
+    assert not slowest_cursor_ties_by_insertion_order("3.0.7")
+    assert slowest_cursor_ties_by_insertion_order("3.1.0")
+    assert not size_since_mark_delete_subtracts_individual_acks("4.1.2")
+    assert size_since_mark_delete_subtracts_individual_acks("4.1.3")
+    assert size_since_mark_delete_subtracts_individual_acks("4.0.9")
+    assert not size_since_mark_delete_subtracts_individual_acks("3.3.9")
+
+
+def test_behaviour_bundles_every_switch() -> None:
+    old, new = behaviour("2.8.0"), behaviour("4.1.3")
+    assert (old.pan_lac_clamp, new.pan_lac_clamp) == (False, True)
+    assert (old.new_valid_position, new.new_valid_position) == (False, True)
+    assert (old.entry_count_4x, new.entry_count_4x) == (False, True)
+    assert (old.consumed_generation, new.consumed_generation) == (1, 3)
+    with pytest.raises(ConfigError):
+        behaviour("4.1")
