@@ -1,6 +1,6 @@
 """spark-submit entry point: read an export folder into the input Delta tables.
 
-    spark-submit --py-files pulsar_analytics.zip jobs/ingest.py --export-dir DIR --warehouse DIR
+spark-submit --py-files pulsar_analytics.zip jobs/ingest.py --export-dir DIR --warehouse DIR
 """
 
 import sys

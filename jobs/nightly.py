@@ -1,6 +1,6 @@
 """spark-submit entry point: the nightly pipeline (ingest + every analytics stage for a run date).
 
-    spark-submit --py-files pulsar_analytics.zip jobs/nightly.py --export-dir DIR --config conf/cluster.yaml
+spark-submit --py-files pulsar_analytics.zip jobs/nightly.py --export-dir DIR --config conf/cluster.yaml
 """
 
 import sys

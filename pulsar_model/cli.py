@@ -145,8 +145,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             t0 = time.monotonic()
             summary = generate_demo(out, spec, overwrite=True)
             print(
-                f"demo export of {len(spec.clusters)} clusters written to {out} in {time.monotonic() - t0:.1f}s: "
-                f"{summary.topics} topic partitions, {summary.entries} entries, {summary.marker_entries} markers"
+                f"demo export of {len(spec.clusters)} clusters written to {out} in "
+                f"{time.monotonic() - t0:.1f}s: {summary.topics} topic partitions, {summary.entries} entries, "
+                f"{summary.marker_entries} markers"
             )
             return 0
         if args.command == "cleanup":
@@ -162,10 +163,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         from pulsar_model.nightly import format_summary, run_nightly
 
         spark = _session(config)
+        stages: list[str] | None = None
         if args.command == "ingest":
             stages = ["ingest"]
-        else:
-            stages = args.stages.split(",") if args.stages else None
+        elif args.stages:
+            stages = [s.strip() for s in str(args.stages).split(",") if s.strip()]
         outcomes = run_nightly(
             spark, config, export_dir=args.export_dir, export_date=args.export_date, stages=stages
         )

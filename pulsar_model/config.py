@@ -84,11 +84,9 @@ def _build(cls: type[Any], raw: Mapping[str, Any], where: str) -> Any:
     values: dict[str, Any] = {}
     for name, value in raw.items():
         sub = f"{where}.{name}" if where else name
-        default = (
-            fields[name].default_factory()
-            if fields[name].default_factory is not dataclasses.MISSING
-            else fields[name].default
-        )  # type: ignore[misc]
+        spec = fields[name]
+        factory: Any = spec.default_factory
+        default: Any = factory() if factory is not dataclasses.MISSING else spec.default
         if dataclasses.is_dataclass(default):
             values[name] = _build(type(default), value or {}, sub)
         elif isinstance(default, Mapping):

@@ -74,7 +74,7 @@ class _TypeParser:
     def _next(self) -> str:
         if self.i >= len(self.tokens):
             raise ContractError(f"Type string ended early: {self.text!r}")
-        token = self.tokens[self.i]
+        token: str = self.tokens[self.i]
         self.i += 1
         return token
 

@@ -35,7 +35,7 @@ class ExportLayoutError(PulsarAnalyticsError):
     """An export folder does not follow the documented layout."""
 
 
-class EnvironmentProblem(PulsarAnalyticsError):
+class MachineSetupError(PulsarAnalyticsError):
     """The machine lacks something the job needs (e.g. Java 17+)."""
 
 
@@ -69,9 +69,9 @@ class ParseError(PulsarAnalyticsError, ValueError):
     """
 
 
-class DeltaBackendUnavailableError(EnvironmentProblem):
-    """The Delta backend that was asked for cannot run in this session (e.g. the delta-spark jars are missing)."""
+class DeltaBackendUnavailableError(MachineSetupError):
+    """The Delta backend asked for cannot run in this session (e.g. the delta-spark jars are missing)."""
 
 
 class UnsupportedTableFeatureError(PulsarAnalyticsError):
-    """A Delta table uses a protocol feature the bridge cannot honour (deletion vectors, column mapping, ...)."""
+    """A Delta table uses a protocol feature the bridge cannot honour (deletion vectors, column mapping)."""

@@ -10,7 +10,7 @@ from collections.abc import Mapping
 
 from pyspark.sql import SparkSession
 
-from pulsar_model.errors import EnvironmentProblem
+from pulsar_model.errors import MachineSetupError
 
 #: Settings every session gets: UTC everywhere, Arrow on, microsecond Parquet timestamps (INT96 has no
 #: statistics, PLATFORM.md), small shuffles for laptop-sized data.
@@ -38,10 +38,11 @@ def check_java() -> str:
     java = java or shutil.which("java")
     hint = (
         "Spark 4 needs Java 17 or newer. Install it, e.g. `apt-get install openjdk-17-jre-headless` on "
-        "Debian/Ubuntu or `brew install openjdk@17` on macOS, and make `java` reachable on PATH or via JAVA_HOME."
+        "Debian/Ubuntu or `brew install openjdk@17` on macOS, and make `java` reachable on PATH or via "
+        "JAVA_HOME."
     )
     if java is None:
-        raise EnvironmentProblem(f"No `java` found on PATH. {hint}")
+        raise MachineSetupError(f"No `java` found on PATH. {hint}")
     out = subprocess.run([java, "-version"], capture_output=True, text=True, check=False).stderr
     first = out.splitlines()[0] if out else ""
     try:
@@ -50,7 +51,7 @@ def check_java() -> str:
     except (IndexError, ValueError):
         return first
     if major < 17:
-        raise EnvironmentProblem(f"Found Java {quoted} at {java}. {hint}")
+        raise MachineSetupError(f"Found Java {quoted} at {java}. {hint}")
     return first
 
 

@@ -23,7 +23,9 @@ def test_load_config_examples_are_valid(path):
 def test_load_config_unknown_key_names_the_fix(tmp_path):
     p = tmp_path / "c.yaml"
     p.write_text("storage:\n  warehous: x\n")
-    with pytest.raises(ConfigError, match=r"'storage.warehous'.*accepted keys under 'storage': delta_backend"):
+    with pytest.raises(
+        ConfigError, match=r"'storage.warehous'.*accepted keys under 'storage': delta_backend"
+    ):
         load_config(p)
 
 

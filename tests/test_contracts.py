@@ -99,9 +99,7 @@ def test_conform_and_check_schema(spark):
     )
     from pyspark.sql import functions as F
 
-    out = contracts.conform(
-        df, "ledgers", defaults={"is_current": F.lit(False), "ledger_order": F.lit(0)}
-    )
+    out = contracts.conform(df, "ledgers", defaults={"is_current": F.lit(False), "ledger_order": F.lit(0)})
     contracts.check_schema(out, "ledgers", check_nullability=False)
     row = out.collect()[0]
     assert row.ledger_id == 7 and row.closed_at is None and str(row.export_date) == "2026-11-21"

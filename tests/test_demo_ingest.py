@@ -17,7 +17,11 @@ from pulsar_model.demo import DemoSpec, generate_demo
 from pulsar_model.ingest.pipeline import INPUT_TABLES, ingest_export
 
 SMALL = dataclasses.replace(
-    DemoSpec(), topics_per_namespace=2, replicated_topics=1, partitions=2, replicated_partitions=2,
+    DemoSpec(),
+    topics_per_namespace=2,
+    replicated_topics=1,
+    partitions=2,
+    replicated_partitions=2,
     messages_per_topic=(20, 60),
 )
 

@@ -49,16 +49,24 @@ def _build_export(root: Path) -> None:
     )
     entries = root / "us-east" / "entries"
     entries.mkdir()
-    plain = encode_message_entry(producer_name="p1", sequence_id=1, publish_time_ms=1_700_000_000_000, key="k1", payload=b"x" * 10)
+    plain = encode_message_entry(
+        producer_name="p1", sequence_id=1, publish_time_ms=1_700_000_000_000, key="k1", payload=b"x" * 10
+    )
     batch = encode_batch_entry(
         producer_name="p1",
         sequence_id=2,
         publish_time_ms=1_700_000_000_500,
-        items=[BatchItem(key="k1", payload=b"abc"), BatchItem(key="k2", payload=b"", null_value=True), BatchItem(payload=b"zz")],
+        items=[
+            BatchItem(key="k1", payload=b"abc"),
+            BatchItem(key="k2", payload=b"", null_value=True),
+            BatchItem(payload=b"zz"),
+        ],
     )
     request = encode_marker_entry(SnapshotRequest("snap-1", "us-east"), publish_time_ms=1_700_000_001_000)
     snapshot = encode_marker_entry(
-        Snapshot("snap-1", (17, 1), (("us-west", (5, 9)),)), publish_time_ms=1_700_000_002_000, replicate_to=["us-east"]
+        Snapshot("snap-1", (17, 1), (("us-west", (5, 9)),)),
+        publish_time_ms=1_700_000_002_000,
+        replicate_to=["us-east"],
     )
     commit = encode_marker_entry(TxnMarker(21), publish_time_ms=1_700_000_003_000, txn_id=(3, 77))
     corrupt = bytearray(plain)
@@ -76,7 +84,9 @@ def _build_export(root: Path) -> None:
     ]
     (entries / "dump.jsonl").write_text("\n".join(lines) + "\n")
     # a per-topic file: topic from the file name
-    (entries / "persistent%3A%2F%2Ftenant-b%2Fns2%2Fclicks.jsonl").write_text(_line(None, 20, 0, plain) + "\n")
+    (entries / "persistent%3A%2F%2Ftenant-b%2Fns2%2Fclicks.jsonl").write_text(
+        _line(None, 20, 0, plain) + "\n"
+    )
     bad = root / "us-east" / "stats-internal"
     (bad / "persistent%3A%2F%2Ft%2Fns%2Fbroken.json").write_text('{"entriesAddedCounter": 3, "ledgers": [')
     payments = json.loads((bad / "persistent%3A%2F%2Ftenant-a%2Fns1%2Fpayments.json").read_text())
@@ -144,9 +154,17 @@ def test_ingest_entries_messages_markers(ingested):
         (r.entry_id, r.batch_index, r.key, r.payload_size_bytes, r.is_null_value)
         for r in tables.read("messages").where(f"topic = '{TOPIC}'").collect()
     )
-    assert messages[:4] == [(0, -1, "k1", 10, False), (1, 0, "k1", 3, False), (1, 1, "k2", 0, True), (1, 2, None, 2, False)]
+    assert messages[:4] == [
+        (0, -1, "k1", 10, False),
+        (1, 0, "k1", 3, False),
+        (1, 1, "k2", 0, True),
+        (1, 2, None, 2, False),
+    ]
     markers = {r.entry_id: r for r in tables.read("markers").collect()}
-    assert markers[2].marker_name == "REPLICATED_SUBSCRIPTION_SNAPSHOT_REQUEST" and markers[2].source_cluster == "us-east"
+    assert (
+        markers[2].marker_name == "REPLICATED_SUBSCRIPTION_SNAPSHOT_REQUEST"
+        and markers[2].source_cluster == "us-east"
+    )
     assert markers[3].local_position.ledger_id == 17 and markers[3].clusters[0].cluster == "us-west"
     assert markers[3].clusters[0].position.entry_id == 9 and list(markers[3].replicate_to) == ["us-east"]
     assert markers[4].marker_type == 21
@@ -154,7 +172,11 @@ def test_ingest_entries_messages_markers(ingested):
 
 def test_ingest_spec_example_parsed(ingested):
     tables, _, _, _, _ = ingested
-    ml = tables.read("managed_ledgers").where("topic = 'persistent://public/default/spec-example'").collect()[0]
+    ml = (
+        tables.read("managed_ledgers")
+        .where("topic = 'persistent://public/default/spec-example'")
+        .collect()[0]
+    )
     assert (ml.last_confirmed_entry.ledger_id, ml.last_confirmed_entry.entry_id) == (12, 9)
     assert ml.current_ledger_id == 13 and ml.total_size_bytes == 20480 and ml.pulsar_version == "3.0.7"
     assert ml.compacted_ledger_id is None

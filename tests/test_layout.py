@@ -18,8 +18,16 @@ def _touch(path, text="{}"):
 
 def test_discover_kinds_forms_and_hints(tmp_path):
     root = tmp_path / "exp"
-    _touch(root / "manifest.json", json.dumps({"export_id": "e1", "exported_at": "2026-11-21T02:00:00Z",
-                                               "clusters": {"c1": {"pulsar_version": "3.0.7"}}}))
+    _touch(
+        root / "manifest.json",
+        json.dumps(
+            {
+                "export_id": "e1",
+                "exported_at": "2026-11-21T02:00:00Z",
+                "clusters": {"c1": {"pulsar_version": "3.0.7"}},
+            }
+        ),
+    )
     _touch(root / "c1" / "stats-internal" / "persistent%3A%2F%2Ft%2Fns%2Fa.json")
     _touch(root / "c1" / "stats" / "all.jsonl", "")
     _touch(root / "c1" / "consumers" / "clients.csv", "topic\n")

@@ -13,9 +13,9 @@ import base64
 import binascii
 import json
 import zlib
-from urllib.parse import unquote
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
+from urllib.parse import unquote
 
 import pyarrow as pa
 
@@ -271,12 +271,13 @@ def decode_line(
         entry = decode_entry(data)
     except EntryDecodeError as exc:
         return quarantine(exc.code, f"stored entry {ledger_id}:{entry_id}: {exc}", _header_excerpt(data))
-    row = _entry_row(entry, int(ledger_id), int(entry_id))
+    assert isinstance(ledger_id, int) and isinstance(entry_id, int)
+    row = _entry_row(entry, ledger_id, entry_id)
     return {**base, **row, "status": "ok", "data_crc32": zlib.crc32(data)}
 
 
 def decode_lines(
-    batches: Iterator[pa.RecordBatch], files: Mapping[str, tuple[str, str, str | None]]
+    batches: Iterable[pa.RecordBatch], files: Mapping[str, tuple[str, str, str | None]]
 ) -> Iterator[pa.RecordBatch]:
     """mapInArrow body: ``value``/``file_path``/``block_start`` lines -> decoded rows.
 

@@ -153,8 +153,8 @@ def discover(export_dir: str | Path, export_date: dt.date | None = None) -> Expo
                 )
     if not files:
         raise ExportLayoutError(
-            f"Export {str(root)!r} holds no export files; expected <cluster>/<kind>/*.json|*.jsonl with kinds "
-            f"{', '.join(KINDS)}"
+            f"Export {str(root)!r} holds no export files; expected <cluster>/<kind>/*.json|*.jsonl "
+            f"with kinds {', '.join(KINDS)}"
         )
     return ExportInventory(
         root=str(root.resolve()),

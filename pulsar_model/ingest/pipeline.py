@@ -15,12 +15,12 @@ import json
 import logging
 import time
 import uuid
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import pandas as pd
-from pyspark.sql import Column, DataFrame, SparkSession, Window
+from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
@@ -141,20 +141,18 @@ _PARSED_SCHEMA = T.StructType(
 
 
 def _parse_files(
-    frames: Iterator[pd.DataFrame], files: Mapping[str, tuple[str, str, str, str | None]]
+    frames: Iterable[pd.DataFrame], files: Mapping[str, tuple[str, str, str, str | None]]
 ) -> Iterator[pd.DataFrame]:
     """mapInPandas body for the JSON kinds: file contents -> (table, record_key, row_json) rows."""
     from pulsar_model.ingest.parsers import RecordContext, parse_consumers_csv, parse_file, parse_jsonl_line
 
     for frame in frames:
-        out_table: list[str] = []
-        out_key: list[str] = []
-        out_json: list[str] = []
+        out: tuple[list[str], list[str], list[str]] = ([], [], [])
 
-        def emit(table: str, key: str, row: Mapping[str, Any]) -> None:
-            out_table.append(table)
-            out_key.append(key)
-            out_json.append(json.dumps(row, default=_json_default, ensure_ascii=False))
+        def emit(table: str, key: str, row: Mapping[str, Any], out: tuple[list[str], ...] = out) -> None:
+            out[0].append(table)
+            out[1].append(key)
+            out[2].append(json.dumps(row, default=_json_default, ensure_ascii=False))
 
         for path, content in zip(frame["path"], frame["content"], strict=True):
             cluster, kind, relative, hint = files.get(normalise_path(path)) or files[strip_scheme(path)]
@@ -189,10 +187,10 @@ def _parse_files(
                         "notes": result.notes,
                     },
                 )
-        yield pd.DataFrame({"table": out_table, "record_key": out_key, "row_json": out_json})
+        yield pd.DataFrame({"table": out[0], "record_key": out[1], "row_json": out[2]})
 
 
-_COUNTS_SCHEMA = parse_type(
+_COUNTS_SCHEMA: T.StructType = parse_type(  # type: ignore[assignment]
     "struct<source:string,records_in:bigint,records_accepted:bigint,records_quarantined:bigint,"
     "notes:map<string,bigint>>"
 )
