@@ -146,8 +146,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             summary = generate_demo(out, spec, overwrite=True)
             print(
                 f"demo export of {len(spec.clusters)} clusters written to {out} in "
-                f"{time.monotonic() - t0:.1f}s: {summary.topics} topic partitions, {summary.entries} entries, "
-                f"{summary.marker_entries} markers"
+                f"{time.monotonic() - t0:.1f}s: {summary.topics} topic partitions, "
+                f"{summary.entries} entries, {summary.marker_entries} markers"
             )
             return 0
         if args.command == "cleanup":
