@@ -50,7 +50,9 @@ format: $(STAMP) ## apply ruff formatting and safe fixes
 	$(VENV)/bin/ruff format pulsar_model jobs tests
 
 proto: $(STAMP) ## regenerate the protobuf modules from pulsar_model/wire/proto
-	$(PY) -m pulsar_model.wire.regenerate
+	$(PY) -m grpc_tools.protoc -I pulsar_model/wire/proto \
+	    --python_out=pulsar_model/wire/_generated --pyi_out=pulsar_model/wire/_generated \
+	    pulsar_model/wire/proto/pulsar_api.proto pulsar_model/wire/proto/pulsar_markers.proto
 
 bench: $(STAMP) ## run the benchmark suite on tier $(TIER) (s, m, l)
 	@if [ -f benchmarks/run.py ]; then $(PY) benchmarks/run.py --tier $(TIER); else echo "benchmarks/ not built yet (issue 10)"; exit 1; fi

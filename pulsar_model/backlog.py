@@ -21,7 +21,6 @@ from pulsar_model import columns as C
 from pulsar_model.columns import (
     EARLIEST,
     as_position,
-    idm_entries_in,
     open_closed_count,
     position,
 )
@@ -72,9 +71,9 @@ def precise_backlog(
     state = _cursor_state(env, cursors, with_plan=False)
     ctx = F.col(CTX)
     lac, lac_lk = ctx["lac"], ctx["lac_lk"]
-    md, md_lk, rng = F.col("_pa_md"), F.col("_pa_md_lk"), F.col("_pa_rng")
+    md, md_lk = F.col("_pa_md"), F.col("_pa_md_lk")
     ml_count, ml_error = C.entries_between(md, md_lk, F.lit(False), lac, lac_lk, F.lit(True), ctx, beh)
-    cursor_count = ml_count - idm_entries_in(rng, md, md_lk, lac, lac_lk, ctx, beh)
+    cursor_count = ml_count - F.col("_pa_idm_lac")
     if beh.precise_backlog_guard:
         backlog = F.when(md >= lac, F.lit(0).cast("long")).otherwise(cursor_count)
         backlog_error = F.when(md < lac, ml_error)
@@ -232,12 +231,10 @@ def estimated_size_since_mark_delete(
     state = _cursor_state(env, cursors, with_plan=False)
     ctx = F.col(CTX)
     lac, lac_lk = ctx["lac"], ctx["lac_lk"]
-    md, md_lk, rng = F.col("_pa_md"), F.col("_pa_md_lk"), F.col("_pa_rng")
+    md, md_lk = F.col("_pa_md"), F.col("_pa_md_lk")
     total = _estimate_from_position(md, md_lk, ctx, beh)
     if beh.size_since_md_subtracts_acks:
-        acked = F.when(md < lac, idm_entries_in(rng, md, md_lk, lac, lac_lk, ctx, beh)).otherwise(
-            F.lit(0).cast("long")
-        )
+        acked = F.when(md < lac, F.col("_pa_idm_lac")).otherwise(F.lit(0).cast("long"))
         in_range = F.when(md < lac, open_closed_count(md, md_lk, lac, lac_lk, ctx, beh)).otherwise(
             F.lit(0).cast("long")
         )

@@ -295,13 +295,21 @@ def _flag(b: Column) -> Column:
 
 
 def compare_positions_4x(
-    a: Column, a_lk: Column, b: Column, b_lk: Column, ctx: Column, beh: Behaviour
+    a: Column,
+    a_lk: Column,
+    b: Column,
+    b_lk: Column,
+    ctx: Column,
+    beh: Behaviour,
+    *,
+    b_is_lac: bool = False,
 ) -> Column:
     """4.x ``ManagedLedgerImpl.comparePositions`` (used by its ``getNumberOfEntries``).
 
     Ordinary ordering, except when both positions lie between the first position and LAC's ledger in
     different ledgers and one of them is not a valid position: then their next valid positions are compared
-    (so ``1:{last entry}`` and ``2:-1`` compare equal).
+    (so ``1:{last entry}`` and ``2:-1`` compare equal). ``b_is_lac`` reuses LAC's precomputed validity and
+    next valid position from the topic context.
     """
     lac_ledger = ctx["lac"]["ledger_id"]
     first_ledger = first_position(ctx)["ledger_id"]
@@ -312,14 +320,13 @@ def compare_positions_4x(
         | (a["ledger_id"] > lac_ledger)
         | (b["ledger_id"] > lac_ledger)
     )
-    either_invalid = ~is_valid_position(a, a_lk, ctx, beh) | ~is_valid_position(b, b_lk, ctx, beh)
+    b_valid = ctx["lac_valid"] if b_is_lac else is_valid_position(b, b_lk, ctx, beh)
+    b_next = ctx["lac_next"] if b_is_lac else next_valid_position(b, b_lk, ctx, beh)
+    either_invalid = ~is_valid_position(a, a_lk, ctx, beh) | ~b_valid
     return (
         F.when(trivial, compare(a, b))
         .when(a["ledger_id"] == b["ledger_id"], compare(a["entry_id"], b["entry_id"]))
-        .when(
-            either_invalid,
-            compare(next_valid_position(a, a_lk, ctx, beh), next_valid_position(b, b_lk, ctx, beh)),
-        )
+        .when(either_invalid, compare(next_valid_position(a, a_lk, ctx, beh), b_next))
         .otherwise(compare(a, b))
     )
 
@@ -359,7 +366,7 @@ def entries_between_4x(
         hi_lk["exists"],
         hi_e - lo_e - 1 + _flag(lo_closed & (lo_e >= 0)) + _flag(hi_closed & (hi_e >= 0)),
     ).otherwise(F.lit(0).cast("long"))
-    unbounded = (compare_positions_4x(hi, hi_lk, lac, ctx["lac_lk"], ctx, beh) >= 0) | (
+    unbounded = (compare_positions_4x(hi, hi_lk, lac, ctx["lac_lk"], ctx, beh, b_is_lac=True) >= 0) | (
         hi_l == lac["ledger_id"]
     )
     capped_hi = F.when(unbounded, F.least(hi_e, F.lit(LONG_MAX - 1))).otherwise(
@@ -406,9 +413,14 @@ def entries_between(
 def open_closed_count(
     lo: Column, lo_lk: Column, hi: Column, hi_lk: Column, ctx: Column, beh: Behaviour
 ) -> Column:
-    """ML count of ``(lo, hi]`` for internal, well-formed ranges (null when the broker would throw)."""
-    count, _ = entries_between(lo, lo_lk, F.lit(False), hi, hi_lk, F.lit(True), ctx, beh)
-    return count
+    """ML count of ``(lo, hi]`` for internal, well-formed ranges (``lo <= hi``): the arithmetic only.
+
+    The broker builds these ranges itself (cursor counts, IDM walks); for consistent ledger data its
+    "Invalid range" checks cannot fire, so they are left out of the expression.
+    """
+    if beh.entry_count_4x:
+        return entries_between_4x(lo, lo_lk, F.lit(False), hi, hi_lk, F.lit(True), ctx, beh)
+    return entries_between_3x(lo, lo_lk, F.lit(False), hi, hi_lk, F.lit(True))
 
 
 def idm_entries_in(

@@ -43,8 +43,8 @@ from pulsar_model.columns import (
     POSITION_TYPE,
     as_position,
     base_row,
+    base_row_lookup,
     first_position,
-    idm_entries_in,
     ledger_lookup,
     null_position,
     open_closed_count,
@@ -251,8 +251,8 @@ def _context(ml: DataFrame, view: DataFrame, beh: Behaviour) -> DataFrame:
         F.min_by(
             F.when(F.col("valid0"), base_row(F.col("row"))), F.when(F.col("valid0"), F.col("lid"))
         ).alias("first_valid0_row"),
-        F.first(F.when(F.col("row.is_cur"), F.col("row")), ignorenulls=True).alias("cur_row"),
-        F.max_by("row", "lid").alias("max_row"),
+        F.first(F.when(F.col("row.is_cur"), base_row(F.col("row"))), ignorenulls=True).alias("cur_row"),
+        F.max_by(base_row(F.col("row")), F.col("lid")).alias("max_row"),
         F.sum("row.walk").alias("total_walk"),
         F.max_by(F.when(below_lac, F.col("row")), F.when(below_lac, F.col("lid"))).alias("_lac_floor"),
         F.max_by(F.when(below_cur, F.col("row")), F.when(below_cur, F.col("lid"))).alias("_cur_floor"),
@@ -278,7 +278,13 @@ def _context(ml: DataFrame, view: DataFrame, beh: Behaviour) -> DataFrame:
     ctx = F.col(CTX)
     lac_lk = ledger_lookup(ctx["lac"]["ledger_id"], F.col("_lac_floor"), ctx)
     cur_lk = ledger_lookup(ctx["cur_id"], F.col("_cur_floor"), ctx)
-    return staged.select(*KEY, ctx.withField("lac_lk", lac_lk).withField("cur_lk", cur_lk).alias(CTX))
+    staged = staged.select(*KEY, ctx.withField("lac_lk", lac_lk).withField("cur_lk", cur_lk).alias(CTX))
+    # LAC's validity and next valid position, used by the 4.x comparePositions(hi, LAC) (§1.7)
+    lac_valid = F.coalesce(C.is_valid_position(ctx["lac"], ctx["lac_lk"], ctx, beh), F.lit(False))
+    lac_next = C.next_valid_position(ctx["lac"], ctx["lac_lk"], ctx, beh)
+    return staged.select(
+        *KEY, ctx.withField("lac_valid", lac_valid).withField("lac_next", lac_next).alias(CTX)
+    )
 
 
 def _seek(
@@ -297,43 +303,37 @@ def _seek(
     ``ceil``: smallest ``_key >= key`` (ties: smallest ``_tb``). Implemented as a union of both sides and one
     running ``last(ignorenulls)`` window; every ``df`` row is kept exactly once. Null keys match nothing.
     """
-    row_type = StructType(list(df.schema.fields))
     payload_type = view.schema["_payload"].dataType
     key_type = view.schema["_key"].dataType
-    probe_first = mode == "floor_strict"
-    probe_o, view_o = (0, 1) if probe_first else (1, 0)
+    probe_o, view_o = (0, 1) if mode == "floor_strict" else (1, 0)
     probes = df.select(
-        F.struct(*[F.col(f"`{c}`") for c in df.columns]).alias("_sk_row"),
-        *[F.col(f"`{c}`").alias(f"_sk_p{i}") for i, c in enumerate(part)],
+        "*",
         key.cast(key_type).alias("_sk_key"),
         F.lit(probe_o).alias("_sk_o"),
         F.lit(None).cast("long").alias("_sk_tb"),
         F.lit(None).cast(payload_type).alias("_sk_pl"),
+        F.lit(True).alias("_sk_probe"),
     )
     views = view.select(
-        F.lit(None).cast(row_type).alias("_sk_row"),
-        *[F.col(f"`{c}`").alias(f"_sk_p{i}") for i, c in enumerate(part)],
+        *[F.col(f"`{c}`") for c in part],
         F.col("_key").alias("_sk_key"),
         F.lit(view_o).alias("_sk_o"),
         F.col("_tb").cast("long").alias("_sk_tb"),
         F.col("_payload").alias("_sk_pl"),
     )
-    union = probes.unionByName(views)
-    part_cols = [f"_sk_p{i}" for i in range(len(part))]
+    union = probes.unionByName(views, allowMissingColumns=True)
     if mode == "ceil":
         order = [F.col("_sk_key").desc_nulls_last(), F.col("_sk_o"), F.col("_sk_tb").desc()]
     else:
         order = [F.col("_sk_key").asc_nulls_first(), F.col("_sk_o"), F.col("_sk_tb")]
     window = (
-        Window.partitionBy(*part_cols)
+        Window.partitionBy(*[F.col(f"`{c}`") for c in part])
         .orderBy(*order)
         .rowsBetween(Window.unboundedPreceding, Window.currentRow)
     )
-    found = F.last("_sk_pl", ignorenulls=True).over(window)
-    matched = union.select("_sk_row", F.when(F.col("_sk_key").isNotNull(), found).alias("_sk_found"))
-    return matched.where(F.col("_sk_row").isNotNull()).select(
-        *[F.col("_sk_row")[c].alias(c) for c in df.columns], F.col("_sk_found").alias(out)
-    )
+    found = F.when(F.col("_sk_key").isNotNull(), F.last("_sk_pl", ignorenulls=True).over(window))
+    matched = union.select(*[F.col(f"`{c}`") for c in df.columns], found.alias(out), "_sk_probe")
+    return matched.where(F.col("_sk_probe")).drop("_sk_probe")
 
 
 def _keep(df_columns: Sequence[str], added: Sequence[str]) -> list[Column]:
@@ -577,8 +577,8 @@ def _position_after_n(
     cur_lk = (
         F.when(neg | first_c | at_open, lk0c)
         .when(use_a_c, row_lookup(a_row, ctx))
-        .when(use_open, row_lookup(cur_row, ctx))
-        .when(max_row.isNotNull(), row_lookup(max_row, ctx))
+        .when(use_open, base_row_lookup(cur_row, ctx))
+        .when(max_row.isNotNull(), base_row_lookup(max_row, ctx))
     )
     walk_error = F.when(~(neg | npe | first_c | at_open | use_a_c | use_open), end_error)
     npe_error = F.when(
@@ -646,12 +646,14 @@ def position_after_n(
 
 
 def _cursor_state(env: _Env, cursors: DataFrame, *, with_plan: bool) -> DataFrame:
-    """One row per cursor: key, ``_pa_md`` (+ lookup ``_pa_md_lk``), ``_pa_ctx`` and ``_pa_rng``.
+    """One row per cursor: key, ``_pa_md`` (+ ``_pa_md_lk``), ``_pa_ctx``, ``_pa_rng`` and ``_pa_idm_lac``.
 
     ``_pa_rng`` is the sorted array of acked ranges ``(a, b]`` with ``idx, a, b, a_lk, b_lk`` and, when
     ``with_plan``: ``processed, gap, cumgap, del`` (the ``getNumIndividualDeletedEntriesToSkip`` walk,
-    §1.10) and ``chain_upper, chain_upper_lk`` (where the mark-delete extension of §1.2 ends when it enters
-    this range).
+    §1.10), ``chain_upper, chain_upper_lk`` (where the mark-delete extension of §1.2 ends when it enters
+    this range) and ``inter_md`` (ML count of the range's part after md). ``_pa_idm_lac`` is the ML count
+    of the acked entries in ``(md, LAC]`` - the IDM part of the cursor count (§1.8), computed per range
+    as the count of the Guava intersection ``(max(a, md), min(b, LAC)]`` when the ranges connect.
     """
     beh = env.beh
     base = cursors.select(
@@ -680,8 +682,27 @@ def _cursor_state(env: _Env, cursors: DataFrame, *, with_plan: bool) -> DataFram
     exploded = env.lookup(exploded, F.col("a.ledger_id"), "a_lk")
     exploded = env.lookup(exploded, F.col("b.ledger_id"), "b_lk")
     ctx = F.col(CTX)
+    md, md_lk = F.col("_pa_md"), F.col("_pa_md_lk")
+    a_after_md = F.col("a") >= md
+    b_before_lac = F.col("b") <= ctx["lac"]
+    exploded = exploded.select(
+        "*",
+        F.when(a_after_md, F.col("a")).otherwise(md).alias("_pa_ilo"),
+        F.when(a_after_md, F.col("a_lk")).otherwise(md_lk).alias("_pa_ilo_lk"),
+        F.when(b_before_lac, F.col("b")).otherwise(ctx["lac"]).alias("_pa_ihi"),
+        F.when(b_before_lac, F.col("b_lk")).otherwise(ctx["lac_lk"]).alias("_pa_ihi_lk"),
+    )
+    ilo, ilo_lk, ihi, ihi_lk = F.col("_pa_ilo"), F.col("_pa_ilo_lk"), F.col("_pa_ihi"), F.col("_pa_ihi_lk")
+    inter_lac = F.when(ilo <= ihi, open_closed_count(ilo, ilo_lk, ihi, ihi_lk, ctx, beh)).otherwise(
+        F.lit(0).cast("long")
+    )
+    exploded = exploded.select("*", inter_lac.alias("_pa_inter_lac"))
     fields: list[Column] = [F.col("idx"), F.col("a"), F.col("b"), F.col("a_lk"), F.col("b_lk")]
     if with_plan:
+        inter_md = F.when(
+            F.col("b") > md, open_closed_count(ilo, ilo_lk, F.col("b"), F.col("b_lk"), ctx, beh)
+        ).otherwise(F.lit(0).cast("long"))
+        exploded = exploded.select("*", inter_md.alias("inter_md"))
         # Extension links: from the upper end b, nextValid(b) <= LAC and inside a later acked range.
         exploded = exploded.select(
             "*", C.next_position_is_valid(F.col("b"), F.col("b_lk"), ctx, beh).alias("_pa_qv")
@@ -745,9 +766,11 @@ def _cursor_state(env: _Env, cursors: DataFrame, *, with_plan: bool) -> DataFram
             F.col("del"),
             F.col("_pa_chain.u").alias("chain_upper"),
             F.col("_pa_chain.u_lk").alias("chain_upper_lk"),
+            F.col("inter_md"),
         ]
     collected = exploded.groupBy(*CURSOR_KEY).agg(
-        F.array_sort(F.collect_list(F.struct(*fields))).alias("_pa_rng")
+        F.array_sort(F.collect_list(F.struct(*fields))).alias("_pa_rng"),
+        F.sum("_pa_inter_lac").alias("_pa_idm_lac"),
     )
     element = collected.schema["_pa_rng"].dataType
     assert isinstance(element, ArrayType)
@@ -759,6 +782,7 @@ def _cursor_state(env: _Env, cursors: DataFrame, *, with_plan: bool) -> DataFram
         "_pa_md_lk",
         CTX,
         F.coalesce(F.col("_pa_rng"), empty).alias("_pa_rng"),
+        F.coalesce(F.col("_pa_idm_lac"), F.lit(0).cast("long")).alias("_pa_idm_lac"),
     )
 
 
@@ -817,11 +841,26 @@ def _mark_delete(env: _Env, df: DataFrame, target: Column, target_error: Column,
     final_lk = F.when(extended, cont["chain_upper_lk"]).when(fwd, lk_t).otherwise(md_lk)
     df = df.select("*", final.alias(f"{prefix}_fm"), final_lk.alias(f"{prefix}_fm_lk"))
     fm, fm_lk = c("fm"), c("fm_lk")
-    newly = F.when(
-        fwd,
-        open_closed_count(md, md_lk, fm, fm_lk, ctx, beh)
-        - idm_entries_in(rng, md, md_lk, fm, fm_lk, ctx, beh),
+    # acked entries inside (md, final]: ranges ending by final count their part after md (precomputed);
+    # a range straddling final counts (max(a, md), final]
+    straddler = F.element_at(F.filter(rng, lambda r: (r["a"] < fm) & (fm < r["b"])), 1)
+    before_final = F.aggregate(
+        F.filter(rng, lambda r: r["b"] <= fm), F.lit(0).cast("long"), lambda acc, r: acc + r["inter_md"]
+    )
+    df = df.select("*", straddler.alias(f"{prefix}_st"), before_final.alias(f"{prefix}_bf"))
+    st = c("st")
+    st_from_a = st["a"] >= md
+    df = df.select(
+        "*",
+        F.when(st_from_a, st["a"]).otherwise(md).alias(f"{prefix}_st_lo"),
+        F.when(st_from_a, st["a_lk"]).otherwise(md_lk).alias(f"{prefix}_st_lo_lk"),
+    )
+    straddled = F.when(
+        st.isNotNull(), open_closed_count(c("st_lo"), c("st_lo_lk"), fm, fm_lk, ctx, beh)
     ).otherwise(F.lit(0).cast("long"))
+    newly = F.when(fwd, open_closed_count(md, md_lk, fm, fm_lk, ctx, beh) - c("bf") - straddled).otherwise(
+        F.lit(0).cast("long")
+    )
     ignored = c("failed") | c("rej") | (t < md)  # setAcknowledgedPosition never ran (or threw first)
     idm = F.when(F.coalesce(ignored, F.lit(True)), _ranges_out(rng)).otherwise(remove_at_most(rng, fm))
     error = F.coalesce(
@@ -844,8 +883,9 @@ def _mark_delete(env: _Env, df: DataFrame, target: Column, target_error: Column,
     )
 
 
-def _join_cursor_state(requests: DataFrame, state: DataFrame) -> DataFrame:
-    return requests.join(state, on=list(CURSOR_KEY), how="left")
+def _join_cursor_state(env: _Env, requests: DataFrame, state: DataFrame) -> DataFrame:
+    """Requests + their cursor's state (null when the cursor is unknown) + the topic context."""
+    return env.with_ctx(requests.join(state.drop(CTX), on=list(CURSOR_KEY), how="left"))
 
 
 # --- §1.10 skipEntries -------------------------------------------------------------------------------------
@@ -881,7 +921,7 @@ def skip_entries(
     beh = behaviour(pulsar_version)
     env = _Env.build(ledgers, managed_ledgers, beh)
     state = _cursor_state(env, cursors, with_plan=True)
-    df = _join_cursor_state(requests, state)
+    df = _join_cursor_state(env, requests, state)
     n = F.col("n").cast("long")
     rng = F.col("_pa_rng")
     stop = F.array_min(
@@ -952,7 +992,7 @@ def clear_backlog_plan(
     beh = behaviour(pulsar_version)
     env = _Env.build(ledgers, managed_ledgers, beh)
     state = _cursor_state(env, cursors, with_plan=True)
-    df = _join_cursor_state(requests, state)
+    df = _join_cursor_state(env, requests, state)
     df = _mark_delete(env, df, F.col(f"{CTX}.lac"), F.lit(None).cast("string"), "_pa_mdp")
     added = ["mark_delete_position", "read_position", "individually_deleted", "cleared_entries", "error"]
     return df.select(
