@@ -565,3 +565,12 @@ def test_string_statistics_bounds_are_valid(spark: SparkSession, tables: DeltaTa
         "topic": 0,
         "entries": 0,
     }
+
+
+def test_count_rows_uses_log_statistics_and_partition_filter(spark, tmp_path):
+    tables = DeltaTables(spark, str(tmp_path))
+    df = spark.createDataFrame([("a", 1), ("a", 2), ("b", 3)], "part string, v int")
+    tables.overwrite("counted", df, partition_by=["part"])
+    assert tables.count_rows("counted") == 3
+    assert tables.count_rows("counted", partition_filter={"part": "a"}) == 2
+    assert tables.count_rows("counted", partition_filter={"part": "zz"}) == 0

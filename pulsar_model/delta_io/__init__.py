@@ -228,6 +228,11 @@ class DeltaTables:
         """
         return self._impl.read(self._locator.locate(table), version, partition_filter)
 
+    def count_rows(self, table: str, *, partition_filter: Mapping[str, object] | None = None) -> int:
+        """Rows in the current version (or the selected partitions), from the Delta log's statistics
+        when every file has them (no data scan), else by a Spark count."""
+        return self._impl.count_rows(self._locator.locate(table), partition_filter)
+
     # -- writes --------------------------------------------------------------------------------------
 
     def append(

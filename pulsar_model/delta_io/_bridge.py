@@ -748,6 +748,37 @@ class BridgeBackend:
             self.spark, data, files, groups, partition_by, types, schema.fieldNames()
         )
 
+    def count_rows(self, location: Location, partition_filter: Mapping[str, object] | None) -> int:
+        """Rows of the current version from the log's ``numRecords`` (no scan); Spark count if missing."""
+        root = _require_local(location)
+        if latest_log_version(root) is None or not DeltaTable.is_deltatable(root):
+            raise TableNotFoundError(f"Table {location.table!r} does not exist at {location.uri!r}.")
+        table = DeltaTable(root)
+        schema = delta_json_to_spark(table.schema().to_json())
+        partition_by = tuple(table.metadata().partition_columns)
+        types = {f.name: f.dataType for f in schema.fields}
+        wanted = coerce_partition_filter(
+            location.table, schema, partition_by, partition_filter or {}, "partition_filter"
+        )
+        actions = pa.table(table.get_add_actions(flatten=False))
+        if "num_records" not in actions.column_names:
+            return self.read(location, None, partition_filter).count()
+        records = actions.column("num_records").to_pylist()
+        parts = (
+            actions.column("partition").to_pylist()
+            if "partition" in actions.column_names
+            else [{}] * len(records)
+        )
+        total = 0
+        for count, part in zip(records, parts, strict=True):
+            typed = {c: parse_partition_value((part or {}).get(c), types[c]) for c in partition_by}
+            if not matches(typed, wanted):
+                continue
+            if count is None:
+                return self.read(location, None, partition_filter).count()
+            total += int(count)
+        return total
+
     # -- writes --------------------------------------------------------------------------------------
 
     def _prepare(self, location: Location, write: TableWrite) -> BridgeWrite:

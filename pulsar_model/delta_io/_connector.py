@@ -124,6 +124,9 @@ class SparkConnectorBackend:
             df = df.where(column.isNull() if value is None else column == F.lit(value))
         return df
 
+    def count_rows(self, location: Location, partition_filter: Mapping[str, object] | None) -> int:
+        return self.read(location, None, partition_filter).count()
+
     def history(self, location: Location) -> list[dict[str, Any]]:
         if not self.exists(location):
             raise TableNotFoundError(f"Table {location.table!r} does not exist at {location.uri!r}.")

@@ -678,7 +678,7 @@ def ingest_export(
     versions_written = tables.write_all(writes)
     rows_out = {}
     for table in outputs:
-        rows_out[table] = tables.read(table, partition_filter={"export_date": inv.export_date}).count()
+        rows_out[table] = tables.count_rows(table, partition_filter={"export_date": inv.export_date})
     spark.sparkContext.setJobDescription(None)  # type: ignore[arg-type]
     result = IngestResult(
         run_id=run_id,
