@@ -1,0 +1,50 @@
+"""The nightly job skeleton: stage registry, progress, run_log rows on success and on failure, CLI."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from pulsar_model.cli import build_parser, main
+from pulsar_model.config import load_config
+from pulsar_model.delta_io import DeltaTables
+from pulsar_model.errors import ConfigError, ExportLayoutError
+from pulsar_model.nightly import STAGES, run_nightly
+
+
+def test_cli_help_lists_every_subcommand():
+    text = build_parser().format_help()
+    for command in ("generate-demo", "ingest", "nightly", "cleanup"):
+        assert command in text
+
+
+def test_cli_bad_config_key_exits_2_with_message(capsys):
+    assert main(["ingest", "--export-dir", "x", "--set", "storage.warehous=y"]) == 2
+    assert "storage.warehous" in capsys.readouterr().err
+
+
+def test_run_nightly_rejects_unknown_stage(spark, tmp_path):
+    config = load_config(None, [f"storage.warehouse={tmp_path}"])
+    with pytest.raises(ConfigError, match="available stages: ingest"):
+        run_nightly(spark, config, export_dir=None, stages=["ingets"])
+
+
+def test_run_nightly_failed_stage_is_logged_and_raised(spark, tmp_path):
+    config = load_config(None, [f"storage.warehouse={tmp_path / 'wh'}"])
+    lines: list[str] = []
+    with pytest.raises(ExportLayoutError):
+        run_nightly(spark, config, export_dir=str(tmp_path / "missing"), run_id="r-fail", echo=lines.append)
+    assert lines[0] == f"[1/{len(STAGES)}] ingest ..." and "FAILED" in lines[-1]
+    tables = DeltaTables(spark, str(tmp_path / "wh"))
+    rows = tables.read("run_log").collect()
+    assert [(r.run_id, r.stage, r.status) for r in rows] == [("r-fail", "ingest", "failed")]
+    assert "does not exist" in rows[0].error
+    assert not tables.exists("ledgers")
+
+
+def test_jobs_entry_points_show_help():
+    for job in ("jobs/ingest.py", "jobs/nightly.py"):
+        out = subprocess.run([sys.executable, job, "--help"], capture_output=True, text=True, check=False)
+        assert out.returncode == 0 and "--export-dir" in out.stdout, out.stderr
