@@ -24,7 +24,7 @@ from pulsar_model.columns import (
     open_closed_count,
     position,
 )
-from pulsar_model.positions import CTX, KEY, _ctx_missing_error, _cursor_state, _Env, _keep
+from pulsar_model.positions import CTX, CURSOR_KEY, KEY, _ctx_missing_error, _cursor_state, _Env, _keep
 from pulsar_model.versions import Behaviour, behaviour
 
 __all__ = [
@@ -73,33 +73,43 @@ def precise_backlog(
     lac, lac_lk = ctx["lac"], ctx["lac_lk"]
     md, md_lk = F.col("_pa_md"), F.col("_pa_md_lk")
     ml_count, ml_error = C.entries_between(md, md_lk, F.lit(False), lac, lac_lk, F.lit(True), ctx, beh)
-    cursor_count = ml_count - F.col("_pa_idm_lac")
-    if beh.precise_backlog_guard:
-        backlog = F.when(md >= lac, F.lit(0).cast("long")).otherwise(cursor_count)
-        backlog_error = F.when(md < lac, ml_error)
-    else:
-        backlog = cursor_count
-        backlog_error = ml_error
     # 2.x-old counted (md, LAC.next], 3.x+ (md, LAC] (SPEC §1.8)
     storage_hi = position(lac["ledger_id"], lac["entry_id"] + 1) if beh.storage_counts_lac_next else lac
     storage, storage_error = C.entries_between(
         md, md_lk, F.lit(False), storage_hi, lac_lk, F.lit(True), ctx, beh
     )
+    staged = state.select(
+        *CURSOR_KEY,
+        CTX,
+        "_pa_md",
+        "_pa_idm_lac",
+        ml_count.alias("_b_count"),
+        ml_error.alias("_b_err"),
+        storage.alias("_s_count"),
+        storage_error.alias("_s_err"),
+    )
+    if beh.precise_backlog_guard:  # 3.x+: 0 when md >= LAC, no range is built
+        backlog = F.when(md >= lac, F.lit(0).cast("long")).otherwise(F.col("_b_count") - F.col("_pa_idm_lac"))
+        backlog_error = F.when(md < lac, F.col("_b_err"))
+    else:
+        backlog = F.col("_b_count") - F.col("_pa_idm_lac")
+        backlog_error = F.col("_b_err")
+    staged = staged.select("*", backlog.alias("_b"), backlog_error.alias("_b_error"))
     error = F.coalesce(
         _ctx_missing_error(),
         F.when(md.isNull(), F.lit("mark_delete_position is null")),
-        F.when(backlog_error.isNotNull(), F.concat(F.lit("backlog: "), backlog_error)),
-        F.when(storage_error.isNotNull(), F.concat(F.lit("entries_in_storage: "), storage_error)),
+        F.when(F.col("_b_error").isNotNull(), F.concat(F.lit("backlog: "), F.col("_b_error"))),
+        F.when(F.col("_s_err").isNotNull(), F.concat(F.lit("entries_in_storage: "), F.col("_s_err"))),
     )
-    computed = state.select(
-        *[F.col(c) for c in ("cluster", "topic", "cursor_name")],
-        F.when(backlog_error.isNull(), backlog).alias("backlog_entries"),
-        F.when(storage_error.isNull(), storage).alias("entries_in_storage"),
+    computed = staged.select(
+        *CURSOR_KEY,
+        F.when(F.col("_b_error").isNull(), F.col("_b")).alias("backlog_entries"),
+        F.when(F.col("_s_err").isNull(), F.col("_s_count")).alias("entries_in_storage"),
         error.alias("error"),
     )
     added = ["backlog_entries", "entries_in_storage", "error"]
     base = cursors.select(*_keep(cursors.columns, added))
-    return base.join(computed, on=["cluster", "topic", "cursor_name"], how="left")
+    return base.join(computed, on=list(CURSOR_KEY), how="left")
 
 
 # --- §2.3 topic backlog size ----------------------------------------------------------------------
@@ -232,22 +242,27 @@ def estimated_size_since_mark_delete(
     ctx = F.col(CTX)
     lac, lac_lk = ctx["lac"], ctx["lac_lk"]
     md, md_lk = F.col("_pa_md"), F.col("_pa_md_lk")
-    total = _estimate_from_position(md, md_lk, ctx, beh)
+    staged = state.select(
+        *CURSOR_KEY,
+        CTX,
+        "_pa_md",
+        _estimate_from_position(md, md_lk, ctx, beh).alias("_total"),
+        F.when(md < lac, F.col("_pa_idm_lac")).otherwise(F.lit(0).cast("long")).alias("_acked"),
+        F.when(md < lac, open_closed_count(md, md_lk, lac, lac_lk, ctx, beh))
+        .otherwise(F.lit(0).cast("long"))
+        .alias("_in_range"),
+    )
+    total, acked, in_range = F.col("_total"), F.col("_acked"), F.col("_in_range")
     if beh.size_since_md_subtracts_acks:
-        acked = F.when(md < lac, F.col("_pa_idm_lac")).otherwise(F.lit(0).cast("long"))
-        in_range = F.when(md < lac, open_closed_count(md, md_lk, lac, lac_lk, ctx, beh)).otherwise(
-            F.lit(0).cast("long")
-        )
-        average = F.call_function("div", total, in_range)
         result = (
             F.when(acked == 0, total)
             .when((in_range == 0) | (in_range <= acked), F.greatest(F.lit(0).cast("long"), total))
-            .otherwise(total - acked * average)
+            .otherwise(total - acked * F.call_function("div", total, in_range))
         )
-    else:
+    else:  # estimateBacklogFromPosition(md): acked ranges ignored
         result = total
     result = F.when(md.isNull() | ctx.isNull(), F.lit(None).cast("long")).otherwise(result)
-    computed = state.select(
+    computed = staged.select(
         "cluster", "topic", "cursor_name", result.alias("estimated_size_since_mark_delete_bytes")
     )
     added = ["estimated_size_since_mark_delete_bytes"]

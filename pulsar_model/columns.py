@@ -312,7 +312,7 @@ def compare_positions_4x(
     next valid position from the topic context.
     """
     lac_ledger = ctx["lac"]["ledger_id"]
-    first_ledger = first_position(ctx)["ledger_id"]
+    first_ledger = ctx["first_pos_lid"]
     trivial = (
         (F.coalesce(ctx["n_ledgers"], F.lit(0)) == 0)
         | (a["ledger_id"] < first_ledger)
@@ -391,23 +391,26 @@ def entries_between(
     ctx: Column,
     beh: Behaviour,
 ) -> tuple[Column, Column]:
-    """``getNumberOfEntries(range)`` per version (SPEC §1.7) -> ``(entries, error)``.
+    """``getNumberOfEntries(range)`` per version (SPEC §1.7) -> ``(count, error)``.
 
-    ``error`` is non-null (and ``entries`` null) when the broker would throw: Guava cannot build the range
-    (``lo > hi``, or ``open(a, a)``) in every version, and the 4.x ``comparePositions(lo, hi) > 0`` check.
+    ``error`` is non-null when the broker would throw: Guava cannot build the range (``lo > hi``, or
+    ``open(a, a)``) in every version, and the 4.x ``comparePositions(lo, hi) > 0`` check; ``count`` is the
+    bare arithmetic - callers null it where ``error`` is set. Both are sizeable expressions: select them
+    into columns before combining them.
     """
     guava_bad = guava_range_invalid(lo, lo_closed, hi, hi_closed)
     text = range_string(lo, lo_closed, hi, hi_closed)
+    guava_error = F.concat(F.lit("IllegalArgumentException: Invalid range: "), text)
     if beh.entry_count_4x:
         count = entries_between_4x(lo, lo_lk, lo_closed, hi, hi_lk, hi_closed, ctx, beh)
         cmp_bad = F.coalesce(compare_positions_4x(lo, lo_lk, hi, hi_lk, ctx, beh) > 0, F.lit(False))
-        error = F.when(guava_bad, F.concat(F.lit("IllegalArgumentException: Invalid range: "), text)).when(
+        error = F.when(guava_bad, guava_error).when(
             cmp_bad, F.concat(F.lit("IllegalArgumentException: Invalid range "), text)
         )
     else:
         count = entries_between_3x(lo, lo_lk, lo_closed, hi, hi_lk, hi_closed)
-        error = F.when(guava_bad, F.concat(F.lit("IllegalArgumentException: Invalid range: "), text))
-    return F.when(error.isNull(), count), error
+        error = F.when(guava_bad, guava_error)
+    return count, error
 
 
 def open_closed_count(

@@ -279,11 +279,17 @@ def _context(ml: DataFrame, view: DataFrame, beh: Behaviour) -> DataFrame:
     lac_lk = ledger_lookup(ctx["lac"]["ledger_id"], F.col("_lac_floor"), ctx)
     cur_lk = ledger_lookup(ctx["cur_id"], F.col("_cur_floor"), ctx)
     staged = staged.select(*KEY, ctx.withField("lac_lk", lac_lk).withField("cur_lk", cur_lk).alias(CTX))
-    # LAC's validity and next valid position, used by the 4.x comparePositions(hi, LAC) (§1.7)
+    # LAC's validity and next valid position and getFirstPosition()'s ledger, used by the 4.x
+    # comparePositions (§1.7)
     lac_valid = F.coalesce(C.is_valid_position(ctx["lac"], ctx["lac_lk"], ctx, beh), F.lit(False))
     lac_next = C.next_valid_position(ctx["lac"], ctx["lac_lk"], ctx, beh)
+    first_pos_lid = first_position(ctx)["ledger_id"]
     return staged.select(
-        *KEY, ctx.withField("lac_valid", lac_valid).withField("lac_next", lac_next).alias(CTX)
+        *KEY,
+        ctx.withField("lac_valid", lac_valid)
+        .withField("lac_next", lac_next)
+        .withField("first_pos_lid", first_pos_lid)
+        .alias(CTX),
     )
 
 
@@ -432,15 +438,17 @@ def entries_between(
     count, err = C.entries_between(
         lo, F.col("_pa_lk_lo"), lo_closed, hi, F.col("_pa_lk_hi"), hi_closed, F.col(CTX), beh
     )
+    df = df.select("*", count.alias("_pa_count"), err.alias("_pa_err"))
     error = F.coalesce(
         _ctx_missing_error(),
         F.when(lo.isNull() | hi.isNull(), F.lit("lower and upper must not be null")),
-        err,
+        F.col("_pa_err"),
     )
+    df = df.select("*", error.alias("_pa_error"))
     return df.select(
         *_keep(requests.columns, ["entries", "error"]),
-        F.when(error.isNull(), count).alias("entries"),
-        error.alias("error"),
+        F.when(F.col("_pa_error").isNull(), F.col("_pa_count")).alias("entries"),
+        F.col("_pa_error").alias("error"),
     )
 
 

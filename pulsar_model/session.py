@@ -7,6 +7,7 @@ import shutil
 import subprocess
 import sys
 from collections.abc import Mapping
+from pathlib import Path
 
 from pyspark.sql import SparkSession
 
@@ -68,9 +69,18 @@ def build_session(
         check_java()
         # Python workers must run the driver's interpreter (the venv with pandas/pyarrow), not `python3`.
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+        # Local mode binds to loopback only (no need to resolve or expose the host's address).
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    settings = {**BASE_CONF, **(conf or {})}
+    if master is not None and master.startswith("local"):
+        # Quiet local runs: warnings and errors only (clusters keep their own log4j configuration).
+        log4j = Path(__file__).resolve().parent / "resources" / "log4j2.properties"
+        settings["spark.driver.extraJavaOptions"] = (
+            f"{settings['spark.driver.extraJavaOptions']} -Dlog4j2.configurationFile=file:{log4j}"
+        )
     builder = SparkSession.builder.appName(app_name)
     if master is not None:
         builder = builder.master(master)
-    for key, value in {**BASE_CONF, **(conf or {})}.items():
+    for key, value in settings.items():
         builder = builder.config(key, value)
     return builder.getOrCreate()

@@ -171,6 +171,20 @@ def test_number_of_entries_3x_and_4x_differences() -> None:
     with pytest.raises(o.OracleIllegalArgumentError):
         o.number_of_entries(ml, (2, 1), False, (1, 1), True, "4x")
     assert o.number_of_entries(ml, (2, 1), False, (2, 0), True) == -1  # 3.x: no validation
+    assert o.number_of_entries(ml, (2, 1), False, (2, 1), False) == -1  # (x, x): SPEC arithmetic
+
+
+def test_number_of_entries_guava_reading_rejects_reversed_and_empty_open_ranges() -> None:
+    ml = ManagedLedger({1: (5, 50), 2: (0, 0)}, 2, 2, 20, (2, 1), 70)
+    with pytest.raises(o.OracleIllegalArgumentError):
+        o.number_of_entries(ml, (2, 1), False, (2, 0), True, guava=True)
+    with pytest.raises(o.OracleIllegalArgumentError):
+        o.number_of_entries(ml, (1, 3), False, (1, 3), False, "4x", guava=True)
+    assert o.number_of_entries(ml, (1, 3), False, (1, 3), True, guava=True) == 0  # (x, x] is a legal range
+    assert o.number_of_entries(ml, (1, 3), True, (1, 3), True, guava=True) == 1
+    with pytest.raises(o.OracleIllegalArgumentError):
+        o.precise_backlog(ml, (2, 5), [], "3x", guard=False, guava=True)
+    assert o.precise_backlog(ml, (2, 5), [], "3x", guard=True, guava=True) == 0
 
 
 # ---------------------------------------------------------------- §1.8 / §10.2 cursor counts

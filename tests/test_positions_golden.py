@@ -270,6 +270,22 @@ RESET_ROWS = [
 ]
 
 
+#: Tiny test data: adaptive re-planning and whole-stage code generation of these wide plans cost more
+#: than they save, so the single action of each test module runs without them (restored afterwards).
+FAST_CONF = {"spark.sql.adaptive.enabled": "false", "spark.sql.codegen.wholeStage": "false"}
+
+
+def collect_fast(spark: SparkSession, df: DataFrame) -> list[Any]:
+    saved = {key: spark.conf.get(key) for key in FAST_CONF}
+    try:
+        for key, value in FAST_CONF.items():
+            spark.conf.set(key, value)
+        return df.collect()
+    finally:
+        for key, value in saved.items():
+            spark.conf.set(key, value)
+
+
 def _json_rows(name: str, df: DataFrame) -> DataFrame:
     body = F.to_json(F.struct(*[F.col(f"`{c}`") for c in df.columns]), {"ignoreNullFields": "false"})
     return df.select(F.lit(name).alias("frame"), body.alias("row"))
@@ -309,7 +325,7 @@ def out(spark: SparkSession) -> dict[str, dict[tuple[str, str], dict[str, Any]]]
         union = part if union is None else union.unionByName(part)
     assert union is not None
     result: dict[str, dict[tuple[str, str], dict[str, Any]]] = defaultdict(dict)
-    for row in union.collect():
+    for row in collect_fast(spark, union):
         data = json.loads(row["row"])
         ident = data.get("request_id") or data.get("cursor_name")
         key = (data["topic"], ident)
@@ -326,7 +342,7 @@ def ranges_of(value: list[dict[str, Any]] | None) -> list[tuple[Pos | None, Pos 
     return None if value is None else [(pos(r["lower"]), pos(r["upper"])) for r in value]
 
 
-# --- §1.12 scenario 1 ---------------------------------------------------------------------------------------
+# --- §1.12 scenario 1 -----------------------------------------------------------------------------
 
 
 def test_position_after_n_scenario1_get_position_after_n(out: dict[str, Any]) -> None:
@@ -362,7 +378,7 @@ def test_precise_backlog_scenario1_entries_in_storage(out: dict[str, Any]) -> No
     assert out["prec_old"][("s1_old", "md13")]["backlog_entries"] == 6
 
 
-# --- §1.12 scenario 2 ---------------------------------------------------------------------------------------
+# --- §1.12 scenario 2 -----------------------------------------------------------------------------
 
 
 def test_skip_entries_scenario2_exclude_individually_deleted(out: dict[str, Any]) -> None:
@@ -397,7 +413,7 @@ def test_skip_entries_scenario2_include_counts_acked_entries(out: dict[str, Any]
         assert row["skipped_entries"] == 2  # L1:4 and L2:2; L2:1 and L2:3 were already acked
 
 
-# --- §1.12 scenario 3 ---------------------------------------------------------------------------------------
+# --- §1.12 scenario 3 -----------------------------------------------------------------------------
 
 
 def test_skip_entries_scenario3_skip_sequence(out: dict[str, Any]) -> None:
@@ -434,7 +450,7 @@ def test_skip_entries_2x_old_phantom_target_beyond_lac_is_rejected(out: dict[str
     assert row["skipped_entries"] == 0
 
 
-# --- §1.12 scenario 4 ---------------------------------------------------------------------------------------
+# --- §1.12 scenario 4 -----------------------------------------------------------------------------
 
 
 def test_clear_backlog_plan_scenario4(out: dict[str, Any]) -> None:
@@ -455,7 +471,7 @@ def test_clear_backlog_plan_scenario4(out: dict[str, Any]) -> None:
     assert out["prec_new"][("s4", "c1_cleared")]["backlog_entries"] == 0
 
 
-# --- §1.12 scenario 5 ---------------------------------------------------------------------------------------
+# --- §1.12 scenario 5 -----------------------------------------------------------------------------
 
 
 def test_precise_backlog_scenario5_delete_single_message_twice(out: dict[str, Any]) -> None:
@@ -472,7 +488,7 @@ def test_precise_backlog_scenario5_delete_single_message_twice(out: dict[str, An
         assert pos(out[frame][("s5", "nv-p4")]["next_valid_position"]) == (1, 4)
 
 
-# --- §1.12 scenario 6 ---------------------------------------------------------------------------------------
+# --- §1.12 scenario 6 -----------------------------------------------------------------------------
 
 
 def test_precise_backlog_scenario6_rate_limited_mark_delete(out: dict[str, Any]) -> None:
@@ -484,7 +500,7 @@ def test_precise_backlog_scenario6_rate_limited_mark_delete(out: dict[str, Any])
         assert out[frame][("s6", "persisted")]["backlog_entries"] == 2
 
 
-# --- edge rows: §1.3 previous position ----------------------------------------------------------------------
+# --- edge rows: §1.3 previous position ------------------------------------------------------------
 
 
 def test_previous_position_edges(out: dict[str, Any]) -> None:
@@ -507,7 +523,7 @@ def test_previous_position_edges(out: dict[str, Any]) -> None:
     assert {k: pos(rows[k]["previous_position"]) for k in expected} == expected
 
 
-# --- edge rows: §1.4 / §1.5 ------------------------------------------------------------------------------------
+# --- edge rows: §1.4 / §1.5 -----------------------------------------------------------------------
 
 
 def test_is_valid_position_edges_both_orders(out: dict[str, Any]) -> None:
@@ -555,7 +571,7 @@ def test_next_valid_position_edges_both_families(out: dict[str, Any]) -> None:
     assert got == cases
 
 
-# --- edge rows: §1.7 entries between ---------------------------------------------------------------------------
+# --- edge rows: §1.7 entries between --------------------------------------------------------------
 
 
 def test_entries_between_edges_3x_vs_4x(out: dict[str, Any]) -> None:
@@ -577,7 +593,7 @@ def test_entries_between_edges_3x_vs_4x(out: dict[str, Any]) -> None:
         assert out[frame][("e1", "r7")]["entries"] is None
 
 
-# --- edge rows: §1.9 getPositionAfterN ------------------------------------------------------------------------
+# --- edge rows: §1.9 getPositionAfterN ------------------------------------------------------------
 
 
 def test_position_after_n_edges_across_generations(out: dict[str, Any]) -> None:
@@ -611,7 +627,7 @@ def test_position_after_n_edges_across_generations(out: dict[str, Any]) -> None:
     assert "unknown bound" in new[("e1", "badbound")]["error"]
 
 
-# --- edge rows: §1.10 skipEntries -----------------------------------------------------------------------------
+# --- edge rows: §1.10 skipEntries -----------------------------------------------------------------
 
 
 def test_skip_entries_extends_over_ranges_across_ledgers(out: dict[str, Any]) -> None:
@@ -651,7 +667,7 @@ def test_skip_entries_empty_open_ledger_both_families(out: dict[str, Any]) -> No
     assert out["skip_new"][("e2", "missing-cursor")]["error"].startswith("cursor not found")
 
 
-# --- edge rows: §1.8 precise backlog ---------------------------------------------------------------------------
+# --- edge rows: §1.8 precise backlog --------------------------------------------------------------
 
 
 def test_precise_backlog_edges_both_families(out: dict[str, Any]) -> None:
@@ -669,7 +685,7 @@ def test_precise_backlog_edges_both_families(out: dict[str, Any]) -> None:
     assert (new[("e3", "b5")]["backlog_entries"], old[("e3", "b5")]["backlog_entries"]) == (5, 5)
 
 
-# --- edge rows: §1.11 clear / reset ----------------------------------------------------------------------------
+# --- edge rows: §1.11 clear / reset ---------------------------------------------------------------
 
 
 def test_clear_backlog_plan_edges(out: dict[str, Any]) -> None:

@@ -258,8 +258,15 @@ def number_of_entries(
     hi: Position,
     hi_closed: bool,
     family: CountFamily = "3x",
+    guava: bool = False,
 ) -> int:
-    """SPEC §1.7 ManagedLedgerImpl.getNumberOfEntries(range); raises OracleIllegalArgumentError (4.x)."""
+    """SPEC §1.7 ManagedLedgerImpl.getNumberOfEntries(range); raises OracleIllegalArgumentError (4.x).
+
+    ``guava=True`` adds what a Java caller meets before the method runs (not in SPEC): Guava's Range
+    factories reject ``lower > upper`` and the empty open range ``(x, x)`` with IllegalArgumentException.
+    """
+    if guava and (lo > hi or (lo == hi and not lo_closed and not hi_closed)):
+        raise OracleIllegalArgumentError(f"Guava: invalid range {lo}..{hi}")
     if family == "3x":
         if lo[0] == hi[0]:
             return hi[1] - lo[1] - 1 + (1 if lo_closed else 0) + (1 if hi_closed else 0)
@@ -370,10 +377,17 @@ def precise_backlog(
     idm: Sequence[IdmRange],
     family: CountFamily = "3x",
     guard: bool = True,
+    guava: bool = False,
 ) -> int:
-    """SPEC §1.8 getNumberOfEntriesInBacklog(precise): 0 if md >= LAC (3.x+), else count((md, LAC])."""
+    """SPEC §1.8 getNumberOfEntriesInBacklog(precise): 0 if md >= LAC (3.x+), else count((md, LAC]).
+
+    Without the guard (2.x) and ``md > LAC`` SPEC's arithmetic runs on a reversed range; ``guava=True``
+    raises instead, as ``Range.openClosed(md, LAC)`` does in Java.
+    """
     if guard and md >= ml.lac:
         return 0
+    if guava and md > ml.lac:
+        raise OracleIllegalArgumentError(f"Guava: invalid range ({md}..{ml.lac}]")
     return cursor_number_of_entries(ml, idm, Range.open_closed(md, ml.lac), family)
 
 

@@ -1,0 +1,489 @@
+"""Topic compaction preview: what Pulsar's compactor would write, and what a compacted reader sees (SPEC §5).
+
+Transforms (pure and lazy, set-based; no per-key or per-topic driver work):
+
+* :func:`compaction_horizons` – one row per topic: the ``horizon`` (last message id when phase one starts,
+  batch index dropped) and the phase-two range ``from_position`` .. ``to_position`` (SPEC §5.4);
+* :func:`compacted_ledger` – one row per batch slot of every entry the compactor writes, placeholders
+  (``compacted_out``) included, so batches keep their slot count (SPEC §5.5);
+* :func:`compact` – one row per retained message (placeholders removed): the acceptance-facing API;
+* :func:`compacted_reader_view` – what a ``readCompacted`` reader/consumer receives from a start position
+  (SPEC §5.6);
+* :func:`compaction_summary` – one row per topic with keys, tombstones, key-less messages and savings.
+
+Phase one ("latest id per key", §5.4) is a window over ``(cluster, topic, key)`` ordered by message id;
+the per-entry "deleted" flags are a window over the entry; ``from``/``to``/horizon are a per-topic
+aggregation joined back. Phase two (§5.5) is then a filter.
+
+Two compactor generations are modelled (SPEC §5.4, §11 item 15, §12 item 10), selected by version:
+
+* ``current`` (``AbstractTwoPhaseCompactor`` / ``PublishingOrderCompactor``): markers are skipped,
+  key-less messages are kept iff ``topicCompactionRetainNullKey``, a batch counts as deleted in phase one
+  iff **all** its messages were deleted;
+* ``old`` (``TwoPhaseCompactor`` ≈2.10/2.11 before the fixes): markers are copied (they have no key),
+  key-less messages are always kept, a batch counts as deleted if **any** message was deleted – which can
+  shrink ``from``/``to`` and lose the survivors of batches outside the range (SPEC §12 item 10).
+
+Version boundaries (SPEC §5.2 gives only the copies read; the rest is from the PR labels, assumed):
+PR #20980 (batch "all deleted", key-less not extracted; release/2.10.6, release/2.11.3), PR #21578
+(PIP-318 ``topicCompactionRetainNullKey``, 3.2.0 default ``false``; back-ported with default ``true`` to
+branch-3.1 as 3.1.2, branch-2.11 as 2.11.4, branch-2.10 per the SPEC) and PR #21718 (markers; release/2.10.6,
+release/2.11.4). The current generation is assumed from 2.10.6, 2.11.4, 3.0.2, 3.1.2 and every 3.2.0+.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from pulsar_model import DEFAULT_PULSAR_VERSION
+from pulsar_model.columns import as_position, position
+from pulsar_model.versions import PulsarVersion, VersionLike
+
+__all__ = [
+    "MESSAGE_ID_TYPE",
+    "NON_BATCHED_INDEX",
+    "CompactorSemantics",
+    "compact",
+    "compacted_ledger",
+    "compacted_reader_view",
+    "compaction_horizons",
+    "compaction_summary",
+    "compactor_semantics",
+]
+
+#: ``batch_index`` of a message that is not part of a batch, and of entry-level ids such as the horizon
+#: (SPEC §5.4: the horizon is the last message id "with batch index dropped").
+NON_BATCHED_INDEX = -1
+
+#: A message id: position plus batch index (DESIGN.md "Core conventions").
+MESSAGE_ID_TYPE = T.StructType(
+    [
+        T.StructField("ledger_id", T.LongType(), True),
+        T.StructField("entry_id", T.LongType(), True),
+        T.StructField("batch_index", T.IntegerType(), True),
+    ]
+)
+
+#: First release of each maintenance line that carries the current compactor (see the module docstring).
+_CURRENT_COMPACTOR_BACKPORTS: dict[tuple[int, int], int] = {(2, 10): 6, (2, 11): 4, (3, 0): 2, (3, 1): 2}
+#: PIP-318 made ``topicCompactionRetainNullKey=false`` the default from this release (SPEC §5.2).
+_RETAIN_NULL_KEY_FALSE_SINCE = PulsarVersion(3, 2, 0)
+
+Generation = Literal["old", "current"]
+
+
+@dataclass(frozen=True)
+class CompactorSemantics:
+    """The version-dependent switches of the compactor (SPEC §5.4, §5.5, §11 item 15)."""
+
+    generation: Generation
+    retain_null_key: bool
+
+    @property
+    def skips_markers(self) -> bool:
+        """Current compactors treat marker entries as deleted and never write them (§5.4)."""
+        return self.generation == "current"
+
+    @property
+    def batch_deleted_when_all(self) -> bool:
+        """Phase one flags a batch deleted iff all (current) vs any (old) of its messages were deleted."""
+        return self.generation == "current"
+
+    @property
+    def keeps_null_key(self) -> bool:
+        """Key-less messages survive: always in the old compactor, else per ``retain_null_key``."""
+        return self.generation == "old" or self.retain_null_key
+
+
+def compactor_semantics(
+    pulsar_version: VersionLike = DEFAULT_PULSAR_VERSION, retain_null_key: bool | None = None
+) -> CompactorSemantics:
+    """Select the compactor generation for ``pulsar_version``; ``retain_null_key=None`` = broker default.
+
+    The broker default of ``topicCompactionRetainNullKey`` is ``false`` from 3.2.0 and ``true`` on the
+    maintenance lines that received the back-port (SPEC §5.2). The old compactor has no such option and
+    always keeps key-less messages, whatever ``retain_null_key`` says.
+    """
+    v = PulsarVersion.parse(pulsar_version)
+    first_patch = _CURRENT_COMPACTOR_BACKPORTS.get(v.line)
+    current = v >= _RETAIN_NULL_KEY_FALSE_SINCE or (first_patch is not None and v.patch >= first_patch)
+    if retain_null_key is None:
+        retain_null_key = v < _RETAIN_NULL_KEY_FALSE_SINCE
+    return CompactorSemantics(generation="current" if current else "old", retain_null_key=retain_null_key)
+
+
+# --- column helpers ------------------------------------------------------------------------------------
+
+
+def message_id(ledger_id: Column, entry_id: Column, batch_index: Column) -> Column:
+    """Build a :data:`MESSAGE_ID_TYPE` struct; Spark's struct order is Pulsar's message-id order."""
+    return F.struct(
+        ledger_id.cast("long").alias("ledger_id"),
+        entry_id.cast("long").alias("entry_id"),
+        batch_index.cast("int").alias("batch_index"),
+    )
+
+
+def _entry_id_of(pos: Column) -> Column:
+    """Entry-level message id (batch index dropped, SPEC §5.4) of a position; null stays null."""
+    return F.when(pos.isNull(), F.lit(None).cast(MESSAGE_ID_TYPE)).otherwise(
+        message_id(pos["ledger_id"], pos["entry_id"], F.lit(NON_BATCHED_INDEX))
+    )
+
+
+def _is_empty(columns: list[str]) -> Column:
+    """A message whose value is empty: tombstone when keyed (SPEC §5.4, §11 item 15)."""
+    empty = F.col("payload_size_bytes") <= 0
+    if "is_null_value" in columns:
+        empty = empty | F.coalesce(F.col("is_null_value"), F.lit(False))
+    return empty
+
+
+_ENTRY = ["cluster", "topic", "ledger_id", "entry_id"]
+_TOPIC = ["cluster", "topic"]
+
+
+def _read_set(messages: DataFrame, start_positions: DataFrame | None) -> DataFrame:
+    """Messages phase one reads: strictly after the topic's start position (the ``__compaction``
+    cursor's mark-delete), or all of them when the topic has no start (SPEC §5.4)."""
+    optional = [c for c in ("is_null_value", "marker_type", "compacted_out") if c in messages.columns]
+    base = messages.select(
+        *_TOPIC,
+        F.col("ledger_id").cast("long").alias("ledger_id"),
+        F.col("entry_id").cast("long").alias("entry_id"),
+        F.col("batch_index").cast("int").alias("batch_index"),
+        "key",
+        F.col("payload_size_bytes").cast("long").alias("payload_size_bytes"),
+        *optional,
+    )
+    if "marker_type" not in optional:
+        base = base.withColumn("marker_type", F.lit(None).cast("int"))
+    if "compacted_out" not in optional:
+        base = base.withColumn("compacted_out", F.lit(False))
+    if start_positions is None:
+        return base
+    starts = start_positions.select(*_TOPIC, as_position(F.col("position")).alias("_start"))
+    pos = position(F.col("ledger_id"), F.col("entry_id"))
+    return base.join(starts, _TOPIC, "left").where(F.col("_start").isNull() | (pos > F.col("_start")))
+
+
+def _phase_one(read: DataFrame, sem: CompactorSemantics) -> DataFrame:
+    """Per read message: phase-one flags, the key's final latest id, and whether the message survives.
+
+    Adds ``is_marker``, ``is_keyed``, ``is_empty``, ``survives`` (written as a message, not a
+    placeholder, if its entry is inside the phase-two range), ``entry_deleted`` (phase-one flag of the
+    whole entry), ``entry_survives`` (the entry has at least one surviving message) and ``slots``.
+    """
+    is_marker = F.col("marker_type").isNotNull()
+    compacted_out = F.coalesce(F.col("compacted_out"), F.lit(False))
+    is_batch = F.col("batch_index") >= 0
+    is_keyed = F.col("key").isNotNull() & ~is_marker
+    is_empty = _is_empty(read.columns)
+    mid = message_id(F.col("ledger_id"), F.col("entry_id"), F.col("batch_index"))
+
+    # Phase-one events that touch the key map: keyed, readable, not already compacted out (§5.4).
+    event = is_keyed & ~compacted_out
+    by_key = Window.partitionBy(*_TOPIC, "key")
+    latest_event = F.max(F.when(event, F.struct(mid.alias("id"), is_empty.alias("tombstone")))).over(by_key)
+    latest_id = F.when(~latest_event["tombstone"], latest_event["id"])
+
+    # A message that counts as deleted in phase one (batched: compacted_out slots are skipped).
+    if sem.generation == "current":
+        slot_deleted = F.when(is_marker, True).when(is_keyed, is_empty).otherwise(not sem.retain_null_key)
+    else:
+        slot_deleted = F.when(is_keyed, is_empty).otherwise(False)
+    slot_deleted = slot_deleted & ~compacted_out
+
+    keyless_kept = F.lit(sem.keeps_null_key)
+    marker_kept = F.lit(not sem.skips_markers)
+    survives = (
+        F.when(compacted_out, False)
+        .when(is_marker, marker_kept)
+        .when(~is_keyed, keyless_kept)
+        .otherwise((latest_id == mid) & ~is_empty)
+    )
+
+    flagged = read.select(
+        "*",
+        is_marker.alias("is_marker"),
+        is_keyed.alias("is_keyed"),
+        is_empty.alias("is_empty"),
+        is_batch.alias("is_batch"),
+        slot_deleted.alias("_slot_deleted"),
+        survives.alias("survives"),
+    )
+    by_entry = Window.partitionBy(*_ENTRY)
+    slots = F.count(F.lit(1)).over(by_entry)
+    deleted_slots = F.sum(F.col("_slot_deleted").cast("int")).over(by_entry)
+    batch_deleted = (deleted_slots == slots) if sem.batch_deleted_when_all else (deleted_slots > 0)
+    entry_deleted = F.when(F.col("is_marker") & F.lit(sem.skips_markers), True).otherwise(
+        F.when(F.col("is_batch"), batch_deleted).otherwise(F.col("_slot_deleted"))
+    )
+    return flagged.select(
+        *[c for c in flagged.columns if c != "_slot_deleted"],
+        slots.cast("int").alias("slots"),
+        entry_deleted.alias("entry_deleted"),
+        F.max(F.col("survives").cast("int")).over(by_entry).cast("boolean").alias("entry_survives"),
+    )
+
+
+def _ranges(flagged: DataFrame) -> DataFrame:
+    """Per topic with something to read: ``horizon``, ``from_position``, ``to_position`` (SPEC §5.4)."""
+    pos = position(F.col("ledger_id"), F.col("entry_id"))
+    kept = F.when(~F.col("entry_deleted"), pos)
+    agg = flagged.groupBy(*_TOPIC).agg(
+        F.max(pos).alias("_last"), F.min(kept).alias("_first"), F.max(kept).alias("_to")
+    )
+    return agg.select(
+        *_TOPIC,
+        _entry_id_of(F.col("_last")).alias("horizon"),
+        _entry_id_of(F.coalesce(F.col("_first"), F.col("_last"))).alias("from_position"),
+        _entry_id_of(F.coalesce(F.col("_to"), F.col("_last"))).alias("to_position"),
+    )
+
+
+def compaction_horizons(
+    messages: DataFrame,
+    retain_null_key: bool | None = None,
+    pulsar_version: VersionLike = DEFAULT_PULSAR_VERSION,
+    start_positions: DataFrame | None = None,
+) -> DataFrame:
+    """Phase one's result per topic: ``horizon``, ``from_position``, ``to_position`` (SPEC §5.4).
+
+    One row per ``(cluster, topic)`` of ``messages`` (and of ``start_positions``). All three are message
+    ids ``struct<ledger_id, entry_id, batch_index>`` of entries (``batch_index = -1``): the horizon is the
+    last message id when phase one starts (batch index dropped; the ``__compaction`` cursor is
+    acknowledged up to it), ``from``/``to`` the first/last entry phase one did not flag as deleted (both
+    fall back to the horizon when every entry was deleted). All three are null when there is nothing to
+    read after the start position. ``start_positions``: ``cluster, topic, position`` (the
+    ``__compaction`` cursor's mark-delete); topics without a row start at the beginning of the topic.
+    """
+    sem = compactor_semantics(pulsar_version, retain_null_key)
+    read = _read_set(messages, start_positions).repartition(*_TOPIC)
+    ranges = _ranges(_phase_one(read, sem))
+    topics = messages.select(*_TOPIC)
+    if start_positions is not None:
+        topics = topics.unionByName(start_positions.select(*_TOPIC))
+    return (
+        topics.distinct()
+        .join(ranges, _TOPIC, "left")
+        .select(*_TOPIC, "horizon", "from_position", "to_position")
+    )
+
+
+def _phase_two(flagged: DataFrame) -> DataFrame:
+    """Add the topic's ``from_position``/``to_position`` and ``written`` (the row is a slot of an entry
+    written to the compacted ledger, SPEC §5.5) to phase one's rows.
+
+    The range comes from a window over the topic (not an aggregation joined back) so that phase one is
+    computed once; the entry window of :func:`_phase_one` and this one share the topic partitioning.
+    """
+    pos = position(F.col("ledger_id"), F.col("entry_id"))
+    kept = F.when(~F.col("entry_deleted"), pos)
+    by_topic = Window.partitionBy(*_TOPIC)
+    last = F.max(pos).over(by_topic)
+    from_pos = F.coalesce(F.min(kept).over(by_topic), last)
+    to_pos = F.coalesce(F.max(kept).over(by_topic), last)
+    ranged = flagged.select("*", from_pos.alias("_from"), to_pos.alias("_to"))
+    in_range = (pos >= F.col("_from")) & (pos <= F.col("_to"))
+    return ranged.select(
+        *[c for c in ranged.columns if c not in ("_from", "_to")],
+        _entry_id_of(F.col("_from")).alias("from_position"),
+        _entry_id_of(F.col("_to")).alias("to_position"),
+        (in_range & F.col("entry_survives")).alias("written"),
+    )
+
+
+def _compacted(
+    messages: DataFrame,
+    retain_null_key: bool | None,
+    pulsar_version: VersionLike,
+    start_positions: DataFrame | None,
+) -> DataFrame:
+    sem = compactor_semantics(pulsar_version, retain_null_key)
+    read = _read_set(messages, start_positions).repartition(*_TOPIC)
+    return _phase_two(_phase_one(read, sem))
+
+
+def compacted_ledger(
+    messages: DataFrame,
+    retain_null_key: bool | None = None,
+    pulsar_version: VersionLike = DEFAULT_PULSAR_VERSION,
+    start_positions: DataFrame | None = None,
+) -> DataFrame:
+    """Phase two's output: one row per batch slot of every entry written to the compacted ledger (§5.5).
+
+    Entries keep their original ``(ledger_id, entry_id)``; a written batch keeps all its slots, the
+    slots that do not survive are placeholders with ``compacted_out = true`` (``key`` and
+    ``payload_size_bytes`` are those of the original message, the placeholder itself is empty); a batch
+    without survivors is not written. Only entries in ``[from_position, to_position]`` are written.
+    Columns: ``cluster, topic, ledger_id, entry_id, batch_index, key, payload_size_bytes, marker_type,
+    compacted_out, batch_size`` (slots of the written entry, ``1`` when not batched).
+    """
+    rows = _compacted(messages, retain_null_key, pulsar_version, start_positions)
+    return rows.where(F.col("written")).select(
+        *_TOPIC,
+        "ledger_id",
+        "entry_id",
+        "batch_index",
+        "key",
+        "payload_size_bytes",
+        "marker_type",
+        (~F.col("survives")).alias("compacted_out"),
+        F.when(F.col("is_batch"), F.col("slots")).otherwise(F.lit(1)).alias("batch_size"),
+    )
+
+
+def compact(
+    messages: DataFrame,
+    retain_null_key: bool | None = None,
+    pulsar_version: VersionLike = DEFAULT_PULSAR_VERSION,
+    start_positions: DataFrame | None = None,
+) -> DataFrame:
+    """One row per message retained in the compacted ledger, with its original id (SPEC §5.4-§5.5).
+
+    ``messages`` needs ``cluster, topic, ledger_id, entry_id, batch_index, key, payload_size_bytes``
+    (``compacted_out``, ``marker_type``, ``is_null_value`` are used when present). A keyed message is
+    retained iff it is the latest message of its key and not empty; an empty keyed message (a tombstone:
+    ``payload_size_bytes <= 0`` or ``is_null_value``) deletes its key. Key-less messages are retained
+    iff ``retain_null_key`` (the broker default of ``pulsar_version`` when ``None``; old compactors always
+    retain them), markers only by the old compactor. Retained batch messages keep their ``batch_index``
+    (placeholders are in :func:`compacted_ledger`, counted in ``batch_size``). ``start_positions``: see
+    :func:`compaction_horizons`. Pure and lazy.
+    """
+    return compacted_ledger(messages, retain_null_key, pulsar_version, start_positions).where(
+        ~F.col("compacted_out")
+    )
+
+
+def compacted_reader_view(
+    messages: DataFrame,
+    compacted: DataFrame,
+    horizons: DataFrame,
+    starts: DataFrame,
+) -> DataFrame:
+    """What a ``readCompacted=true`` reader or consumer receives (SPEC §5.6): one row per delivered message.
+
+    ``compacted``: :func:`compacted_ledger` (or :func:`compact`) output; ``horizons``:
+    :func:`compaction_horizons` output; ``starts``: ``cluster, topic, reader_id, start_position`` (the
+    position the reader reads from; ``(-1,-1)`` = earliest). When the topic has a horizon and
+    ``start_position <= horizon``, the reader gets the compacted messages whose entry position is
+    ``>= start_position`` (``source = 'compacted'``) and then the topic's messages after the horizon
+    (``source = 'topic'``); otherwise it reads the topic from ``start_position``. Markers and
+    ``compacted_out`` placeholders are never delivered to consumers (§4.3, §5.5). ``read_seq`` numbers
+    the messages in delivery order per reader, starting at 1.
+    """
+    hz = horizons.select(*_TOPIC, "horizon")
+    st = starts.select(*_TOPIC, "reader_id", as_position(F.col("start_position")).alias("_start"))
+    st = st.join(hz, _TOPIC, "left")
+    hz_pos = position(F.col("horizon")["ledger_id"], F.col("horizon")["entry_id"])
+    pos = position(F.col("ledger_id"), F.col("entry_id"))
+    uses_compacted = F.col("horizon").isNotNull() & (hz_pos >= F.col("_start"))
+
+    def _deliverable(df: DataFrame) -> DataFrame:
+        cols = df.columns
+        marker = F.col("marker_type").isNotNull() if "marker_type" in cols else F.lit(False)
+        placeholder = (
+            F.coalesce(F.col("compacted_out"), F.lit(False)) if "compacted_out" in cols else F.lit(False)
+        )
+        return df.where(~marker & ~placeholder).select(
+            *_TOPIC,
+            F.col("ledger_id").cast("long").alias("ledger_id"),
+            F.col("entry_id").cast("long").alias("entry_id"),
+            F.col("batch_index").cast("int").alias("batch_index"),
+            "key",
+            F.col("payload_size_bytes").cast("long").alias("payload_size_bytes"),
+        )
+
+    from_compacted = (
+        _deliverable(compacted)
+        .join(st, _TOPIC, "inner")
+        .where(uses_compacted & (pos >= F.col("_start")))
+        .withColumn("source", F.lit("compacted"))
+    )
+    topic_start = F.when(uses_compacted, hz_pos).otherwise(F.col("_start"))
+    # Reading the topic "from" a position includes it; after the horizon it continues at horizon.next.
+    from_topic_cond = F.when(uses_compacted, pos > topic_start).otherwise(pos >= topic_start)
+    from_topic = (
+        _deliverable(messages)
+        .join(st, _TOPIC, "inner")
+        .where(from_topic_cond)
+        .withColumn("source", F.lit("topic"))
+    )
+    both = from_compacted.unionByName(from_topic)
+    order = Window.partitionBy(*_TOPIC, "reader_id").orderBy("ledger_id", "entry_id", "batch_index")
+    return both.select(
+        *_TOPIC,
+        "reader_id",
+        F.row_number().over(order).alias("read_seq"),
+        "ledger_id",
+        "entry_id",
+        "batch_index",
+        "key",
+        "payload_size_bytes",
+        "source",
+    )
+
+
+def compaction_summary(
+    messages: DataFrame,
+    retain_null_key: bool | None = None,
+    pulsar_version: VersionLike = DEFAULT_PULSAR_VERSION,
+    start_positions: DataFrame | None = None,
+) -> DataFrame:
+    """One row per topic with messages read by phase one: what compaction would keep and save (SPEC §5).
+
+    Counts over the messages read (after the start position): ``distinct_keys`` (keys seen),
+    ``live_keys`` (keys whose latest message is a value), ``tombstones`` (empty keyed messages),
+    ``null_key_messages`` with ``null_key_kept`` / ``null_key_dropped``, ``markers``; before/after:
+    ``entries_before`` / ``messages_before`` / ``payload_bytes_before`` (markers and placeholders
+    excluded from the message and byte counts) and ``entries_after`` / ``messages_after`` /
+    ``payload_bytes_after`` of the compacted ledger; ``payload_bytes_saved`` and ``savings_ratio``
+    (saved / before; null when nothing was read). Payload bytes are uncompressed message sizes.
+    """
+    rows = _compacted(messages, retain_null_key, pulsar_version, start_positions)
+    is_msg = ~F.col("is_marker") & ~F.coalesce(F.col("compacted_out"), F.lit(False))
+    keyless = is_msg & ~F.col("is_keyed")
+    kept = F.col("written") & F.col("survives") & ~F.col("is_marker")
+    entry = F.struct("ledger_id", "entry_id")
+    joined = rows.groupBy(*_TOPIC).agg(
+        F.count_distinct(F.when(F.col("is_keyed"), F.col("key"))).alias("distinct_keys"),
+        F.sum((F.col("is_keyed") & F.col("is_empty")).cast("long")).alias("tombstones"),
+        F.sum(keyless.cast("long")).alias("null_key_messages"),
+        F.sum(F.col("is_marker").cast("long")).alias("markers"),
+        F.count_distinct(entry).alias("entries_before"),
+        F.sum(is_msg.cast("long")).alias("messages_before"),
+        F.sum(F.when(is_msg, F.col("payload_size_bytes")).otherwise(0)).alias("payload_bytes_before"),
+        F.count_distinct(F.when(F.col("written"), entry)).alias("entries_after"),
+        F.sum(kept.cast("long")).alias("messages_after"),
+        F.sum(F.when(kept, F.col("payload_size_bytes")).otherwise(0)).alias("payload_bytes_after"),
+        F.count_distinct(F.when(kept & F.col("is_keyed"), F.col("key"))).alias("live_keys"),
+        F.sum((kept & ~F.col("is_keyed")).cast("long")).alias("null_key_kept"),
+    )
+    zero = F.lit(0).cast("long")
+    saved = F.col("payload_bytes_before") - F.coalesce(F.col("payload_bytes_after"), zero)
+    return joined.select(
+        *_TOPIC,
+        "distinct_keys",
+        F.coalesce(F.col("live_keys"), zero).alias("live_keys"),
+        "tombstones",
+        "null_key_messages",
+        F.coalesce(F.col("null_key_kept"), zero).alias("null_key_kept"),
+        (F.col("null_key_messages") - F.coalesce(F.col("null_key_kept"), zero)).alias("null_key_dropped"),
+        "markers",
+        "entries_before",
+        F.coalesce(F.col("entries_after"), zero).alias("entries_after"),
+        "messages_before",
+        F.coalesce(F.col("messages_after"), zero).alias("messages_after"),
+        "payload_bytes_before",
+        F.coalesce(F.col("payload_bytes_after"), zero).alias("payload_bytes_after"),
+        saved.alias("payload_bytes_saved"),
+        F.when(F.col("payload_bytes_before") > 0, saved / F.col("payload_bytes_before")).alias(
+            "savings_ratio"
+        ),
+    )

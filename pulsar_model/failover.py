@@ -1,0 +1,431 @@
+"""Failover subscriptions: which consumer is active, how balanced, what if (SPEC §6, §11.17-18, §12.11-12).
+
+The broker keeps one active consumer per (topic partition, Failover subscription). It is replayed here
+from the ``consumers`` table (arrival order = ``connect_order``):
+
+* 3.x / 4.x (SPEC §6.3): stable sort by (priority level ascending, name in Java ``String.compareTo``
+  order), keep the highest-priority group; partitioned topics take ``partitionIndex % groupSize``;
+  non-partitioned topics (and partitioned ones when ``activeConsumerFailoverConsistentHashing`` is on)
+  take the 100-replica Murmur3-32 hash ring with a ceiling lookup on ``h(topic)``.
+* 2.x (SPEC §6.4, 2.10/2.11 rule): non-partitioned topics keep the first consumer in arrival order;
+  partitioned topics use the sorted modulo rule; the consistent-hashing setting does not exist.
+
+The sequential part (sort, ring) runs once per subscription inside ``groupBy(...).applyInPandas``;
+nothing is pulled to the driver. The pure-Python helpers (:func:`java_sort_key`, :func:`murmur3_hash`,
+:func:`select_active_index`) are public so notebooks can check single cases without Spark.
+
+Version boundaries (read with the project's search tool; "assumed" where no release tag was seen):
+
+* ring for non-partitioned topics: apache/pulsar PR #19502 (merged 2023-03, after 2.11 was cut) -> 3.0.0;
+* ``activeConsumerFailoverConsistentHashing`` (PIP-392, PR #23584, Nov 2024, cherry-picked to branch-3.0,
+  3.3 and 4.0) -> assumed 3.0.8, 3.3.3, 4.0.1 and every 4.1+;
+* new ``TopicName.getPartitionIndex`` (PR #10902, merged 2021-06-11) -> assumed 2.9.0 (SPEC says "≤ ~2.6"
+  for the old rule, which this code keeps for every version before 2.9.0);
+* "first in arrival order" for non-partitioned topics: PR #4604 (2.4.2). Releases before 2.4.2 sorted
+  non-partitioned consumers too; SPEC does not say how they handled index -1, so they get the 2.10 rule.
+"""
+
+from __future__ import annotations
+
+import bisect
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Final, Literal
+
+import mmh3
+import pandas as pd
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from pulsar_model import DEFAULT_PULSAR_VERSION
+from pulsar_model.errors import ContractError
+from pulsar_model.ingest.parsers.common import PARTITION_MARKER, partition_index
+from pulsar_model.versions import PulsarVersion, VersionLike
+
+__all__ = [
+    "FailoverRules",
+    "active_consumers",
+    "failover_balance",
+    "failover_rules",
+    "java_sort_key",
+    "murmur3_hash",
+    "old_partition_index",
+    "select_active_index",
+    "what_if_active_consumers",
+]
+
+#: ``CONSUMER_CONSISTENT_HASH_REPLICAS``: virtual nodes per consumer on the failover ring (SPEC §6.3).
+CONSISTENT_HASH_REPLICAS: Final = 100
+#: Murmur3 seed of ``Murmur3_32Hash`` (SPEC §6.3).
+MURMUR3_SEED: Final = 0
+#: The hash is made a non-negative Java int before it is used as a ring key (SPEC §6.3).
+NON_NEGATIVE_INT_MASK: Final = 0x7FFFFFFF
+#: ``TopicName.getPartitionIndex`` result of a non-partitioned topic; every negative becomes this (§6.2).
+NON_PARTITIONED: Final = -1
+
+#: PIP-392 (``activeConsumerFailoverConsistentHashing``): first minor release carrying it, and the first
+#: patch of each release line it was cherry-picked to (PR #23584; patch numbers assumed, see module doc).
+_PIP392_RELEASE: Final = PulsarVersion(4, 1, 0)
+_PIP392_BACKPORTS: Final = {(3, 0): 8, (3, 3): 3, (4, 0): 1}
+
+SelectionMode = Literal["modulo", "hash_ring", "first_arrival"]
+
+#: Columns every ``consumers`` input needs (DESIGN.md acceptance-facing API).
+REQUIRED_COLUMNS: Final = (
+    "cluster",
+    "topic",
+    "subscription",
+    "consumer_name",
+    "priority_level",
+    "connect_order",
+)
+#: Export columns that, when present, split one subscription per export (schemas/_common.yaml).
+EXPORT_KEYS: Final = ("export_id", "export_date")
+
+
+# --- pure-Python building blocks ------------------------------------------------------------------------
+
+
+def java_sort_key(name: str) -> bytes:
+    """Sort key ordering strings like Java ``String.compareTo`` (UTF-16 code units, SPEC §6.3).
+
+    Big-endian UTF-16 bytes compare unit by unit as unsigned 16-bit numbers, and a proper prefix sorts
+    first, exactly like ``compareTo``. Differs from Python's ``str`` order for non-BMP characters
+    (surrogates 0xD800-0xDFFF sort below BMP characters 0xE000-0xFFFF).
+    """
+    return name.encode("utf-16-be", errors="surrogatepass")
+
+
+def murmur3_hash(text: str) -> int:
+    """``Murmur3_32Hash.makeHash``: MurmurHash3 x86_32, seed 0, UTF-8 bytes, ``& 0x7fffffff`` (SPEC §6.3)."""
+    return mmh3.hash(text.encode("utf-8", errors="surrogatepass"), MURMUR3_SEED, signed=False) & (
+        NON_NEGATIVE_INT_MASK
+    )
+
+
+def old_partition_index(topic: str) -> int:
+    """``TopicName.getPartitionIndex`` before PR #10902 (SPEC §6.5 old rule, §12.12).
+
+    Names containing ``-partition-``: ``Integer.parseInt`` of the text after the last ``'-'``
+    (``x-partition--1`` -> 1, ``x-partition-01`` -> 1); anything unparsable -> -1.
+    """
+    if PARTITION_MARKER not in topic:
+        return NON_PARTITIONED
+    text = topic[topic.rfind("-") + 1 :]
+    # No '-' can follow the last '-': Integer.parseInt accepts an optional '+' and digits (32-bit range).
+    if re.fullmatch(r"\+?[0-9]+", text) is None:
+        return NON_PARTITIONED
+    value = int(text)
+    return value if value <= 2**31 - 1 else NON_PARTITIONED
+
+
+@dataclass(frozen=True)
+class FailoverRules:
+    """The version-dependent switches of the selection (SPEC §6.4, §6.5)."""
+
+    version: PulsarVersion
+    #: Non-partitioned topics use the hash ring (3.x+) instead of the first consumer in arrival order.
+    ring_for_non_partitioned: bool
+    #: ``activeConsumerFailoverConsistentHashing`` exists (PIP-392); otherwise the setting is ignored.
+    has_consistent_hashing_setting: bool
+    #: ``getPartitionIndex`` new rule (canonical int after the last ``-partition-``).
+    new_partition_index: bool
+
+
+def failover_rules(pulsar_version: VersionLike = DEFAULT_PULSAR_VERSION) -> FailoverRules:
+    """Parse ``pulsar_version`` (raises ``ConfigError`` when unknown) into :class:`FailoverRules`."""
+    v = PulsarVersion.parse(pulsar_version)
+    first_patch = _PIP392_BACKPORTS.get(v.line)
+    pip392 = v >= _PIP392_RELEASE or (first_patch is not None and v.patch >= first_patch)
+    return FailoverRules(
+        version=v,
+        ring_for_non_partitioned=v >= PulsarVersion(3, 0, 0),
+        has_consistent_hashing_setting=bool(pip392),
+        new_partition_index=v >= PulsarVersion(2, 9, 0),
+    )
+
+
+def topic_partition_index(topic: str, rules: FailoverRules) -> int:
+    """The dispatcher's ``partitionIndex`` for a Failover subscription (SPEC §6.2: negative -> -1)."""
+    index = partition_index(topic) if rules.new_partition_index else old_partition_index(topic)
+    return index if index >= 0 else NON_PARTITIONED
+
+
+def select_active_index(
+    topic: str,
+    names: Sequence[str],
+    priorities: Sequence[int],
+    *,
+    consistent_hashing: bool,
+    rules: FailoverRules,
+) -> tuple[int, SelectionMode, list[int]]:
+    """Pick the active consumer among ``names``/``priorities`` given in arrival order (SPEC §6.3/§6.4).
+
+    Returns ``(index into the arrival-ordered inputs, selection mode, top group as arrival indexes in
+    sorted order)``. ``names`` must not be empty.
+    """
+    n_all = len(names)
+    if n_all == 0:
+        raise ValueError("select_active_index needs at least one consumer")
+    pindex = topic_partition_index(topic, rules)
+    order = sorted(range(n_all), key=lambda i: (priorities[i], java_sort_key(names[i]), i))
+    top_priority = priorities[order[0]]
+    top = [i for i in order if priorities[i] == top_priority]
+    use_ring = consistent_hashing and rules.has_consistent_hashing_setting
+    if pindex >= 0 and not use_ring:
+        return top[pindex % len(top)], "modulo", top
+    if pindex < 0 and not rules.ring_for_non_partitioned:
+        return 0, "first_arrival", top
+    ring: dict[int, int] = {}
+    for slot, i in enumerate(top):
+        for j in range(CONSISTENT_HASH_REPLICAS):
+            ring[murmur3_hash(names[i] + str(j))] = slot  # a later put overwrites an equal hash (§6.3)
+    keys = sorted(ring)
+    at = bisect.bisect_left(keys, murmur3_hash(topic))  # TreeMap.ceilingEntry
+    key = keys[at] if at < len(keys) else keys[0]  # wrap around to firstEntry
+    return top[ring[key]], "hash_ring", top
+
+
+# --- the Spark transforms -------------------------------------------------------------------------------
+
+
+def _check_columns(consumers: DataFrame) -> list[str]:
+    missing = [c for c in REQUIRED_COLUMNS if c not in consumers.columns]
+    if missing:
+        raise ContractError(
+            f"consumers is missing column(s) {', '.join(missing)}; "
+            f"it needs at least {', '.join(REQUIRED_COLUMNS)}"
+        )
+    return ["cluster", "topic", "subscription", *[k for k in EXPORT_KEYS if k in consumers.columns]]
+
+
+_ASSIGNMENT_FIELDS: Final = [
+    T.StructField("partition_index", T.IntegerType(), False),
+    T.StructField("consumer_count", T.IntegerType(), False),
+    T.StructField("top_priority_level", T.IntegerType(), False),
+    T.StructField("top_group_size", T.IntegerType(), False),
+    T.StructField("top_group_consumers", T.ArrayType(T.StringType(), False), False),
+    T.StructField("selection_mode", T.StringType(), False),
+    T.StructField("active_consumer_name", T.StringType(), False),
+    T.StructField("active_connect_order", T.IntegerType(), False),
+    T.StructField("active_priority_level", T.IntegerType(), False),
+]
+
+_STATS_FIELDS: Final = [
+    T.StructField("stats_active_consumer_name", T.StringType(), True),
+    T.StructField("matches_stats", T.BooleanType(), True),
+]
+
+
+@dataclass(frozen=True)
+class _Scenario:
+    """A what-if change applied to every subscription before selection."""
+
+    add: tuple[tuple[str, int], ...] = ()
+    remove: tuple[str, ...] = ()
+    consistent_hashing: bool | None = None
+
+
+def _assign(
+    pdf: pd.DataFrame,
+    topic: str,
+    rules: FailoverRules,
+    consistent_hashing: bool,
+) -> dict[str, object]:
+    pdf = pdf.sort_values("connect_order", kind="stable")
+    names = [str(x) for x in pdf["consumer_name"]]
+    prios = [int(x) for x in pdf["priority_level"]]
+    orders = [int(x) for x in pdf["connect_order"]]
+    idx, mode, top = select_active_index(
+        topic, names, prios, consistent_hashing=consistent_hashing, rules=rules
+    )
+    return {
+        "partition_index": topic_partition_index(topic, rules),
+        "consumer_count": len(names),
+        "top_priority_level": prios[top[0]],
+        "top_group_size": len(top),
+        "top_group_consumers": [names[i] for i in top],
+        "selection_mode": mode,
+        "active_consumer_name": names[idx],
+        "active_connect_order": orders[idx],
+        "active_priority_level": prios[idx],
+    }
+
+
+def _apply_scenario(pdf: pd.DataFrame, scenario: _Scenario) -> pd.DataFrame:
+    kept = pdf[~pdf["consumer_name"].isin(list(scenario.remove))]
+    if not scenario.add:
+        return kept
+    start = int(pdf["connect_order"].max()) + 1
+    added = pd.DataFrame(
+        {
+            "consumer_name": [name for name, _ in scenario.add],
+            "priority_level": [prio for _, prio in scenario.add],
+            "connect_order": list(range(start, start + len(scenario.add))),
+        }
+    )
+    return pd.concat([kept[["consumer_name", "priority_level", "connect_order"]], added], ignore_index=True)
+
+
+def _group_fn(
+    keys: list[str],
+    rules: FailoverRules,
+    consistent_hashing: bool,
+    with_stats: bool,
+    scenario: _Scenario | None,
+) -> Callable[[pd.DataFrame], pd.DataFrame]:
+    def fn(pdf: pd.DataFrame) -> pd.DataFrame:
+        topic = str(pdf["topic"].iloc[0])
+        row: dict[str, object] = {k: pdf[k].iloc[0] for k in keys}
+        base = _assign(pdf, topic, rules, consistent_hashing)
+        if scenario is None:
+            row.update(base)
+        else:
+            changed = _apply_scenario(pdf, scenario)
+            hashing = (
+                consistent_hashing if scenario.consistent_hashing is None else scenario.consistent_hashing
+            )
+            row["baseline_active_consumer_name"] = base["active_consumer_name"]
+            row["baseline_selection_mode"] = base["selection_mode"]
+            if len(changed) == 0:
+                row["what_if_active_consumer_name"] = None
+                row["what_if_selection_mode"] = None
+            else:
+                alt = _assign(changed, topic, rules, hashing)
+                row["what_if_active_consumer_name"] = alt["active_consumer_name"]
+                row["what_if_selection_mode"] = alt["selection_mode"]
+            row["active_changed"] = row["what_if_active_consumer_name"] != base["active_consumer_name"]
+        if with_stats:
+            flagged = pdf[pdf["is_active_in_stats"].fillna(False).astype(bool)]
+            stats_name = str(flagged["consumer_name"].iloc[0]) if len(flagged) else None
+            row["stats_active_consumer_name"] = stats_name
+            row["matches_stats"] = (
+                None if stats_name is None else stats_name == row.get("active_consumer_name")
+            )
+        return pd.DataFrame([row])
+
+    return fn
+
+
+def _run(
+    consumers: DataFrame,
+    consistent_hashing: bool,
+    pulsar_version: VersionLike,
+    scenario: _Scenario | None,
+) -> DataFrame:
+    keys = _check_columns(consumers)
+    rules = failover_rules(pulsar_version)
+    with_stats = scenario is None and "is_active_in_stats" in consumers.columns
+    extra = ["is_active_in_stats"] if with_stats else []
+    source = consumers.select(
+        *keys,
+        F.col("consumer_name").cast("string").alias("consumer_name"),
+        F.col("priority_level").cast("int").alias("priority_level"),
+        F.col("connect_order").cast("int").alias("connect_order"),
+        *extra,
+    )
+    key_fields = [f for f in source.schema.fields if f.name in keys]
+    if scenario is None:
+        fields = [*key_fields, *_ASSIGNMENT_FIELDS, *(_STATS_FIELDS if with_stats else [])]
+    else:
+        fields = [
+            *key_fields,
+            T.StructField("baseline_active_consumer_name", T.StringType(), False),
+            T.StructField("baseline_selection_mode", T.StringType(), False),
+            T.StructField("what_if_active_consumer_name", T.StringType(), True),
+            T.StructField("what_if_selection_mode", T.StringType(), True),
+            T.StructField("active_changed", T.BooleanType(), False),
+        ]
+    fn = _group_fn(keys, rules, consistent_hashing, with_stats, scenario)
+    return source.groupBy(*keys).applyInPandas(fn, T.StructType(fields))
+
+
+def active_consumers(
+    consumers: DataFrame,
+    consistent_hashing: bool = False,
+    pulsar_version: VersionLike = DEFAULT_PULSAR_VERSION,
+) -> DataFrame:
+    """The active consumer of every Failover subscription (SPEC §6.3, §6.4, §6.5).
+
+    One row per (cluster, topic, subscription) — per export too when the input carries ``export_id`` /
+    ``export_date`` — with ``active_consumer_name``, its ``active_connect_order`` and priority, the
+    dispatcher's ``partition_index`` (-1 = non-partitioned), the highest-priority group in sorted order
+    (``top_group_consumers``; duplicate names appear once per connection), and ``selection_mode``
+    (``modulo``, ``hash_ring`` or ``first_arrival``). ``consistent_hashing`` is the broker's
+    ``activeConsumerFailoverConsistentHashing`` (ignored by versions without PIP-392).
+
+    When the input has ``is_active_in_stats`` (consumers contract), adds ``stats_active_consumer_name``
+    (null when the stats named no active consumer) and ``matches_stats`` (null when unknown).
+    A subscription with no consumer rows has no output row. Pure and lazy.
+    """
+    return _run(consumers, consistent_hashing, pulsar_version, None)
+
+
+def what_if_active_consumers(
+    consumers: DataFrame,
+    *,
+    add: Sequence[tuple[str, int]] = (),
+    remove: Sequence[str] = (),
+    consistent_hashing: bool = False,
+    what_if_consistent_hashing: bool | None = None,
+    pulsar_version: VersionLike = DEFAULT_PULSAR_VERSION,
+) -> DataFrame:
+    """Active consumer before and after a change, for every subscription (SPEC §6.3, §6.4).
+
+    The change adds consumers ``(name, priority_level)`` (connecting after every existing one), removes
+    every connection of the names in ``remove``, and/or switches ``activeConsumerFailoverConsistentHashing``
+    to ``what_if_consistent_hashing``. One row per (cluster, topic, subscription[, export]) with
+    ``baseline_active_consumer_name``, ``what_if_active_consumer_name`` (null when no consumer is left),
+    both selection modes and ``active_changed``. Pure and lazy.
+    """
+    scenario = _Scenario(tuple((str(n), int(p)) for n, p in add), tuple(remove), what_if_consistent_hashing)
+    return _run(consumers, consistent_hashing, pulsar_version, scenario)
+
+
+def failover_balance(assignments: DataFrame) -> DataFrame:
+    """Load balance of the active consumers over the partitions of each topic (SPEC §6.3).
+
+    ``assignments`` is the output of :func:`active_consumers`. One row per (cluster, base topic,
+    subscription[, export]) where the base topic is the partitioned topic (``-partition-N`` removed when
+    ``partition_index >= 0``; a non-partitioned topic is its own group of one). Columns:
+    ``partitions``, ``consumers`` (distinct names seen in any partition's top-priority group),
+    ``partitions_per_consumer`` (map name -> active partitions, 0 for idle names), ``max_partitions``,
+    ``min_partitions``, ``imbalance`` (max - min) and ``idle_consumers`` (sorted names never active).
+    Pure and lazy.
+    """
+    export_keys = [k for k in EXPORT_KEYS if k in assignments.columns]
+    # Greedy ``.*`` stops at the LAST ``-partition-``, as TopicName.getPartitionedTopicName does.
+    base = F.when(
+        F.col("partition_index") >= 0, F.regexp_extract("topic", f"^(.*){PARTITION_MARKER}", 1)
+    ).otherwise(F.col("topic"))
+    keys = ["cluster", "base_topic", "subscription", *export_keys]
+    a = assignments.select(
+        "cluster",
+        "subscription",
+        *export_keys,
+        base.alias("base_topic"),
+        "active_consumer_name",
+        "top_group_consumers",
+    )
+    members = a.select(
+        *keys, F.explode(F.array_distinct("top_group_consumers")).alias("consumer_name")
+    ).distinct()
+    counts = a.groupBy(*keys, F.col("active_consumer_name").alias("consumer_name")).agg(
+        F.count(F.lit(1)).cast("int").alias("n")
+    )
+    per_consumer = members.join(counts, on=[*keys, "consumer_name"], how="full_outer").select(
+        *keys, "consumer_name", F.coalesce(F.col("n"), F.lit(0)).alias("n")
+    )
+    return per_consumer.groupBy(*keys).agg(
+        F.sum("n").cast("int").alias("partitions"),
+        F.count(F.lit(1)).cast("int").alias("consumers"),
+        F.map_from_entries(F.sort_array(F.collect_list(F.struct("consumer_name", "n")))).alias(
+            "partitions_per_consumer"
+        ),
+        F.max("n").alias("max_partitions"),
+        F.min("n").alias("min_partitions"),
+        (F.max("n") - F.min("n")).alias("imbalance"),
+        F.sort_array(F.collect_list(F.when(F.col("n") == 0, F.col("consumer_name")))).alias("idle_consumers"),
+    )
