@@ -9,11 +9,14 @@ Transforms (pure and lazy, set-based; no per-key or per-topic driver work):
 * :func:`compact` – one row per retained message (placeholders removed): the acceptance-facing API;
 * :func:`compacted_reader_view` – what a ``readCompacted`` reader/consumer receives from a start position
   (SPEC §5.6);
+* :func:`compacted_reader_diff` – what compaction hides from that reader compared with a raw reader;
 * :func:`compaction_summary` – one row per topic with keys, tombstones, key-less messages and savings.
 
-Phase one ("latest id per key", §5.4) is a window over ``(cluster, topic, key)`` ordered by message id;
-the per-entry "deleted" flags are a window over the entry; ``from``/``to``/horizon are a per-topic
-aggregation joined back. Phase two (§5.5) is then a filter.
+Phase one ("latest id per key", §5.4) is a max over a window on ``(cluster, topic, key)`` (the key's
+last event by message id, value or tombstone); the per-entry "deleted" flags are a window over the
+entry; ``from``/``to`` are a window over the topic (an aggregation for :func:`compaction_horizons`).
+Phase two (§5.5) is then a filter. The input is hash-partitioned once by ``(cluster, topic)`` so all
+three windows share one shuffle: one topic is processed by one task (Spark spills large partitions).
 
 Two compactor generations are modelled (SPEC §5.4, §11 item 15, §12 item 10), selected by version:
 
@@ -42,6 +45,7 @@ from pyspark.sql import types as T
 
 from pulsar_model import DEFAULT_PULSAR_VERSION
 from pulsar_model.columns import as_position, position
+from pulsar_model.contracts import conform
 from pulsar_model.versions import PulsarVersion, VersionLike
 
 __all__ = [
@@ -50,10 +54,12 @@ __all__ = [
     "CompactorSemantics",
     "compact",
     "compacted_ledger",
+    "compacted_reader_diff",
     "compacted_reader_view",
     "compaction_horizons",
     "compaction_summary",
     "compactor_semantics",
+    "message_id",
 ]
 
 #: ``batch_index`` of a message that is not part of a batch, and of entry-level ids such as the horizon
@@ -205,7 +211,7 @@ def _phase_one(read: DataFrame, sem: CompactorSemantics) -> DataFrame:
         F.when(compacted_out, False)
         .when(is_marker, marker_kept)
         .when(~is_keyed, keyless_kept)
-        .otherwise((latest_id == mid) & ~is_empty)
+        .otherwise(F.coalesce(latest_id == mid, F.lit(False)) & ~is_empty)
     )
 
     flagged = read.select(
@@ -269,11 +275,7 @@ def compaction_horizons(
     topics = messages.select(*_TOPIC)
     if start_positions is not None:
         topics = topics.unionByName(start_positions.select(*_TOPIC))
-    return (
-        topics.distinct()
-        .join(ranges, _TOPIC, "left")
-        .select(*_TOPIC, "horizon", "from_position", "to_position")
-    )
+    return conform(topics.distinct().join(ranges, _TOPIC, "left"), "compaction_horizons")
 
 
 def _phase_two(flagged: DataFrame) -> DataFrame:
@@ -326,7 +328,7 @@ def compacted_ledger(
     compacted_out, batch_size`` (slots of the written entry, ``1`` when not batched).
     """
     rows = _compacted(messages, retain_null_key, pulsar_version, start_positions)
-    return rows.where(F.col("written")).select(
+    written = rows.where(F.col("written")).select(
         *_TOPIC,
         "ledger_id",
         "entry_id",
@@ -337,6 +339,7 @@ def compacted_ledger(
         (~F.col("survives")).alias("compacted_out"),
         F.when(F.col("is_batch"), F.col("slots")).otherwise(F.lit(1)).alias("batch_size"),
     )
+    return conform(written, "compaction_ledger")
 
 
 def compact(
@@ -363,21 +366,35 @@ def compact(
 
 def compacted_reader_view(
     messages: DataFrame,
-    compacted: DataFrame,
     horizons: DataFrame,
     starts: DataFrame,
+    compacted: DataFrame | None = None,
+    retain_null_key: bool | None = None,
+    pulsar_version: VersionLike = DEFAULT_PULSAR_VERSION,
+    start_positions: DataFrame | None = None,
 ) -> DataFrame:
     """What a ``readCompacted=true`` reader or consumer receives (SPEC §5.6): one row per delivered message.
 
-    ``compacted``: :func:`compacted_ledger` (or :func:`compact`) output; ``horizons``:
-    :func:`compaction_horizons` output; ``starts``: ``cluster, topic, reader_id, start_position`` (the
-    position the reader reads from; ``(-1,-1)`` = earliest). When the topic has a horizon and
+    ``horizons``: :func:`compaction_horizons` output (a topic without a row or with a null horizon has
+    never been compacted); ``starts``: ``cluster, topic, reader_id, start_position`` (the position the
+    reader reads from; ``(-1,-1)`` = earliest); ``compacted``: :func:`compacted_ledger` output, or
+    ``None`` to compute it from the messages up to each topic's horizon with ``retain_null_key``,
+    ``pulsar_version`` and ``start_positions`` (see :func:`compact`). When the topic has a horizon and
     ``start_position <= horizon``, the reader gets the compacted messages whose entry position is
     ``>= start_position`` (``source = 'compacted'``) and then the topic's messages after the horizon
     (``source = 'topic'``); otherwise it reads the topic from ``start_position``. Markers and
     ``compacted_out`` placeholders are never delivered to consumers (§4.3, §5.5). ``read_seq`` numbers
-    the messages in delivery order per reader, starting at 1.
+    the messages in delivery order per reader, starting at 1. Columns: ``cluster, topic, reader_id,
+    read_seq, ledger_id, entry_id, batch_index, key, payload_size_bytes, source``.
     """
+    if compacted is None:
+        limit = horizons.select(
+            *_TOPIC, position(F.col("horizon")["ledger_id"], F.col("horizon")["entry_id"]).alias("_hz")
+        )
+        up_to_horizon = messages.join(limit, _TOPIC, "inner").where(
+            position(F.col("ledger_id"), F.col("entry_id")) <= F.col("_hz")
+        )
+        compacted = compacted_ledger(up_to_horizon, retain_null_key, pulsar_version, start_positions)
     hz = horizons.select(*_TOPIC, "horizon")
     st = starts.select(*_TOPIC, "reader_id", as_position(F.col("start_position")).alias("_start"))
     st = st.join(hz, _TOPIC, "left")
@@ -430,6 +447,35 @@ def compacted_reader_view(
     )
 
 
+def compacted_reader_diff(messages: DataFrame, view: DataFrame, starts: DataFrame) -> DataFrame:
+    """Messages a raw reader gets that the compacted reader does not (SPEC §5.6, §5.8 scenario 2).
+
+    One row per ``(reader, message)``: a raw (``readCompacted=false``) reader started at the same
+    ``start_position`` receives every non-marker message at or after it; the rows returned are those
+    missing from ``view`` (:func:`compacted_reader_view` output for the same ``starts``), i.e. what
+    compaction hides from this reader (superseded values, tombstones, dropped key-less messages).
+    Columns: ``cluster, topic, reader_id, ledger_id, entry_id, batch_index, key, payload_size_bytes``.
+    """
+    st = starts.select(*_TOPIC, "reader_id", as_position(F.col("start_position")).alias("_start"))
+    marker = F.col("marker_type").isNotNull() if "marker_type" in messages.columns else F.lit(False)
+    raw = (
+        messages.where(~marker)
+        .select(
+            *_TOPIC,
+            F.col("ledger_id").cast("long").alias("ledger_id"),
+            F.col("entry_id").cast("long").alias("entry_id"),
+            F.col("batch_index").cast("int").alias("batch_index"),
+            "key",
+            F.col("payload_size_bytes").cast("long").alias("payload_size_bytes"),
+        )
+        .join(st, _TOPIC, "inner")
+        .where(position(F.col("ledger_id"), F.col("entry_id")) >= F.col("_start"))
+        .drop("_start")
+    )
+    ids = [*_TOPIC, "reader_id", "ledger_id", "entry_id", "batch_index"]
+    return raw.join(view.select(*ids), ids, "left_anti")
+
+
 def compaction_summary(
     messages: DataFrame,
     retain_null_key: bool | None = None,
@@ -467,7 +513,7 @@ def compaction_summary(
     )
     zero = F.lit(0).cast("long")
     saved = F.col("payload_bytes_before") - F.coalesce(F.col("payload_bytes_after"), zero)
-    return joined.select(
+    summary = joined.select(
         *_TOPIC,
         "distinct_keys",
         F.coalesce(F.col("live_keys"), zero).alias("live_keys"),
@@ -487,3 +533,4 @@ def compaction_summary(
             "savings_ratio"
         ),
     )
+    return conform(summary, "compaction_summary")

@@ -298,7 +298,7 @@ def _group_fn(
                 row["what_if_selection_mode"] = alt["selection_mode"]
             row["active_changed"] = row["what_if_active_consumer_name"] != base["active_consumer_name"]
         if with_stats:
-            flagged = pdf[pdf["is_active_in_stats"].fillna(False).astype(bool)]
+            flagged = pdf[pdf["is_active_in_stats"].eq(True)]
             stats_name = str(flagged["consumer_name"].iloc[0]) if len(flagged) else None
             row["stats_active_consumer_name"] = stats_name
             row["matches_stats"] = (

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import time
 from collections import defaultdict
 from collections.abc import Sequence
 from typing import Any
@@ -21,7 +22,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from pulsar_model import compaction as C
-from pulsar_model.contracts import spark_schema
+from pulsar_model.contracts import schema_differences, spark_schema
 
 CLUSTER = "c1"
 NEW, OLD = "4.1.3", "2.10.0"
@@ -149,7 +150,9 @@ def _tag(df: DataFrame, output: str) -> DataFrame:
 def results(spark: SparkSession) -> dict[str, list[dict[str, Any]]]:
     rows = [r for name, entries in SCENARIOS.items() for r in scenario_rows(name, entries)]
     schema = spark_schema("messages")
+    # cached: every output below scans it; without the cache each scan re-runs the Python-side rows
     messages = spark.createDataFrame([tuple(r.get(f.name) for f in schema.fields) for r in rows], schema)
+    messages = messages.cache()
     starts = spark.createDataFrame(
         [(CLUSTER, topic(n), p) for n, p in STARTS.items()],
         "cluster string, topic string, position struct<ledger_id:bigint,entry_id:bigint>",
@@ -166,28 +169,33 @@ def results(spark: SparkSession) -> dict[str, list[dict[str, Any]]]:
         f"cluster string, topic string, reader_id string, start_position {POS}",
     )
     no_horizons = spark.createDataFrame([], "cluster string, topic string, horizon " + C_ID)
-    early_ledger = C.compacted_ledger(early, start_positions=starts)
     early_horizons = C.compaction_horizons(early, start_positions=starts)
+    empty_ledger = spark.createDataFrame([], spark_schema("compaction_ledger"))
+    view_after = C.compacted_reader_view(messages, early_horizons, readers)
     outputs = [
         _tag(C.compact(messages, pulsar_version=NEW, start_positions=starts), "new"),
+        _tag(C.compacted_ledger(messages, pulsar_version=NEW, start_positions=starts), "ledger-new"),
         _tag(
             C.compact(messages, retain_null_key=True, pulsar_version=NEW, start_positions=starts),
             "new-retain",
         ),
         _tag(C.compact(messages, pulsar_version=OLD, start_positions=starts), "old"),
-        _tag(C.compacted_ledger(messages, pulsar_version=NEW, start_positions=starts), "ledger-new"),
-        _tag(C.compacted_ledger(messages, pulsar_version=OLD, start_positions=starts), "ledger-old"),
         _tag(C.compaction_horizons(messages, pulsar_version=NEW, start_positions=starts), "horizons-new"),
         _tag(C.compaction_horizons(messages, pulsar_version=OLD, start_positions=starts), "horizons-old"),
-        _tag(C.compacted_reader_view(messages, early_ledger, early_horizons, readers), "view-after"),
-        _tag(C.compacted_reader_view(early, early_ledger.limit(0), no_horizons, readers), "view-before"),
+        _tag(view_after, "view-after"),
+        _tag(C.compacted_reader_diff(messages, view_after, readers), "diff-after"),
+        _tag(C.compacted_reader_view(early, no_horizons, readers, empty_ledger), "view-before"),
         _tag(C.compaction_summary(messages, pulsar_version=NEW, start_positions=starts), "summary-new"),
     ]
     union = outputs[0]
     for df in outputs[1:]:
         union = union.unionByName(df)
     collected: dict[str, list[dict[str, Any]]] = defaultdict(list)
-    for r in union.collect():
+    started = time.monotonic()
+    result_rows = union.collect()
+    messages.unpersist()
+    print(f"compaction golden: one collect of {len(result_rows)} rows in {time.monotonic() - started:.1f}s")
+    for r in result_rows:
         collected[r["output"]].append(json.loads(r["row"]))
     return collected
 
@@ -204,6 +212,10 @@ def kv(results: dict[str, list[dict[str, Any]]], output: str, name: str) -> list
     return [
         (r.get("key"), VALUES[(r["topic"], r["ledger_id"], r["entry_id"], r["batch_index"])]) for r in rows
     ]
+
+
+def value_of(row: dict[str, Any]) -> Any:
+    return VALUES[(row["topic"], row["ledger_id"], row["entry_id"], row["batch_index"])]
 
 
 def ids(results: dict[str, list[dict[str, Any]]], output: str, name: str) -> list[tuple[int, int, int]]:
@@ -277,6 +289,12 @@ def test_compacted_reader_view_testcompaction_delivers_last_values_in_order(
         f"my-message-key{TEST_COMPACTION_KEYS[j]}-{j}" for j in expected_js
     ]
     assert {r["source"] for r in rows} == {"compacted"}
+    # "a non-compacted consumer gets all 20 in order": the raw reader = compacted view + the diff
+    hidden = [r for r in results["diff-after"] if r["topic"] == topic("compaction")]
+    assert sorted(value_of(r) for r in rows + hidden) == sorted(
+        f"my-message-key{k}-{j}" for j, k in enumerate(TEST_COMPACTION_KEYS)
+    )
+    assert len(hidden) == 20 - 9
     assert [r["read_seq"] for r in rows] == list(range(1, len(expected_js) + 1))
 
 
@@ -313,6 +331,17 @@ def test_compacted_reader_view_after_compaction_then_topic(results: dict[str, li
     assert _view(results, "view-after", "from-10:2") == [("compacted", "content2"), ("topic", "content3")]
     # a start after the horizon reads the topic only
     assert _view(results, "view-after", "from-10:3") == [("topic", "content3")]
+
+
+def test_compacted_reader_diff_after_compaction_hides_superseded_values(
+    results: dict[str, list[dict[str, Any]]],
+) -> None:
+    """§5.8.2: against a raw reader from earliest, the compacted reader misses content0 and content1."""
+    rows = [r for r in results["diff-after"] if r["topic"] == topic("read-compacted")]
+    got = sorted(
+        (r["reader_id"], VALUES[(r["topic"], r["ledger_id"], r["entry_id"], r["batch_index"])]) for r in rows
+    )
+    assert got == [("earliest", "content0"), ("earliest", "content1")]
 
 
 # ---------------------------------------------------------------------------------------- §5.8.3
@@ -517,3 +546,22 @@ def test_compactor_semantics_by_version(
     sem = C.compactor_semantics(version, retain)
     assert (sem.generation, sem.retain_null_key) == expected
     assert sem.keeps_null_key == (expected[0] == "old" or expected[1])
+
+
+# ---------------------------------------------------------------------------------------- contracts
+
+
+@pytest.mark.parametrize(
+    ("transform", "table"),
+    [
+        (C.compaction_horizons, "compaction_horizons"),
+        (C.compacted_ledger, "compaction_ledger"),
+        (C.compact, "compaction_ledger"),
+        (C.compaction_summary, "compaction_summary"),
+    ],
+)
+def test_compaction_outputs_match_their_contracts(spark: SparkSession, transform: Any, table: str) -> None:
+    """Output columns and types are those of schemas/<table>.yaml (schema only: no Spark job)."""
+    messages = spark.createDataFrame([], spark_schema("messages"))
+    problems = schema_differences(transform(messages).schema, table, check_nullability=False)
+    assert problems == []

@@ -8,7 +8,7 @@ priorities) in one DataFrame: one Spark job per example, for each (version, cons
 from __future__ import annotations
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as T
@@ -69,6 +69,15 @@ def _frame(spark: SparkSession, subs: list[tuple[str, list[tuple[str, int]]]]) -
 @pytest.mark.parametrize(("version", "hashing", "rule", "old_rule", "has_setting"), SETTINGS)
 @settings(max_examples=2, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(subs=subscriptions)
+@example(
+    subs=[
+        # Java order puts U+1F600 (surrogates 0xD83D 0xDE00) before U+FFFF / U+E000 (SPEC §6.3).
+        ("persistent://t/ns/tp0-partition-0", [("\uffff", 0), ("\U0001f600", 0)]),
+        ("persistent://t/ns/tp0-partition-1", [("Cons1", 1), ("Cons1", 0), ("a", 0), ("\U0001f600x", 0)]),
+        ("persistent://t/ns/tp0-partition-5", [("\ue000", 0), ("\U0001f600", 0), ("Cons1", 0), ("Cons1", 0)]),
+        ("persistent://t/ns/plain1", [("\ue000", 2), ("\U0001f600", 0), ("Cons0", 0)]),
+    ]
+)
 def test_active_consumers_matches_oracle(
     spark: SparkSession,
     version: str,

@@ -1,0 +1,196 @@
+"""Plain-Python oracle of Pulsar topic compaction, written straight from SPEC §5.4 and §5.5.
+
+Deliberately literal: phase one is the SPEC's read loop over the topic's entries with a ``latest`` dict,
+phase two the second read loop from ``from`` to ``to`` with ``rebatch``. No Spark, no windows, nothing
+shared with ``pulsar_model.compaction``. Ids are tuples ``(ledger_id, entry_id, batch_index)``;
+entry-level ids use batch index ``-1``.
+
+Two compactor generations (SPEC §5.4 last paragraph, §11 item 15):
+
+* ``current=True``: markers count as deleted and are skipped in phase two; key-less messages count as
+  deleted / are dropped unless ``retain_null_key``; a batch is deleted iff every message in it counted
+  as deleted (``compacted_out`` slots are skipped, so they never count);
+* ``current=False`` (old ``TwoPhaseCompactor``): no marker test (a marker has no key, so it passes
+  through), key-less messages are always kept and never count as deleted, a batch is deleted if any of
+  its messages was deleted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+MessageId = tuple[int, int, int]
+Position = tuple[int, int]
+
+NOT_BATCHED = -1
+
+
+@dataclass(frozen=True)
+class Message:
+    """One message of an entry (a batch slot, or the entry's only message)."""
+
+    key: str | None
+    payload_size: int
+    null_value: bool = False
+    compacted_out: bool = False
+
+    @property
+    def empty(self) -> bool:
+        # SPEC §5.4: size <= 0 is a tombstone; a null value has no payload.
+        return self.payload_size <= 0 or self.null_value
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One ledger entry: a non-batched message, a batch, or a marker."""
+
+    ledger_id: int
+    entry_id: int
+    messages: tuple[Message, ...]
+    batched: bool = False
+    marker_type: int | None = None
+
+    @property
+    def id(self) -> MessageId:
+        return (self.ledger_id, self.entry_id, NOT_BATCHED)
+
+    @property
+    def position(self) -> Position:
+        return (self.ledger_id, self.entry_id)
+
+
+@dataclass
+class WrittenEntry:
+    """An entry of the compacted ledger: original id plus, per slot, whether the message survived."""
+
+    ledger_id: int
+    entry_id: int
+    batched: bool
+    slots: list[tuple[int, bool]]  # (batch_index, survived); placeholders have survived=False
+
+
+@dataclass
+class Result:
+    horizon: MessageId | None = None
+    from_id: MessageId | None = None
+    to_id: MessageId | None = None
+    latest: dict[str, MessageId] = field(default_factory=dict)
+    written: list[WrittenEntry] = field(default_factory=list)
+
+    def retained(self) -> list[MessageId]:
+        """Ids of the surviving messages (what ``compact`` returns), in ledger order."""
+        out: list[MessageId] = []
+        for w in self.written:
+            for batch_index, survived in w.slots:
+                if survived:
+                    out.append((w.ledger_id, w.entry_id, batch_index))
+        return out
+
+    def placeholders(self) -> list[MessageId]:
+        return [
+            (w.ledger_id, w.entry_id, bi) for w in self.written for bi, survived in w.slots if not survived
+        ]
+
+
+def compact(
+    topic: Sequence[Entry], start: Position | None, *, current: bool, retain_null_key: bool
+) -> Result:
+    """Run phase one and phase two over ``topic`` (entries in position order) after ``start``."""
+    keep_null_key = retain_null_key if current else True
+    reader = [e for e in topic if start is None or e.position > start]
+    result = Result()
+    # "if not reader.hasMessageAvailable(): return -1 (nothing to do)"
+    if not reader:
+        return result
+    last = reader[-1].id  # last message id with the batch index dropped
+
+    # ---------------------------------------------------------------- phase one
+    latest: dict[str, MessageId] = {}
+
+    def compact_single(e: Entry) -> bool:
+        m = e.messages[0]
+        if m.key is None:
+            return not keep_null_key if current else False
+        if not m.empty:
+            latest[m.key] = e.id
+            return False
+        latest.pop(m.key, None)
+        return True
+
+    def compact_batch(e: Entry) -> bool:
+        deleted_count = 0
+        any_deleted = False
+        for i, m in enumerate(e.messages):
+            if m.compacted_out:
+                continue
+            if m.key is None:
+                if current and not keep_null_key:
+                    deleted_count += 1
+                continue
+            if m.payload_size > 0 and not m.null_value:
+                latest[m.key] = (e.ledger_id, e.entry_id, i)
+            else:
+                latest.pop(m.key, None)
+                deleted_count += 1
+                any_deleted = True
+        if current:
+            return deleted_count == len(e.messages)
+        return any_deleted
+
+    first: MessageId | None = None
+    to: MessageId | None = None
+    m_id: MessageId = last
+    for e in reader:
+        m_id = e.id
+        if e.marker_type is not None and current:
+            deleted = True
+        elif e.batched:
+            deleted = compact_batch(e)
+        else:
+            deleted = compact_single(e)
+        if first is None and not deleted:
+            first = m_id
+        if not deleted:
+            to = m_id
+        if m_id == last:
+            break
+    result.horizon = last
+    result.from_id = first or m_id
+    result.to_id = to or m_id
+    result.latest = dict(latest)
+
+    # ---------------------------------------------------------------- phase two
+    reading = False
+    for e in reader:
+        if e.id == result.from_id:
+            reading = True  # "seek reader to 'from'"
+        if not reading:
+            continue
+        if e.marker_type is not None and current:
+            pass  # markers are skipped
+        elif e.batched:
+            slots: list[tuple[int, bool]] = []
+            for i, m in enumerate(e.messages):
+                mid = (e.ledger_id, e.entry_id, i)
+                if m.compacted_out:
+                    keep = False
+                elif m.key is None:
+                    keep = keep_null_key
+                else:
+                    keep = latest.get(m.key) == mid and m.payload_size > 0 and not m.null_value
+                slots.append((i, keep))
+            if any(k for _, k in slots):
+                result.written.append(WrittenEntry(e.ledger_id, e.entry_id, True, slots))
+        else:
+            m = e.messages[0]
+            if m.key is None:
+                if keep_null_key:
+                    result.written.append(WrittenEntry(e.ledger_id, e.entry_id, False, [(NOT_BATCHED, True)]))
+            elif latest.get(m.key) == e.id:
+                if m.empty:
+                    raise AssertionError("Compaction phase found empty record from sorted key-map")
+                result.written.append(WrittenEntry(e.ledger_id, e.entry_id, False, [(NOT_BATCHED, True)]))
+        if e.id == result.to_id:
+            break  # "loop read m until m.id == to"
+    return result
