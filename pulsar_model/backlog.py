@@ -21,10 +21,30 @@ from pulsar_model import columns as C
 from pulsar_model.columns import (
     EARLIEST,
     as_position,
-    open_closed_count,
-    position,
+    case,
+    consumed_ledger_size_sql,
+    entries_between_sql,
+    fld,
+    open_closed_count_sql,
+    pos_sql,
+    ref,
 )
-from pulsar_model.positions import CTX, CURSOR_KEY, KEY, _ctx_missing_error, _cursor_state, _Env, _keep
+from pulsar_model.positions import (
+    CTX,
+    KEY,
+    LAC,
+    MISSING_TOPIC_SQL,
+    NULL_STRING,
+    ZERO,
+    E,
+    X,
+    _by_topic,
+    _coalesce_sql,
+    _cursor_state,
+    _Env,
+    _err_if,
+    _keep,
+)
 from pulsar_model.versions import Behaviour, behaviour
 
 __all__ = [
@@ -43,13 +63,18 @@ def consumed_ledger_size(
 
     Generation 1 (≤2.8): ``(entryId + 1) * (size div entries)``, no full-ledger shortcut (a fully consumed
     ledger keeps the division remainder as phantom backlog); 2 (2.9/2.10): ``size`` when
-    ``entries == entryId + 1``; 3 (3.x/4.x): ``size`` when ``entries <= entryId + 1``. ``entries <= 0``
-    -> 0; ``entryId < 0`` -> 0. Java long division truncates toward zero.
+    ``entries == entryId + 1``; 3 (2.11+/3.x/4.x): ``size`` when ``entries <= entryId + 1``.
+    ``entries <= 0`` -> 0; ``entryId < 0`` -> 0. Java long division truncates toward zero.
     """
     return C.consumed_ledger_size(size_col, entries_col, entry_id_col, generation)
 
 
-# --- §1.8 precise backlog -------------------------------------------------------------------------
+def _original_columns(cursors: DataFrame, added: list[str]) -> list[Column]:
+    """The input cursor columns, from the ``_pa_orig`` struct the cursor state carries."""
+    return [F.col("_pa_orig")[c].alias(c) for c in cursors.columns if c not in added]
+
+
+# --- §1.8 precise backlog ---------------------------------------------------------------------------
 
 
 def precise_backlog(
@@ -69,62 +94,58 @@ def precise_backlog(
     beh = behaviour(pulsar_version)
     env = _Env.build(ledgers, managed_ledgers, beh)
     state = _cursor_state(env, cursors, with_plan=False)
-    ctx = F.col(CTX)
-    lac, lac_lk = ctx["lac"], ctx["lac_lk"]
-    md, md_lk = F.col("_pa_md"), F.col("_pa_md_lk")
-    ml_count, ml_error = C.entries_between(md, md_lk, F.lit(False), lac, lac_lk, F.lit(True), ctx, beh)
+    md, md_lk, lac_lk = ref("_pa_md"), ref("_pa_md_lk"), fld(X, "lac_lk")
+    count, count_error = entries_between_sql(md, md_lk, "false", LAC, lac_lk, "true", X, beh)
     # 2.x-old counted (md, LAC.next], 3.x+ (md, LAC] (SPEC §1.8)
-    storage_hi = position(lac["ledger_id"], lac["entry_id"] + 1) if beh.storage_counts_lac_next else lac
-    storage, storage_error = C.entries_between(
-        md, md_lk, F.lit(False), storage_hi, lac_lk, F.lit(True), ctx, beh
+    storage_hi = (
+        pos_sql(fld(LAC, "ledger_id"), f"{fld(LAC, 'entry_id')} + 1") if beh.storage_counts_lac_next else LAC
     )
+    storage, storage_error = entries_between_sql(md, md_lk, "false", storage_hi, lac_lk, "true", X, beh)
     staged = state.select(
-        *CURSOR_KEY,
+        "_pa_orig",
         CTX,
         "_pa_md",
         "_pa_idm_lac",
-        ml_count.alias("_b_count"),
-        ml_error.alias("_b_err"),
-        storage.alias("_s_count"),
-        storage_error.alias("_s_err"),
+        E(count).alias("_b_count"),
+        E(count_error).alias("_b_err"),
+        E(storage).alias("_s_count"),
+        E(storage_error).alias("_s_err"),
     )
     if beh.precise_backlog_guard:  # 3.x+: 0 when md >= LAC, no range is built
-        backlog = F.when(md >= lac, F.lit(0).cast("long")).otherwise(F.col("_b_count") - F.col("_pa_idm_lac"))
-        backlog_error = F.when(md < lac, F.col("_b_err"))
+        backlog = f"IF({md} >= {LAC}, {ZERO}, `_b_count` - `_pa_idm_lac`)"
+        backlog_error = f"IF({md} < {LAC}, `_b_err`, {NULL_STRING})"
     else:
-        backlog = F.col("_b_count") - F.col("_pa_idm_lac")
-        backlog_error = F.col("_b_err")
-    staged = staged.select("*", backlog.alias("_b"), backlog_error.alias("_b_error"))
-    error = F.coalesce(
-        _ctx_missing_error(),
-        F.when(md.isNull(), F.lit("mark_delete_position is null")),
-        F.when(F.col("_b_error").isNotNull(), F.concat(F.lit("backlog: "), F.col("_b_error"))),
-        F.when(F.col("_s_err").isNotNull(), F.concat(F.lit("entries_in_storage: "), F.col("_s_err"))),
-    )
-    computed = staged.select(
-        *CURSOR_KEY,
-        F.when(F.col("_b_error").isNull(), F.col("_b")).alias("backlog_entries"),
-        F.when(F.col("_s_err").isNull(), F.col("_s_count")).alias("entries_in_storage"),
-        error.alias("error"),
+        backlog, backlog_error = "`_b_count` - `_pa_idm_lac`", "`_b_err`"
+    staged = staged.select("*", E(backlog).alias("_b"), E(backlog_error).alias("_b_error"))
+    error = _coalesce_sql(
+        MISSING_TOPIC_SQL,
+        _err_if(f"{md} IS NULL", "mark_delete_position is null"),
+        "concat('backlog: ', `_b_error`)",
+        "concat('entries_in_storage: ', `_s_err`)",
     )
     added = ["backlog_entries", "entries_in_storage", "error"]
-    base = cursors.select(*_keep(cursors.columns, added))
-    return base.join(computed, on=list(CURSOR_KEY), how="left")
+    return staged.select(
+        *_original_columns(cursors, added),
+        E("IF(`_b_error` IS NULL, `_b`, CAST(NULL AS BIGINT))").alias("backlog_entries"),
+        E("IF(`_s_err` IS NULL, `_s_count`, CAST(NULL AS BIGINT))").alias("entries_in_storage"),
+        E(error).alias("error"),
+    )
 
 
-# --- §2.3 topic backlog size ----------------------------------------------------------------------
+# --- §2.3 topic backlog size ----------------------------------------------------------------------------
 
 
-def _estimate_from_position(pos: Column, lk: Column, ctx: Column, beh: Behaviour) -> Column:
+def _estimate_from_position_sql(pos: str, lk: str, beh: Behaviour) -> str:
     """``estimateBacklogFromPosition(pos)`` (SPEC §2.4) for a non-null position with lookup ``lk``."""
-    after = ctx["total_size"] - lk["sz_lt"]
+    after = f"({fld(X, 'total_size')} - {fld(lk, 'sz_lt')})"
     gen = beh.consumed_generation
-    missing = ctx["total_size"] if beh.estimate_deleted_total_size else after
-    is_open = F.coalesce(pos["ledger_id"] == ctx["cur_id"], F.lit(False))
-    return (
-        F.when(~lk["exists"], missing)
-        .when(is_open, after - C.consumed_ledger_size(ctx["cls"], ctx["cle"], pos["entry_id"], gen))
-        .otherwise(after - C.consumed_ledger_size(lk["sz"], lk["ent"], pos["entry_id"], gen))
+    missing = fld(X, "total_size") if beh.estimate_deleted_total_size else after
+    is_open = f"coalesce({fld(pos, 'ledger_id')} = {fld(X, 'cur_id')}, false)"
+    e = fld(pos, "entry_id")
+    return case(
+        (f"NOT {fld(lk, 'exists')}", missing),
+        (is_open, f"{after} - {consumed_ledger_size_sql(fld(X, 'cls'), fld(X, 'cle'), e, gen)}"),
+        otherwise=f"{after} - {consumed_ledger_size_sql(fld(lk, 'sz'), fld(lk, 'ent'), e, gen)}",
     )
 
 
@@ -149,12 +170,16 @@ def estimated_backlog_size(
     """
     beh = behaviour(pulsar_version)
     env = _Env.build(ledgers, managed_ledgers, beh)
-    earliest = position(*EARLIEST)
-    durable = cursors.where(F.coalesce(F.col("is_durable").cast("boolean"), F.lit(False))).select(
-        *KEY,
-        F.col("cursor_name"),
-        F.col("cursor_order").cast("long").alias("_order"),
-        as_position(F.col("mark_delete_position")).alias("_md"),
+    earliest = _position_col(*EARLIEST)
+    durable = (
+        _by_topic(cursors)
+        .where(F.coalesce(F.col("is_durable").cast("boolean"), F.lit(False)))
+        .select(
+            *KEY,
+            F.col("cursor_name"),
+            F.col("cursor_order").cast("long").alias("_order"),
+            as_position(F.col("mark_delete_position")).alias("_md"),
+        )
     )
     durable = durable.select("*", F.coalesce(F.col("_md"), earliest).alias("_md_key"))
     ranked = durable.select(
@@ -171,26 +196,33 @@ def estimated_backlog_size(
         (F.lit(not beh.slowest_ties_by_insertion) & (F.col("_same_md") > 1)).alias("slowest_cursor_tie"),
     )
     topics = env.ctx.join(slowest, on=list(KEY), how="left")
-    topics = env.lookup(topics, F.col("slowest_mark_delete_position.ledger_id"), "_lk")
-    ctx, lk, pos = F.col(CTX), F.col("_lk"), F.col("slowest_mark_delete_position")
-    size = ctx["total_size"] - lk["sz_lt"]
-    gen = beh.consumed_generation
-    estimate = (
-        F.when(pos.isNull(), F.lit(0).cast("long"))
-        .when(~lk["exists"], size)
-        .when(lk["ent"] == 0, size - C.consumed_ledger_size(ctx["cls"], ctx["cle"], pos["entry_id"], gen))
-        .otherwise(size - C.consumed_ledger_size(lk["sz"], lk["ent"], pos["entry_id"], gen))
+    topics = env.lookup(topics, fld(ref("slowest_mark_delete_position"), "ledger_id"), "_lk")
+    pos, lk, gen = ref("slowest_mark_delete_position"), ref("_lk"), beh.consumed_generation
+    size = f"({fld(X, 'total_size')} - {fld(lk, 'sz_lt')})"
+    e = fld(pos, "entry_id")
+    estimate = case(
+        (f"{pos} IS NULL", ZERO),
+        (f"NOT {fld(lk, 'exists')}", size),
+        (
+            f"{fld(lk, 'ent')} = 0",
+            f"{size} - {consumed_ledger_size_sql(fld(X, 'cls'), fld(X, 'cle'), e, gen)}",
+        ),
+        otherwise=f"{size} - {consumed_ledger_size_sql(fld(lk, 'sz'), fld(lk, 'ent'), e, gen)}",
     )
     return topics.select(
         *KEY,
         "slowest_cursor_name",
         "slowest_mark_delete_position",
-        estimate.alias("estimated_backlog_size_bytes"),
+        E(estimate).alias("estimated_backlog_size_bytes"),
         F.coalesce(F.col("slowest_cursor_tie"), F.lit(False)).alias("slowest_cursor_tie"),
     )
 
 
-# --- §2.4 per-position estimate -------------------------------------------------------------------
+def _position_col(ledger_id: int, entry_id: int) -> Column:
+    return C.position(ledger_id, entry_id)
+
+
+# --- §2.4 per-position estimate ----------------------------------------------------------------------------
 
 
 def estimate_backlog_from_position(
@@ -205,22 +237,23 @@ def estimate_backlog_from_position(
     ledgers from the position's ledger on, minus ``consumedLedgerSize`` of that ledger (the open ledger
     uses ``currentLedgerSize/Entries``). A position in a deleted ledger gives those bytes as they are;
     2.9/2.10 (and earlier) returned ``totalSize`` instead (§12.4). A topic without a managed-ledger row gives
-    null. Pure and lazy.
+    null. (3.x dereferences ``currentLedger`` unguarded; without an open ledger this is computed as "not the
+    open ledger".) Pure and lazy.
     """
     beh = behaviour(pulsar_version)
     env = _Env.build(ledgers, managed_ledgers, beh)
-    df = env.lookup(env.with_ctx(positions), F.col("position.ledger_id"), "_pa_lk")
-    pos, ctx = as_position(F.col("position")), F.col(CTX)
-    estimate = (
-        F.when(pos.isNull(), F.lit(0).cast("long"))
-        .when(ctx.isNull(), F.lit(None).cast("long"))
-        .otherwise(_estimate_from_position(pos, F.col("_pa_lk"), ctx, beh))
+    df = env.with_ctx(_by_topic(positions)).select("*", as_position(F.col("position")).alias("_pa_p"))
+    df = env.lookup(df, fld(ref("_pa_p"), "ledger_id"), "_pa_lk")
+    estimate = case(
+        ("`_pa_p` IS NULL", ZERO),
+        (f"{X} IS NULL", "CAST(NULL AS BIGINT)"),
+        otherwise=_estimate_from_position_sql("`_pa_p`", "`_pa_lk`", beh),
     )
     added = ["estimated_backlog_size_bytes"]
-    return df.select(*_keep(positions.columns, added), estimate.alias("estimated_backlog_size_bytes"))
+    return df.select(*_keep(positions.columns, added), E(estimate).alias("estimated_backlog_size_bytes"))
 
 
-# --- §2.5 getEstimatedSizeSinceMarkDeletePosition -------------------------------------------------
+# --- §2.5 getEstimatedSizeSinceMarkDeletePosition -----------------------------------------------------------
 
 
 def estimated_size_since_mark_delete(
@@ -239,32 +272,26 @@ def estimated_size_since_mark_delete(
     beh = behaviour(pulsar_version)
     env = _Env.build(ledgers, managed_ledgers, beh)
     state = _cursor_state(env, cursors, with_plan=False)
-    ctx = F.col(CTX)
-    lac, lac_lk = ctx["lac"], ctx["lac_lk"]
-    md, md_lk = F.col("_pa_md"), F.col("_pa_md_lk")
+    md, md_lk = ref("_pa_md"), ref("_pa_md_lk")
+    in_range = open_closed_count_sql(md, md_lk, LAC, fld(X, "lac_lk"), X, beh)
     staged = state.select(
-        *CURSOR_KEY,
+        "_pa_orig",
         CTX,
         "_pa_md",
-        _estimate_from_position(md, md_lk, ctx, beh).alias("_total"),
-        F.when(md < lac, F.col("_pa_idm_lac")).otherwise(F.lit(0).cast("long")).alias("_acked"),
-        F.when(md < lac, open_closed_count(md, md_lk, lac, lac_lk, ctx, beh))
-        .otherwise(F.lit(0).cast("long"))
-        .alias("_in_range"),
+        E(_estimate_from_position_sql(md, md_lk, beh)).alias("_total"),
+        E(f"IF({md} < {LAC}, `_pa_idm_lac`, {ZERO})").alias("_acked"),
+        E(f"IF({md} < {LAC}, {in_range}, {ZERO})").alias("_in_range"),
     )
-    total, acked, in_range = F.col("_total"), F.col("_acked"), F.col("_in_range")
     if beh.size_since_md_subtracts_acks:
-        result = (
-            F.when(acked == 0, total)
-            .when((in_range == 0) | (in_range <= acked), F.greatest(F.lit(0).cast("long"), total))
-            .otherwise(total - acked * F.call_function("div", total, in_range))
+        result = case(
+            ("_acked = 0", "_total"),
+            ("_in_range = 0 OR _in_range <= _acked", f"greatest({ZERO}, _total)"),
+            otherwise="_total - _acked * (_total div _in_range)",
         )
     else:  # estimateBacklogFromPosition(md): acked ranges ignored
-        result = total
-    result = F.when(md.isNull() | ctx.isNull(), F.lit(None).cast("long")).otherwise(result)
-    computed = staged.select(
-        "cluster", "topic", "cursor_name", result.alias("estimated_size_since_mark_delete_bytes")
-    )
+        result = "_total"
+    result = f"IF({md} IS NULL OR {X} IS NULL, CAST(NULL AS BIGINT), {result})"
     added = ["estimated_size_since_mark_delete_bytes"]
-    base = cursors.select(*_keep(cursors.columns, added))
-    return base.join(computed, on=["cluster", "topic", "cursor_name"], how="left")
+    return staged.select(
+        *_original_columns(cursors, added), E(result).alias("estimated_size_since_mark_delete_bytes")
+    )

@@ -8,10 +8,11 @@ How the sequential broker loops are expressed set-based:
 
 * **ledger view**: one row per ledger with running sums (entries, sizes, ``getPositionAfterN`` totals),
   the last non-empty ledger before it, the next ledger after it and the first later ledger whose entry 0
-  is valid - all window functions over the ledger list ordered by ledger id (§0.4 entry-index trick);
+  is valid - window functions over the ledger list ordered by ledger id (§0.4 entry-index trick);
 * **seeks**: "the ledger row with the largest id <= x" (and "the first ledger whose running total
-  reaches v") are found by a union of the probe rows with the ledger rows and one running window - a
-  sort per seek, no per-topic cross join;
+  reaches v") are found by a union of the probe rows with the ledger rows and one running window. All
+  inputs are hash-partitioned by ``(cluster, topic)`` once and every step is keyed on the topic, so the
+  whole plan needs one shuffle per input, not one per step;
 * the ``getPositionAfterN`` walk becomes index arithmetic on the running totals, including the
   version-specific ends of the loop (clamp, phantom open-ledger entries, endless loops, NPEs);
 * the per-cursor acked ranges are exploded once, decorated with their ledger lookups, the
@@ -19,38 +20,47 @@ How the sequential broker loops are expressed set-based:
   collected back into one sorted array per cursor; per request the walk and the extension are then plain
   higher-order-function expressions over that array.
 
+The arithmetic itself is written as Spark-SQL text by the ``*_sql`` builders of
+:mod:`pulsar_model.columns` (one ``F.expr`` per materialised column).
+
 Errors the broker would raise (NPEs of old versions, Guava "Invalid range", "Invalid mark deleted
 position", endless loops) never fail the job: the row gets a null result and an ``error`` string.
 """
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
-from pyspark.sql.types import ArrayType, StructField, StructType
 
 from pulsar_model import DEFAULT_PULSAR_VERSION
-from pulsar_model import columns as C
 from pulsar_model.columns import (
     BASE_ROW_FIELDS,
-    BASE_ROW_TYPE,
+    BASE_ROW_SQL_TYPE,
     LATEST,
-    POSITION_TYPE,
+    NULL_POS_SQL,
+    POSITION_SQL_TYPE,
     as_position,
-    base_row,
-    base_row_lookup,
-    first_position,
-    ledger_lookup,
-    null_position,
-    open_closed_count,
-    position,
-    remove_at_most,
-    row_lookup,
+    base_row_lookup_sql,
+    base_row_sql,
+    case,
+    entries_between_sql,
+    first_position_sql,
+    fld,
+    is_valid_position_sql,
+    ledger_lookup_sql,
+    next_position_is_valid_sql,
+    next_valid_lookup_sql,
+    next_valid_position_sql,
+    open_closed_count_sql,
+    pos_sql,
+    previous_position_sql,
+    ref,
+    remove_at_most_sql,
+    row_lookup_sql,
 )
 from pulsar_model.versions import Behaviour, behaviour
 
@@ -59,6 +69,9 @@ __all__ = [
     "BOUND_START_INCLUDED",
     "DELETED_ENTRIES_EXCLUDE",
     "DELETED_ENTRIES_INCLUDE",
+    "TARGET_EARLIEST",
+    "TARGET_LATEST",
+    "TARGET_POSITION",
     "clear_backlog_plan",
     "entries_between",
     "is_valid_position",
@@ -68,8 +81,6 @@ __all__ = [
     "reset_cursor_plan",
     "skip_entries",
 ]
-
-log = logging.getLogger(__name__)
 
 #: ``PositionBound`` values of ``getPositionAfterN`` (SPEC §1.1, §1.9).
 BOUND_START_INCLUDED = "startIncluded"
@@ -85,13 +96,39 @@ TARGET_LATEST = "latest"
 KEY = ("cluster", "topic")
 CURSOR_KEY = ("cluster", "topic", "cursor_name")
 
-# Internal column names (prefixed so they never collide with request columns).
+#: Internal column holding the topic context struct (prefixed so it never collides with request columns).
 CTX = "_pa_ctx"
+X = ref(CTX)
+LAC = fld(X, "lac")
+ZERO = "CAST(0 AS BIGINT)"
+NULL_LONG = "CAST(NULL AS BIGINT)"
+NULL_STRING = "CAST(NULL AS STRING)"
+MISSING_TOPIC = "no managed_ledgers row for this cluster/topic"
+MISSING_CURSOR = "cursor not found or its mark_delete_position is null"
 
 SeekMode = Literal["floor", "floor_strict", "ceil"]
 
 
+def E(sql: str) -> Column:  # noqa: N802 - short on purpose: it wraps every SQL builder result
+    """A column from Spark-SQL text."""
+    return F.expr(sql)
+
+
+def _sql_string(text: str) -> str:
+    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
 # --- environment: ledger view, topic context, seeks --------------------------------------------------------
+
+
+def _by_topic(df: DataFrame) -> DataFrame:
+    """Hash-partition an input by ``(cluster, topic)`` once.
+
+    Every later join, aggregation, window and seek is keyed on the topic (a cursor or range search orders
+    by its cursor inside the topic), and Spark keeps that partitioning through unions, so the whole plan
+    needs one shuffle per input instead of one per step.
+    """
+    return df.repartition(*[F.col(c) for c in KEY])
 
 
 def _ml_frame(managed_ledgers: DataFrame) -> DataFrame:
@@ -107,29 +144,26 @@ def _ml_frame(managed_ledgers: DataFrame) -> DataFrame:
     )
 
 
-def _open_ledger_walk_total(cle: Column, lac: Column, beh: Behaviour) -> Column:
+def _open_ledger_walk_total_sql(cle: str, lac: str, beh: Behaviour) -> str:
     """``getPositionAfterN``'s entry count for the open ledger (SPEC §1.9, §11.2).
 
     3.x+ (and 2.10.1): ``LAC.entry + 1`` only when ``currentLedgerEntries > 0``; 2.x-old always
     ``LAC.entry + 1`` - the phantom entries of an empty open ledger.
     """
-    lac_count = lac["entry_id"] + 1
+    lac_count = f"({fld(lac, 'entry_id')} + 1)"
     if beh.pan_current_ledger_guard:
-        return F.when(cle > 0, lac_count).otherwise(F.lit(0).cast("long"))
+        return f"IF({cle} > 0, {lac_count}, {ZERO})"
     return lac_count
 
 
-def _valid_entry0(lid: Column, ent: Column, is_cur: Column, lac: Column, beh: Behaviour) -> Column:
-    """``isValidPosition((lid, 0))`` for a ledger present in the map (SPEC §1.4)."""
+def _valid_entry0_sql(beh: Behaviour) -> str:
+    """``isValidPosition((lid, 0))`` for a ledger present in the map (SPEC §1.4); view-row columns."""
+    lac_l, lac_e = fld("lac", "ledger_id"), fld("lac", "entry_id")
     if beh.new_valid_position:
-        expr = is_cur | F.when(lid == lac["ledger_id"], lac["entry_id"] >= 0).otherwise(ent > 0)
+        expr = f"(is_cur OR IF(lid = {lac_l}, {lac_e} >= 0, ent > 0))"
     else:
-        expr = (
-            F.when(lid > lac["ledger_id"], F.lit(False))
-            .when(lid == lac["ledger_id"], lac["entry_id"] + 1 >= 0)
-            .otherwise(ent > 0)
-        )
-    return F.coalesce(expr, F.lit(False))
+        expr = case((f"lid > {lac_l}", "false"), (f"lid = {lac_l}", f"{lac_e} + 1 >= 0"), otherwise="ent > 0")
+    return f"coalesce({expr}, false)"
 
 
 @dataclass(frozen=True)
@@ -142,8 +176,8 @@ class _Env:
 
     @classmethod
     def build(cls, ledgers: DataFrame, managed_ledgers: DataFrame, beh: Behaviour) -> _Env:
-        ml = _ml_frame(managed_ledgers)
-        view = _ledger_view(ledgers, ml, beh)
+        ml = _ml_frame(_by_topic(managed_ledgers))
+        view = _ledger_view(_by_topic(ledgers), ml, beh)
         ctx = _context(ml, view, beh)
         return cls(beh=beh, view=view, ctx=ctx)
 
@@ -151,24 +185,24 @@ class _Env:
         """Left-join the topic context struct ``_pa_ctx`` (null when the topic has no managed ledger)."""
         return df.join(self.ctx, on=list(KEY), how="left")
 
-    def lookup(self, df: DataFrame, ledger_id: Column, out: str) -> DataFrame:
-        """Add ``out``: the :func:`ledger_lookup` of ``ledger_id`` (needs ``_pa_ctx`` on ``df``)."""
+    def lookup(self, df: DataFrame, ledger_id_sql: str, out: str) -> DataFrame:
+        """Add ``out``: the ledger lookup of ``ledger_id_sql`` (needs ``_pa_ctx`` on ``df``)."""
         view = self.view.select(
             *KEY, F.col("lid").alias("_key"), F.col("lid").alias("_tb"), F.col("row").alias("_payload")
         )
-        sought = _seek(df, ledger_id, view, "_pa_floor", mode="floor")
+        sought = _seek(df, E(ledger_id_sql), view, "_pa_floor", mode="floor")
         cols = [F.col(f"`{c}`") for c in sought.columns if c != "_pa_floor"]
-        return sought.select(*cols, ledger_lookup(ledger_id, F.col("_pa_floor"), F.col(CTX)).alias(out))
+        return sought.select(*cols, E(ledger_lookup_sql(ledger_id_sql, ref("_pa_floor"), X)).alias(out))
 
-    def walk_stop(self, df: DataFrame, target: Column, out: str) -> DataFrame:
-        """Add ``out``: the first ledger row (by id) whose running walk total is >= ``target`` (§1.9)."""
+    def walk_stop(self, df: DataFrame, target_sql: str, out: str) -> DataFrame:
+        """Add ``out``: the first ledger row (by id) whose running walk total is >= the target (§1.9)."""
         view = self.view.select(
             *KEY,
             F.col("row.cum_walk").alias("_key"),
             F.col("lid").alias("_tb"),
             F.col("row").alias("_payload"),
         )
-        return _seek(df, target, view, out, mode="ceil")
+        return _seek(df, E(target_sql), view, out, mode="ceil")
 
 
 def _ledger_view(ledgers: DataFrame, ml: DataFrame, beh: Behaviour) -> DataFrame:
@@ -188,8 +222,8 @@ def _ledger_view(ledgers: DataFrame, ml: DataFrame, beh: Behaviour) -> DataFrame
         F.coalesce(F.col("size_bytes").cast("long"), F.lit(0).cast("long")).alias("sz"),
     ).where(F.col("lid").isNotNull())
     joined = base.join(ml.select(*KEY, "cur_id", "cle", "lac"), on=list(KEY), how="left")
-    is_cur = F.coalesce(F.col("cur_id") == F.col("lid"), F.lit(False))
-    walk = F.when(is_cur, _open_ledger_walk_total(F.col("cle"), F.col("lac"), beh)).otherwise(F.col("ent"))
+    joined = joined.select("*", E("coalesce(cur_id = lid, false)").alias("is_cur"))
+    walk = f"IF(is_cur, {_open_ledger_walk_total_sql('cle', 'lac', beh)}, ent)"
     step1 = joined.select(
         *KEY,
         "lid",
@@ -197,9 +231,9 @@ def _ledger_view(ledgers: DataFrame, ml: DataFrame, beh: Behaviour) -> DataFrame
         "sz",
         "cur_id",
         F.col("lac.ledger_id").alias("lac_lid"),
-        is_cur.alias("is_cur"),
-        walk.alias("walk"),
-        _valid_entry0(F.col("lid"), F.col("ent"), is_cur, F.col("lac"), beh).alias("valid0"),
+        "is_cur",
+        E(walk).alias("walk"),
+        E(_valid_entry0_sql(beh)).alias("valid0"),
     )
     by_id = Window.partitionBy(*KEY).orderBy("lid")
     running = by_id.rowsBetween(Window.unboundedPreceding, Window.currentRow)
@@ -209,7 +243,7 @@ def _ledger_view(ledgers: DataFrame, ml: DataFrame, beh: Behaviour) -> DataFrame
         F.sum("ent").over(running).alias("cum_ent"),
         F.sum("sz").over(running).alias("cum_sz"),
         F.sum("walk").over(running).alias("cum_walk"),
-        F.last(F.when(F.col("ent") > 0, F.struct("lid", "ent")), ignorenulls=True)
+        F.last(E("IF(ent > 0, named_struct('lid', lid, 'ent', ent), NULL)"), ignorenulls=True)
         .over(before)
         .alias("prev_ne"),
         F.lead("lid").over(by_id).alias("succ_lid"),
@@ -220,26 +254,23 @@ def _ledger_view(ledgers: DataFrame, ml: DataFrame, beh: Behaviour) -> DataFrame
     # "first later ledger with a valid entry 0": a running frame over the ids in descending order. Its
     # nested row leaves that ledger's own nv0_gt null: nothing walks two "next valid" steps from it.
     after = Window.partitionBy(*KEY).orderBy(F.col("lid").desc()).rowsBetween(Window.unboundedPreceding, -1)
-    nested = F.struct(
-        *[
-            (F.lit(None).cast("long") if name == "nv0_gt" else F.col(name)).alias(name)
-            for name in BASE_ROW_FIELDS
-        ]
-    ).cast(BASE_ROW_TYPE)
-    step4 = step2.select(
-        "*", F.last(F.when(F.col("valid0"), nested), ignorenulls=True).over(after).alias("nv0_row")
+    nested_fields = ", ".join(
+        f"'{name}', {NULL_LONG if name == 'nv0_gt' else name}" for name in BASE_ROW_FIELDS
     )
-    step4 = step4.select("*", F.col("nv0_row.lid").alias("nv0_gt"))
+    nested = E(f"IF(valid0, CAST(named_struct({nested_fields}) AS {BASE_ROW_SQL_TYPE}), NULL)")
+    step3 = step2.select("*", F.last(nested, ignorenulls=True).over(after).alias("nv0_row"))
+    step3 = step3.select("*", F.col("nv0_row.lid").alias("nv0_gt"))
     row = F.struct(*[F.col(name) for name in BASE_ROW_FIELDS], F.col("nv0_row"))
-    return step4.select(*KEY, "lid", "valid0", "cur_id", "lac_lid", row.alias("row"))
+    return step3.select(*KEY, "lid", "valid0", "cur_id", "lac_lid", row.alias("row"))
 
 
 def _context(ml: DataFrame, view: DataFrame, beh: Behaviour) -> DataFrame:
     """One row per managed ledger: ``cluster, topic, _pa_ctx`` (the topic context struct, see columns.py).
 
-    Besides the managed-ledger columns it carries the ledger-list summary (first/max ids, the open,
-    last and first-valid ledger rows, the total of the ``getPositionAfterN`` walk) and the lookups of LAC's
-    ledger (``lac_lk``) and of the open ledger (``cur_lk``), found by aggregation (largest id <= x).
+    Besides the managed-ledger columns it carries the ledger-list summary (first/max ids, the open, last
+    and first-valid ledger rows, the total of the ``getPositionAfterN`` walk), the lookups of LAC's ledger
+    (``lac_lk``) and of the open ledger (``cur_lk``) - found by aggregation (largest id <= x) -, LAC's
+    validity and next valid position and ``getFirstPosition()``'s ledger.
     """
     below_lac = F.col("lid") <= F.col("lac_lid")
     below_cur = F.col("lid") <= F.col("cur_id")
@@ -248,11 +279,11 @@ def _context(ml: DataFrame, view: DataFrame, beh: Behaviour) -> DataFrame:
         F.max("lid").alias("max_lid"),
         F.count(F.lit(1)).alias("n_ledgers"),
         F.min(F.when(F.col("valid0"), F.col("lid"))).alias("first_valid0_lid"),
-        F.min_by(
-            F.when(F.col("valid0"), base_row(F.col("row"))), F.when(F.col("valid0"), F.col("lid"))
-        ).alias("first_valid0_row"),
-        F.first(F.when(F.col("row.is_cur"), base_row(F.col("row"))), ignorenulls=True).alias("cur_row"),
-        F.max_by(base_row(F.col("row")), F.col("lid")).alias("max_row"),
+        F.min_by(E(f"IF(valid0, {base_row_sql('row')}, NULL)"), F.when(F.col("valid0"), F.col("lid"))).alias(
+            "first_valid0_row"
+        ),
+        F.first(E(f"IF(row.is_cur, {base_row_sql('row')}, NULL)"), ignorenulls=True).alias("cur_row"),
+        F.max_by(E(base_row_sql("row")), F.col("lid")).alias("max_row"),
         F.sum("row.walk").alias("total_walk"),
         F.max_by(F.when(below_lac, F.col("row")), F.when(below_lac, F.col("lid"))).alias("_lac_floor"),
         F.max_by(F.when(below_cur, F.col("row")), F.when(below_cur, F.col("lid"))).alias("_cur_floor"),
@@ -268,27 +299,28 @@ def _context(ml: DataFrame, view: DataFrame, beh: Behaviour) -> DataFrame:
         "max_lid",
         F.coalesce(F.col("n_ledgers"), F.lit(0).cast("long")).alias("n_ledgers"),
         "first_valid0_lid",
-        F.col("first_valid0_row").cast(BASE_ROW_TYPE).alias("first_valid0_row"),
-        _open_ledger_walk_total(F.col("cle"), F.col("lac"), beh).alias("w_cur"),
+        E(f"CAST(first_valid0_row AS {BASE_ROW_SQL_TYPE})").alias("first_valid0_row"),
+        E(_open_ledger_walk_total_sql("cle", "lac", beh)).alias("w_cur"),
         F.coalesce(F.col("total_walk"), F.lit(0).cast("long")).alias("total_walk"),
         "cur_row",
         "max_row",
     )
     staged = joined.select(*KEY, ctx0.alias(CTX), "_lac_floor", "_cur_floor")
-    ctx = F.col(CTX)
-    lac_lk = ledger_lookup(ctx["lac"]["ledger_id"], F.col("_lac_floor"), ctx)
-    cur_lk = ledger_lookup(ctx["cur_id"], F.col("_cur_floor"), ctx)
-    staged = staged.select(*KEY, ctx.withField("lac_lk", lac_lk).withField("cur_lk", cur_lk).alias(CTX))
+    lac_lk = ledger_lookup_sql(fld(LAC, "ledger_id"), ref("_lac_floor"), X)
+    cur_lk = ledger_lookup_sql(fld(X, "cur_id"), ref("_cur_floor"), X)
+    staged = staged.select(
+        *KEY, F.col(CTX).withField("lac_lk", E(lac_lk)).withField("cur_lk", E(cur_lk)).alias(CTX)
+    )
     # LAC's validity and next valid position and getFirstPosition()'s ledger, used by the 4.x
     # comparePositions (§1.7)
-    lac_valid = F.coalesce(C.is_valid_position(ctx["lac"], ctx["lac_lk"], ctx, beh), F.lit(False))
-    lac_next = C.next_valid_position(ctx["lac"], ctx["lac_lk"], ctx, beh)
-    first_pos_lid = first_position(ctx)["ledger_id"]
+    lac_valid = f"coalesce({is_valid_position_sql(LAC, fld(X, 'lac_lk'), X, beh)}, false)"
+    lac_next = next_valid_position_sql(LAC, fld(X, "lac_lk"), X, beh)
     return staged.select(
         *KEY,
-        ctx.withField("lac_valid", lac_valid)
-        .withField("lac_next", lac_next)
-        .withField("first_pos_lid", first_pos_lid)
+        F.col(CTX)
+        .withField("lac_valid", E(lac_valid))
+        .withField("lac_next", E(lac_next))
+        .withField("first_pos_lid", E(fld(first_position_sql(X), "ledger_id")))
         .alias(CTX),
     )
 
@@ -300,14 +332,18 @@ def _seek(
     out: str,
     *,
     mode: SeekMode,
-    part: Sequence[str] = KEY,
+    group: str | None = None,
 ) -> DataFrame:
-    """Add ``out``: the ``_payload`` of the ``view`` row matched by each ``df`` row (same ``part`` values).
+    """Add ``out``: the ``_payload`` of the ``view`` row matched by each ``df`` row of the same topic.
 
-    ``view`` has the columns ``part``, ``_key``, ``_tb`` (tie-break) and ``_payload``. Modes:
+    ``view`` has the columns ``cluster, topic``, ``_key``, ``_tb`` (tie-break) and ``_payload``. Modes:
     ``floor``: largest ``_key <= key``; ``floor_strict``: largest ``_key < key`` (ties: largest ``_tb``);
     ``ceil``: smallest ``_key >= key`` (ties: smallest ``_tb``). Implemented as a union of both sides and one
-    running ``last(ignorenulls)`` window; every ``df`` row is kept exactly once. Null keys match nothing.
+    running ``last(ignorenulls)`` window partitioned by topic, so inputs that are already hash-partitioned
+    by ``(cluster, topic)`` need no shuffle. With ``group`` (a column of both sides) the search runs inside
+    each group value: the window orders by it first and a payload of another group is discarded (the
+    payload must then carry the group value in a field of the same name). Every ``df`` row is kept exactly
+    once; null keys match nothing.
     """
     payload_type = view.schema["_payload"].dataType
     key_type = view.schema["_key"].dataType
@@ -320,24 +356,29 @@ def _seek(
         F.lit(None).cast(payload_type).alias("_sk_pl"),
         F.lit(True).alias("_sk_probe"),
     )
+    grouping = [group] if group else []
     views = view.select(
-        *[F.col(f"`{c}`") for c in part],
+        *[F.col(f"`{c}`") for c in (*KEY, *grouping)],
         F.col("_key").alias("_sk_key"),
         F.lit(view_o).alias("_sk_o"),
         F.col("_tb").cast("long").alias("_sk_tb"),
         F.col("_payload").alias("_sk_pl"),
     )
     union = probes.unionByName(views, allowMissingColumns=True)
+    order = [F.col(f"`{g}`") for g in grouping]
     if mode == "ceil":
-        order = [F.col("_sk_key").desc_nulls_last(), F.col("_sk_o"), F.col("_sk_tb").desc()]
+        order += [F.col("_sk_key").desc_nulls_last(), F.col("_sk_o"), F.col("_sk_tb").desc()]
     else:
-        order = [F.col("_sk_key").asc_nulls_first(), F.col("_sk_o"), F.col("_sk_tb")]
+        order += [F.col("_sk_key").asc_nulls_first(), F.col("_sk_o"), F.col("_sk_tb")]
     window = (
-        Window.partitionBy(*[F.col(f"`{c}`") for c in part])
+        Window.partitionBy(*[F.col(c) for c in KEY])
         .orderBy(*order)
         .rowsBetween(Window.unboundedPreceding, Window.currentRow)
     )
-    found = F.when(F.col("_sk_key").isNotNull(), F.last("_sk_pl", ignorenulls=True).over(window))
+    found = F.last("_sk_pl", ignorenulls=True).over(window)
+    if group:
+        found = F.when(found[group] == F.col(f"`{group}`"), found)
+    found = F.when(F.col("_sk_key").isNotNull(), found)
     matched = union.select(*[F.col(f"`{c}`") for c in df.columns], found.alias(out), "_sk_probe")
     return matched.where(F.col("_sk_probe")).drop("_sk_probe")
 
@@ -347,8 +388,15 @@ def _keep(df_columns: Sequence[str], added: Sequence[str]) -> list[Column]:
     return [F.col(f"`{c}`") for c in df_columns if c not in added]
 
 
-def _ctx_missing_error() -> Column:
-    return F.when(F.col(CTX).isNull(), F.lit("no managed_ledgers row for this cluster/topic"))
+def _coalesce_sql(*parts: str) -> str:
+    return "coalesce(" + ", ".join(parts) + ")"
+
+
+def _err_if(cond: str, message: str) -> str:
+    return f"IF({cond}, {_sql_string(message)}, {NULL_STRING})"
+
+
+MISSING_TOPIC_SQL = _err_if(f"{X} IS NULL", MISSING_TOPIC)
 
 
 # --- §1.3 - §1.5 public transforms ----------------------------------------------------------------------
@@ -359,15 +407,14 @@ def previous_position(requests: DataFrame, ledgers: DataFrame, managed_ledgers: 
 
     One row per request (``cluster, topic, request_id, position``). ``(L,0)`` and ``(L,-1)`` both step to
     the last entry of the last earlier non-empty ledger, ``(first ledger, -1)`` when the earlier ledgers are
-    all empty, ``(L,-1)`` when there is no earlier ledger. Null position -> null. Pure and lazy.
+    all empty, ``(L,-1)`` when there is no earlier ledger. Null position, or a topic without
+    managed-ledger row -> null. Pure and lazy.
     """
     env = _Env.build(ledgers, managed_ledgers, behaviour(DEFAULT_PULSAR_VERSION))
-    df = env.lookup(env.with_ctx(requests), F.col("position.ledger_id"), "_pa_lk")
-    p = as_position(F.col("position"))
-    result = F.when(F.col(CTX).isNull(), null_position()).otherwise(
-        C.previous_position(p, F.col("_pa_lk"), F.col(CTX))
-    )
-    return df.select(*_keep(requests.columns, ["previous_position"]), result.alias("previous_position"))
+    df = env.with_ctx(_by_topic(requests)).select("*", as_position(F.col("position")).alias("_pa_p"))
+    df = env.lookup(df, fld(ref("_pa_p"), "ledger_id"), "_pa_lk")
+    result = f"IF({X} IS NULL, {NULL_POS_SQL}, {previous_position_sql(ref('_pa_p'), ref('_pa_lk'), X)})"
+    return df.select(*_keep(requests.columns, ["previous_position"]), E(result).alias("previous_position"))
 
 
 def is_valid_position(
@@ -385,12 +432,11 @@ def is_valid_position(
     """
     beh = behaviour(pulsar_version)
     env = _Env.build(ledgers, managed_ledgers, beh)
-    df = env.lookup(env.with_ctx(requests), F.col("position.ledger_id"), "_pa_lk")
-    p = as_position(F.col("position"))
-    result = F.when(p.isNull() | F.col(CTX).isNull(), F.lit(None).cast("boolean")).otherwise(
-        C.is_valid_position(p, F.col("_pa_lk"), F.col(CTX), beh)
-    )
-    return df.select(*_keep(requests.columns, ["is_valid"]), result.alias("is_valid"))
+    df = env.with_ctx(_by_topic(requests)).select("*", as_position(F.col("position")).alias("_pa_p"))
+    df = env.lookup(df, fld(ref("_pa_p"), "ledger_id"), "_pa_lk")
+    valid = is_valid_position_sql(ref("_pa_p"), ref("_pa_lk"), X, beh)
+    result = f"IF(`_pa_p` IS NULL OR {X} IS NULL, CAST(NULL AS BOOLEAN), {valid})"
+    return df.select(*_keep(requests.columns, ["is_valid"]), E(result).alias("is_valid"))
 
 
 def next_valid_position(
@@ -407,10 +453,12 @@ def next_valid_position(
     """
     beh = behaviour(pulsar_version)
     env = _Env.build(ledgers, managed_ledgers, beh)
-    df = env.lookup(env.with_ctx(requests), F.col("position.ledger_id"), "_pa_lk")
-    p = as_position(F.col("position"))
-    result = C.next_valid_position(p, F.col("_pa_lk"), F.col(CTX), beh)
-    return df.select(*_keep(requests.columns, ["next_valid_position"]), result.alias("next_valid_position"))
+    df = env.with_ctx(_by_topic(requests)).select("*", as_position(F.col("position")).alias("_pa_p"))
+    df = env.lookup(df, fld(ref("_pa_p"), "ledger_id"), "_pa_lk")
+    result = next_valid_position_sql(ref("_pa_p"), ref("_pa_lk"), X, beh)
+    return df.select(
+        *_keep(requests.columns, ["next_valid_position"]), E(result).alias("next_valid_position")
+    )
 
 
 def entries_between(
@@ -429,25 +477,28 @@ def entries_between(
     """
     beh = behaviour(pulsar_version)
     env = _Env.build(ledgers, managed_ledgers, beh)
-    df = env.with_ctx(requests)
-    df = env.lookup(df, F.col("lower.ledger_id"), "_pa_lk_lo")
-    df = env.lookup(df, F.col("upper.ledger_id"), "_pa_lk_hi")
-    lo, hi = as_position(F.col("lower")), as_position(F.col("upper"))
-    lo_closed = F.coalesce(F.col("lower_closed").cast("boolean"), F.lit(False))
-    hi_closed = F.coalesce(F.col("upper_closed").cast("boolean"), F.lit(False))
-    count, err = C.entries_between(
-        lo, F.col("_pa_lk_lo"), lo_closed, hi, F.col("_pa_lk_hi"), hi_closed, F.col(CTX), beh
+    df = env.with_ctx(_by_topic(requests)).select(
+        "*",
+        as_position(F.col("lower")).alias("_pa_lo"),
+        as_position(F.col("upper")).alias("_pa_hi"),
+        F.coalesce(F.col("lower_closed").cast("boolean"), F.lit(False)).alias("_pa_lc"),
+        F.coalesce(F.col("upper_closed").cast("boolean"), F.lit(False)).alias("_pa_hc"),
     )
-    df = df.select("*", count.alias("_pa_count"), err.alias("_pa_err"))
-    error = F.coalesce(
-        _ctx_missing_error(),
-        F.when(lo.isNull() | hi.isNull(), F.lit("lower and upper must not be null")),
-        F.col("_pa_err"),
+    df = env.lookup(df, fld(ref("_pa_lo"), "ledger_id"), "_pa_lk_lo")
+    df = env.lookup(df, fld(ref("_pa_hi"), "ledger_id"), "_pa_lk_hi")
+    count, err = entries_between_sql(
+        ref("_pa_lo"), ref("_pa_lk_lo"), ref("_pa_lc"), ref("_pa_hi"), ref("_pa_lk_hi"), ref("_pa_hc"), X, beh
     )
-    df = df.select("*", error.alias("_pa_error"))
+    df = df.select("*", E(count).alias("_pa_count"), E(err).alias("_pa_err"))
+    error = _coalesce_sql(
+        MISSING_TOPIC_SQL,
+        _err_if("`_pa_lo` IS NULL OR `_pa_hi` IS NULL", "lower and upper must not be null"),
+        "`_pa_err`",
+    )
+    df = df.select("*", E(error).alias("_pa_error"))
     return df.select(
         *_keep(requests.columns, ["entries", "error"]),
-        F.when(F.col("_pa_error").isNull(), F.col("_pa_count")).alias("entries"),
+        E("IF(`_pa_error` IS NULL, `_pa_count`, CAST(NULL AS BIGINT))").alias("entries"),
         F.col("_pa_error").alias("error"),
     )
 
@@ -462,20 +513,19 @@ def _position_after_n(
     n: Column,
     bound: Column,
     prefix: str,
-    start_lk: Column | None = None,
+    start_lk: str | None = None,
 ) -> DataFrame:
     """Add ``{prefix}_pos`` and ``{prefix}_err``: ``getPositionAfterN(start, n, bound)`` (SPEC §1.9).
 
-    ``df`` must carry ``_pa_ctx``; ``start_lk`` may pass an existing lookup of the start's ledger. The
-    walk is index arithmetic on the running per-ledger totals (``cum_walk``): after the first ledger the
-    loop stops at the first ledger whose running total reaches ``base + remaining`` or at the open ledger,
-    whichever comes first; past the last ledger each version ends differently (see versions.py).
+    ``df`` must carry ``_pa_ctx``; ``start_lk`` may name an existing lookup column of the start's ledger.
+    The walk is index arithmetic on the running per-ledger totals (``cum_walk``): after the first ledger
+    the loop stops at the first ledger whose running total reaches ``base + remaining`` or at the open
+    ledger, whichever comes first; past the last ledger each version ends differently (see versions.py).
     """
     beh = env.beh
-    ctx = F.col(CTX)
 
-    def c(name: str) -> Column:
-        return F.col(f"{prefix}_{name}")
+    def c(name: str) -> str:
+        return ref(f"{prefix}_{name}")
 
     df = df.select(
         "*",
@@ -484,143 +534,138 @@ def _position_after_n(
         bound.alias(f"{prefix}_bound"),
     )
     if start_lk is None:
-        df = env.lookup(df, c("s")["ledger_id"], f"{prefix}_lk_s")
+        df = env.lookup(df, fld(c("s"), "ledger_id"), f"{prefix}_lk_s")
     else:
-        df = df.select("*", start_lk.alias(f"{prefix}_lk_s"))
-    s_pos, lk_s, nn, bd = c("s"), c("lk_s"), c("n"), c("bound")
-    df = df.select("*", C.next_position_is_valid(s_pos, lk_s, ctx, beh).alias(f"{prefix}_qv"))
-    excluded = bd == BOUND_START_EXCLUDED
-    included = bd == BOUND_START_INCLUDED
-    cur0 = (
-        F.when(included, s_pos)
-        .when(excluded, C.next_valid_position(s_pos, lk_s, ctx, beh, q_valid=c("qv")))
-        .otherwise(null_position())
+        df = df.select("*", F.col(start_lk).alias(f"{prefix}_lk_s"))
+    s, lk_s, nn, bd = c("s"), c("lk_s"), c("n"), c("bound")
+    df = df.select("*", E(next_position_is_valid_sql(s, lk_s, X, beh)).alias(f"{prefix}_qv"))
+    incl, excl = f"{bd} = '{BOUND_START_INCLUDED}'", f"{bd} = '{BOUND_START_EXCLUDED}'"
+    cur0 = case(
+        (incl, s), (excl, next_valid_position_sql(s, lk_s, X, beh, q_valid=c("qv"))), otherwise=NULL_POS_SQL
     )
-    lk0 = F.when(included, lk_s).when(excluded, C.next_valid_lookup(c("qv"), lk_s, ctx, beh))
-    df = df.select("*", cur0.alias(f"{prefix}_c0"), lk0.alias(f"{prefix}_lk0"))
+    lk0 = case((incl, lk_s), (excl, next_valid_lookup_sql(c("qv"), lk_s, X, beh)))
+    df = df.select("*", E(cur0).alias(f"{prefix}_c0"), E(lk0).alias(f"{prefix}_lk0"))
     c0, lk0c = c("c0"), c("lk0")
-    e0 = c0["entry_id"]
-    total0 = F.coalesce(lk0c["walk"], F.lit(0).cast("long"))
-    if beh.pan_unread_guard:
-        unread0 = F.when(total0 > 0, total0 - e0).otherwise(F.lit(0).cast("long"))
-    else:
-        unread0 = total0 - e0
-    negative = nn < 0  # "while (entriesToSkip >= 0)" never runs
+    e0 = fld(c0, "entry_id")
+    total0 = f"coalesce({fld(lk0c, 'walk')}, {ZERO})"
+    unread0 = f"IF({total0} > 0, {total0} - {e0}, {ZERO})" if beh.pan_unread_guard else f"({total0} - {e0})"
+    negative = f"coalesce({nn} < 0, false)"  # "while (entriesToSkip >= 0)" never runs
     # 2.x-old: ledgers.get(id).getEntries() on a ledger missing from the map throws an NPE
-    npe_first = F.lit(False) if beh.pan_deleted_ledger_as_empty else ~negative & lk0c["walk"].isNull()
+    npe_first = (
+        "false" if beh.pan_deleted_ledger_as_empty else f"(NOT {negative} AND {fld(lk0c, 'walk')} IS NULL)"
+    )
     df = df.select(
         "*",
-        total0.alias(f"{prefix}_t0"),
-        unread0.alias(f"{prefix}_u0"),
-        F.coalesce(negative, F.lit(False)).alias(f"{prefix}_neg"),
-        F.coalesce(npe_first, F.lit(False)).alias(f"{prefix}_npe"),
+        E(total0).alias(f"{prefix}_t0"),
+        E(unread0).alias(f"{prefix}_u0"),
+        E(negative).alias(f"{prefix}_neg"),
+        E(f"coalesce({npe_first}, false)").alias(f"{prefix}_npe"),
     )
-    first = ~c("neg") & ~c("npe") & (c("u0") >= nn)
-    walk_needed = ~c("neg") & ~c("npe") & ~first & ~F.coalesce(lk0c["is_cur"], F.lit(False))
+    first = f"coalesce(NOT {c('neg')} AND NOT {c('npe')} AND {c('u0')} >= {nn}, false)"
+    at_open = f"coalesce({fld(lk0c, 'is_cur')}, false)"
     df = df.select(
         "*",
-        F.coalesce(first, F.lit(False)).alias(f"{prefix}_first"),
-        F.coalesce(walk_needed, F.lit(False)).alias(f"{prefix}_walk"),
-        (lk0c["cum_walk_le"] + (nn - c("u0"))).alias(f"{prefix}_target"),
+        E(first).alias(f"{prefix}_first"),
+        E(at_open).alias(f"{prefix}_open0"),
+        E(f"{fld(lk0c, 'cum_walk_le')} + ({nn} - {c('u0')})").alias(f"{prefix}_target"),
     )
-    df = env.walk_stop(df, F.when(c("walk"), c("target")), f"{prefix}_stop")
+    walk_needed = f"NOT {c('neg')} AND NOT {c('npe')} AND NOT {c('first')} AND NOT {c('open0')}"
+    df = env.walk_stop(df, f"IF({walk_needed}, {c('target')}, NULL)", f"{prefix}_stop")
 
     a_row, tgt = c("stop"), c("target")
-    cur_row, max_row = ctx["cur_row"], ctx["max_row"]
-    open_ahead = cur_row.isNotNull() & (ctx["cur_id"] > c0["ledger_id"])
-    use_a = a_row.isNotNull() & (~open_ahead | (a_row["lid"] < ctx["cur_id"]))
+    cur_row, max_row, cur_id, w_cur = fld(X, "cur_row"), fld(X, "max_row"), fld(X, "cur_id"), fld(X, "w_cur")
+    open_ahead = f"({cur_row} IS NOT NULL AND {cur_id} > {fld(c0, 'ledger_id')})"
+    use_a = f"({a_row} IS NOT NULL AND (NOT {open_ahead} OR {fld(a_row, 'lid')} < {cur_id}))"
     df = df.select(
         "*",
-        F.coalesce(use_a, F.lit(False)).alias(f"{prefix}_use_a"),
-        F.coalesce(open_ahead & ~use_a, F.lit(False)).alias(f"{prefix}_use_open"),
-        (tgt - ctx["total_walk"]).alias(f"{prefix}_rem"),
+        E(f"coalesce({use_a}, false)").alias(f"{prefix}_use_a"),
+        E(f"coalesce({open_ahead} AND NOT {use_a}, false)").alias(f"{prefix}_use_open"),
+        E(f"{tgt} - {fld(X, 'total_walk')}").alias(f"{prefix}_rem"),
     )
     remaining = c("rem")
     if beh.pan_past_end == "revisit_last_ledger":
-        max_walk = max_row["walk"]
-        end_pos = (
-            F.when(max_row.isNull(), null_position())
-            .when(max_row["is_cur"], position(max_row["lid"], F.least(remaining, ctx["w_cur"])))
-            .when(max_walk > 0, position(max_row["lid"], F.pmod(remaining - 1, max_walk) + 1))
-            .otherwise(null_position())
+        max_walk = fld(max_row, "walk")
+        end_pos = case(
+            (f"{max_row} IS NULL", NULL_POS_SQL),
+            (fld(max_row, "is_cur"), pos_sql(fld(max_row, "lid"), f"least({remaining}, {w_cur})")),
+            (f"{max_walk} > 0", pos_sql(fld(max_row, "lid"), f"pmod({remaining} - 1, {max_walk}) + 1")),
+            otherwise=NULL_POS_SQL,
         )
-        end_error = (
-            F.when(
-                max_row.isNull(), F.lit("NoSuchElementException: ledgers.lastKey() on an empty ledger map")
-            )
-            .when(max_row["is_cur"] | (max_walk > 0), F.lit(None).cast("string"))
-            .otherwise(
-                F.lit(
-                    "getPositionAfterN never returns: the last ledger is empty and not the open ledger, so "
-                    "the broker re-visits ledgers.lastKey() forever"
-                )
-            )
+        end_error = case(
+            (
+                f"{max_row} IS NULL",
+                _sql_string("NoSuchElementException: ledgers.lastKey() on an empty ledger map"),
+            ),
+            (f"{fld(max_row, 'is_cur')} OR {max_walk} > 0", NULL_STRING),
+            otherwise=_sql_string(
+                "getPositionAfterN never returns: the last ledger is empty and not the open ledger, so the "
+                "broker re-visits ledgers.lastKey() forever"
+            ),
         )
     elif beh.pan_past_end == "loop_forever":
-        end_pos = null_position()
-        end_error = F.lit(
+        end_pos = NULL_POS_SQL
+        end_error = _sql_string(
             "getPositionAfterN never returns: past the last ledger it moves to ledgers.lastKey()+1, which is "
             "absent from the map and counts 0 entries, forever"
         )
     else:
-        end_pos = null_position()
-        end_error = F.lit(
+        end_pos = NULL_POS_SQL
+        end_error = _sql_string(
             "NullPointerException: getPositionAfterN ran past the last ledger (ledgers.lastKey()+1 is not in "
             "the ledger map)"
         )
-    neg, npe, first_c, use_a_c, use_open = c("neg"), c("npe"), c("first"), c("use_a"), c("use_open")
-    at_open = F.coalesce(lk0c["is_cur"], F.lit(False))
-    cur = (
-        F.when(neg, c0)
-        .when(npe, null_position())
-        .when(first_c, position(c0["ledger_id"], e0 + nn))
-        .when(at_open, position(c0["ledger_id"], c("t0")))
-        .when(use_a_c, position(a_row["lid"], tgt - (a_row["cum_walk"] - a_row["walk"])))
-        .when(
-            use_open,
-            position(ctx["cur_id"], F.least(tgt - (cur_row["cum_walk"] - ctx["w_cur"]), ctx["w_cur"])),
-        )
-        .otherwise(end_pos)
+    neg, npe, first_c, use_a_c, use_open, open0 = (
+        c("neg"),
+        c("npe"),
+        c("first"),
+        c("use_a"),
+        c("use_open"),
+        c("open0"),
     )
-    cur_lk = (
-        F.when(neg | first_c | at_open, lk0c)
-        .when(use_a_c, row_lookup(a_row, ctx))
-        .when(use_open, base_row_lookup(cur_row, ctx))
-        .when(max_row.isNotNull(), base_row_lookup(max_row, ctx))
+    cur = case(
+        (neg, c0),
+        (npe, NULL_POS_SQL),
+        (first_c, pos_sql(fld(c0, "ledger_id"), f"{e0} + {nn}")),
+        (open0, pos_sql(fld(c0, "ledger_id"), c("t0"))),
+        (use_a_c, pos_sql(fld(a_row, "lid"), f"{tgt} - ({fld(a_row, 'cum_walk')} - {fld(a_row, 'walk')})")),
+        (use_open, pos_sql(cur_id, f"least({tgt} - ({fld(cur_row, 'cum_walk')} - {w_cur}), {w_cur})")),
+        otherwise=end_pos,
     )
-    walk_error = F.when(~(neg | npe | first_c | at_open | use_a_c | use_open), end_error)
-    npe_error = F.when(
-        npe,
-        F.concat(
-            F.lit("NullPointerException: getPositionAfterN reads ledgers.get("),
-            c0["ledger_id"].cast("string"),
-            F.lit(").getEntries() of a ledger missing from the map"),
-        ),
+    cur_lk = case(
+        (f"{neg} OR {first_c} OR {open0}", lk0c),
+        (use_a_c, row_lookup_sql(a_row, X)),
+        (use_open, base_row_lookup_sql(cur_row, X)),
+        (f"{max_row} IS NOT NULL", base_row_lookup_sql(max_row, X)),
     )
-    bound_error = F.when(
-        ~F.coalesce(bd.isin(BOUND_START_INCLUDED, BOUND_START_EXCLUDED), F.lit(False)),
-        F.concat(
-            F.lit("unknown bound "),
-            F.coalesce(bd, F.lit("null")),
-            F.lit("; expected startIncluded|startExcluded"),
-        ),
+    walk_error = (
+        f"IF({neg} OR {npe} OR {first_c} OR {open0} OR {use_a_c} OR {use_open}, {NULL_STRING}, {end_error})"
     )
-    error = F.coalesce(
-        _ctx_missing_error(),
-        F.when(s_pos.isNull(), F.lit("start position is null")),
-        F.when(nn.isNull(), F.lit("n is null")),
+    npe_error = (
+        f"IF({npe}, concat('NullPointerException: getPositionAfterN reads ledgers.get(', "
+        f"CAST({fld(c0, 'ledger_id')} AS STRING), "
+        f"').getEntries() of a ledger missing from the map'), {NULL_STRING})"
+    )
+    bound_error = (
+        f"IF(coalesce({bd} IN ('{BOUND_START_INCLUDED}', '{BOUND_START_EXCLUDED}'), false), {NULL_STRING}, "
+        f"concat('unknown bound ', coalesce({bd}, 'null'), '; expected startIncluded|startExcluded'))"
+    )
+    error = _coalesce_sql(
+        MISSING_TOPIC_SQL,
+        _err_if(f"{s} IS NULL", "start position is null"),
+        _err_if(f"{nn} IS NULL", "n is null"),
         bound_error,
         npe_error,
         walk_error,
     )
     df = df.select(
-        "*", cur.alias(f"{prefix}_cur"), cur_lk.alias(f"{prefix}_cur_lk"), error.alias(f"{prefix}_err")
+        "*",
+        E(cur).alias(f"{prefix}_cur"),
+        E(cur_lk).alias(f"{prefix}_cur_lk"),
+        E(error).alias(f"{prefix}_err"),
     )
-    df = df.select("*", C.previous_position(c("cur"), c("cur_lk"), ctx).alias(f"{prefix}_prev"))
-    result = c("prev")
-    if beh.pan_lac_clamp:
-        result = F.when(result > ctx["lac"], ctx["lac"]).otherwise(result)
-    return df.select("*", F.when(c("err").isNull(), result).alias(f"{prefix}_pos"))
+    df = df.select("*", E(previous_position_sql(c("cur"), c("cur_lk"), X)).alias(f"{prefix}_prev"))
+    result = f"IF({c('prev')} > {LAC}, {LAC}, {c('prev')})" if beh.pan_lac_clamp else c("prev")
+    return df.select("*", E(f"IF({c('err')} IS NULL, {result}, {NULL_POS_SQL})").alias(f"{prefix}_pos"))
 
 
 def position_after_n(
@@ -641,7 +686,7 @@ def position_after_n(
     beh = behaviour(pulsar_version)
     env = _Env.build(ledgers, managed_ledgers, beh)
     df = _position_after_n(
-        env, env.with_ctx(requests), F.col("start_position"), F.col("n"), F.col("bound"), "_pa_pan"
+        env, env.with_ctx(_by_topic(requests)), F.col("start_position"), F.col("n"), F.col("bound"), "_pa_pan"
     )
     return df.select(
         *_keep(requests.columns, ["position", "error"]),
@@ -654,7 +699,8 @@ def position_after_n(
 
 
 def _cursor_state(env: _Env, cursors: DataFrame, *, with_plan: bool) -> DataFrame:
-    """One row per cursor: key, ``_pa_md`` (+ ``_pa_md_lk``), ``_pa_ctx``, ``_pa_rng`` and ``_pa_idm_lac``.
+    """One row per cursor: ``cluster, topic, cursor_name, _pa_orig`` (the input row as a struct),
+    ``_pa_md`` (+ ``_pa_md_lk``), ``_pa_ctx``, ``_pa_rng`` and ``_pa_idm_lac``.
 
     ``_pa_rng`` is the sorted array of acked ranges ``(a, b]`` with ``idx, a, b, a_lk, b_lk`` and, when
     ``with_plan``: ``processed, gap, cumgap, del`` (the ``getNumIndividualDeletedEntriesToSkip`` walk,
@@ -664,87 +710,70 @@ def _cursor_state(env: _Env, cursors: DataFrame, *, with_plan: bool) -> DataFram
     as the count of the Guava intersection ``(max(a, md), min(b, LAC)]`` when the ranges connect.
     """
     beh = env.beh
-    base = cursors.select(
+    base = _by_topic(cursors).select(
         *CURSOR_KEY,
+        F.struct(*[F.col(f"`{c}`") for c in cursors.columns]).alias("_pa_orig"),
         as_position(F.col("mark_delete_position")).alias("_pa_md"),
         F.col("individually_deleted").alias("_pa_idm"),
     )
-    base = env.lookup(env.with_ctx(base), F.col("_pa_md.ledger_id"), "_pa_md_lk")
-    exploded = base.select(
-        *CURSOR_KEY,
-        "_pa_md",
-        "_pa_md_lk",
-        CTX,
-        F.explode(F.coalesce(F.col("_pa_idm"), F.array())).alias("_pa_r"),
-    ).where(F.col("_pa_r").isNotNull() & F.col("_pa_r.lower").isNotNull() & F.col("_pa_r.upper").isNotNull())
+    base = env.lookup(env.with_ctx(base), fld(ref("_pa_md"), "ledger_id"), "_pa_md_lk")
+    cursor_cols = [*CURSOR_KEY, "_pa_orig", "_pa_md", "_pa_md_lk", CTX]
+    exploded = base.select(*cursor_cols, F.explode_outer(F.col("_pa_idm")).alias("_pa_r"))
+    has_range = "(`_pa_r` IS NOT NULL AND `_pa_r`.lower IS NOT NULL AND `_pa_r`.upper IS NOT NULL)"
     exploded = exploded.select(
-        *CURSOR_KEY,
-        "_pa_md",
-        "_pa_md_lk",
-        CTX,
-        as_position(F.col("_pa_r.lower")).alias("a"),
-        as_position(F.col("_pa_r.upper")).alias("b"),
+        *cursor_cols,
+        E(f"IF({has_range}, {pos_sql('`_pa_r`.lower.ledger_id', '`_pa_r`.lower.entry_id')}, NULL)").alias(
+            "a"
+        ),
+        E(f"IF({has_range}, {pos_sql('`_pa_r`.upper.ledger_id', '`_pa_r`.upper.entry_id')}, NULL)").alias(
+            "b"
+        ),
     )
     by_range = Window.partitionBy(*CURSOR_KEY).orderBy("a", "b")
     exploded = exploded.select("*", F.row_number().over(by_range).alias("idx"))
-    exploded = env.lookup(exploded, F.col("a.ledger_id"), "a_lk")
-    exploded = env.lookup(exploded, F.col("b.ledger_id"), "b_lk")
-    ctx = F.col(CTX)
-    md, md_lk = F.col("_pa_md"), F.col("_pa_md_lk")
-    a_after_md = F.col("a") >= md
-    b_before_lac = F.col("b") <= ctx["lac"]
+    exploded = env.lookup(exploded, "a.ledger_id", "a_lk")
+    exploded = env.lookup(exploded, "b.ledger_id", "b_lk")
+    md, md_lk = ref("_pa_md"), ref("_pa_md_lk")
     exploded = exploded.select(
         "*",
-        F.when(a_after_md, F.col("a")).otherwise(md).alias("_pa_ilo"),
-        F.when(a_after_md, F.col("a_lk")).otherwise(md_lk).alias("_pa_ilo_lk"),
-        F.when(b_before_lac, F.col("b")).otherwise(ctx["lac"]).alias("_pa_ihi"),
-        F.when(b_before_lac, F.col("b_lk")).otherwise(ctx["lac_lk"]).alias("_pa_ihi_lk"),
+        E(f"IF(a >= {md}, a, {md})").alias("_pa_ilo"),
+        E(f"IF(a >= {md}, a_lk, {md_lk})").alias("_pa_ilo_lk"),
+        E(f"IF(b <= {LAC}, b, {LAC})").alias("_pa_ihi"),
+        E(f"IF(b <= {LAC}, b_lk, {fld(X, 'lac_lk')})").alias("_pa_ihi_lk"),
     )
-    ilo, ilo_lk, ihi, ihi_lk = F.col("_pa_ilo"), F.col("_pa_ilo_lk"), F.col("_pa_ihi"), F.col("_pa_ihi_lk")
-    inter_lac = F.when(ilo <= ihi, open_closed_count(ilo, ilo_lk, ihi, ihi_lk, ctx, beh)).otherwise(
-        F.lit(0).cast("long")
+    inter_lac = open_closed_count_sql("`_pa_ilo`", "`_pa_ilo_lk`", "`_pa_ihi`", "`_pa_ihi_lk`", X, beh)
+    exploded = exploded.select(
+        "*", E(f"IF(a IS NULL, NULL, IF(`_pa_ilo` <= `_pa_ihi`, {inter_lac}, {ZERO}))").alias("_pa_inter_lac")
     )
-    exploded = exploded.select("*", inter_lac.alias("_pa_inter_lac"))
     fields: list[Column] = [F.col("idx"), F.col("a"), F.col("b"), F.col("a_lk"), F.col("b_lk")]
     if with_plan:
-        inter_md = F.when(
-            F.col("b") > md, open_closed_count(ilo, ilo_lk, F.col("b"), F.col("b_lk"), ctx, beh)
-        ).otherwise(F.lit(0).cast("long"))
-        exploded = exploded.select("*", inter_md.alias("inter_md"))
+        inter_md = open_closed_count_sql("`_pa_ilo`", "`_pa_ilo_lk`", "b", "b_lk", X, beh)
         # Extension links: from the upper end b, nextValid(b) <= LAC and inside a later acked range.
         exploded = exploded.select(
-            "*", C.next_position_is_valid(F.col("b"), F.col("b_lk"), ctx, beh).alias("_pa_qv")
+            "*",
+            E(f"IF(b > {md}, {inter_md}, {ZERO})").alias("inter_md"),
+            E(next_position_is_valid_sql("b", "b_lk", X, beh)).alias("_pa_qv"),
         )
         exploded = exploded.select(
-            "*",
-            C.next_valid_position(F.col("b"), F.col("b_lk"), ctx, beh, q_valid=F.col("_pa_qv")).alias(
-                "_pa_p"
-            ),
+            "*", E(next_valid_position_sql("b", "b_lk", X, beh, q_valid="`_pa_qv`")).alias("_pa_p")
         )
-        ranges_view = exploded.select(
+        ranges_view = exploded.where(F.col("a").isNotNull()).select(
             *CURSOR_KEY,
             F.col("a").alias("_key"),
             F.col("idx").alias("_tb"),
-            F.struct("idx", "a", "b").alias("_payload"),
+            F.struct("cursor_name", "idx", "a", "b").alias("_payload"),
         )
         exploded = _seek(
-            exploded, F.col("_pa_p"), ranges_view, "_pa_cont", mode="floor_strict", part=CURSOR_KEY
+            exploded, F.col("_pa_p"), ranges_view, "_pa_cont", mode="floor_strict", group="cursor_name"
         )
-        link = (
-            (F.col("_pa_p") <= ctx["lac"])
-            & F.col("_pa_cont").isNotNull()
-            & (F.col("_pa_p") <= F.col("_pa_cont.b"))
-        )
-        link = F.coalesce(link, F.lit(False))
+        link = f"coalesce(`_pa_p` <= {LAC} AND `_pa_cont` IS NOT NULL AND `_pa_p` <= `_pa_cont`.b, false)"
         chain_frame = (
             Window.partitionBy(*CURSOR_KEY)
             .orderBy(F.col("idx").desc())
             .rowsBetween(Window.unboundedPreceding, Window.currentRow)
         )
-        chain = F.last(
-            F.when(~link, F.struct(F.col("b").alias("u"), F.col("b_lk").alias("u_lk"))), ignorenulls=True
-        )
-        processed = F.coalesce(F.col("a") >= F.col("_pa_md"), F.lit(False))
+        chain = F.last(E(f"IF({link}, NULL, named_struct('u', b, 'u_lk', b_lk))"), ignorenulls=True)
+        processed = E(f"coalesce(a >= {md}, false)")
         by_idx = Window.partitionBy(*CURSOR_KEY).orderBy("idx")
         exploded = exploded.select(
             "*",
@@ -754,17 +783,19 @@ def _cursor_state(env: _Env, cursors: DataFrame, *, with_plan: bool) -> DataFram
             F.lag("b").over(by_idx).alias("_pa_prev_b"),
             F.lag("b_lk").over(by_idx).alias("_pa_prev_b_lk"),
         )
-        from_prev = F.col("processed") & F.coalesce(F.col("_pa_prev_processed"), F.lit(False))
-        start = F.when(from_prev, F.col("_pa_prev_b")).otherwise(F.col("_pa_md"))
-        start_lk = F.when(from_prev, F.col("_pa_prev_b_lk")).otherwise(F.col("_pa_md_lk"))
-        gap = F.when(
-            F.col("processed"), open_closed_count(start, start_lk, F.col("a"), F.col("a_lk"), ctx, beh)
+        from_prev = "(processed AND coalesce(`_pa_prev_processed`, false))"
+        exploded = exploded.select(
+            "*",
+            E(f"IF({from_prev}, `_pa_prev_b`, {md})").alias("_pa_start"),
+            E(f"IF({from_prev}, `_pa_prev_b_lk`, {md_lk})").alias("_pa_start_lk"),
         )
-        deleted = F.when(
-            F.col("processed"),
-            open_closed_count(F.col("a"), F.col("a_lk"), F.col("b"), F.col("b_lk"), ctx, beh),
+        gap = open_closed_count_sql("`_pa_start`", "`_pa_start_lk`", "a", "a_lk", X, beh)
+        deleted = open_closed_count_sql("a", "a_lk", "b", "b_lk", X, beh)
+        exploded = exploded.select(
+            "*",
+            E(f"IF(processed, {gap}, NULL)").alias("gap"),
+            E(f"IF(processed, {deleted}, NULL)").alias("del"),
         )
-        exploded = exploded.select("*", gap.alias("gap"), deleted.alias("del"))
         running = by_idx.rowsBetween(Window.unboundedPreceding, Window.currentRow)
         exploded = exploded.select("*", F.sum("gap").over(running).alias("cumgap"))
         fields += [
@@ -776,30 +807,23 @@ def _cursor_state(env: _Env, cursors: DataFrame, *, with_plan: bool) -> DataFram
             F.col("_pa_chain.u_lk").alias("chain_upper_lk"),
             F.col("inter_md"),
         ]
-    collected = exploded.groupBy(*CURSOR_KEY).agg(
-        F.array_sort(F.collect_list(F.struct(*fields))).alias("_pa_rng"),
-        F.sum("_pa_inter_lac").alias("_pa_idm_lac"),
-    )
-    element = collected.schema["_pa_rng"].dataType
-    assert isinstance(element, ArrayType)
-    empty = F.array().cast(element)
-    joined = base.join(collected, on=list(CURSOR_KEY), how="left")
-    return joined.select(
-        *CURSOR_KEY,
-        "_pa_md",
-        "_pa_md_lk",
-        CTX,
-        F.coalesce(F.col("_pa_rng"), empty).alias("_pa_rng"),
-        F.coalesce(F.col("_pa_idm_lac"), F.lit(0).cast("long")).alias("_pa_idm_lac"),
+    # one row per cursor again; the aggregation is keyed inside the topic partitioning (no shuffle)
+    return exploded.groupBy(*CURSOR_KEY).agg(
+        F.first("_pa_orig").alias("_pa_orig"),
+        F.first("_pa_md").alias("_pa_md"),
+        F.first("_pa_md_lk").alias("_pa_md_lk"),
+        F.first(CTX).alias(CTX),
+        F.array_sort(F.collect_list(F.when(F.col("a").isNotNull(), F.struct(*fields)))).alias("_pa_rng"),
+        F.coalesce(F.sum("_pa_inter_lac"), F.lit(0).cast("long")).alias("_pa_idm_lac"),
     )
 
 
-def _ranges_out(ranges: Column) -> Column:
+def _ranges_out_sql(ranges: str) -> str:
     """The internal range array as ``array<struct<lower, upper>>`` (the ``individually_deleted`` shape)."""
-    return F.transform(ranges, lambda r: F.struct(r["a"].alias("lower"), r["b"].alias("upper")))
+    return f"transform({ranges}, r -> named_struct('lower', r.a, 'upper', r.b))"
 
 
-def _mark_delete(env: _Env, df: DataFrame, target: Column, target_error: Column, prefix: str) -> DataFrame:
+def _mark_delete(env: _Env, df: DataFrame, target: str, target_error: str, prefix: str) -> DataFrame:
     """``asyncMarkDelete(target)`` on the cursor state of each row (SPEC §1.2, §1.10, §1.11).
 
     Adds ``{prefix}_md`` (final mark-delete), ``{prefix}_rp``, ``{prefix}_idm``, ``{prefix}_newly`` (entries
@@ -811,89 +835,114 @@ def _mark_delete(env: _Env, df: DataFrame, target: Column, target_error: Column,
     ``nextValid(md)`` while that is ``<= LAC``.
     """
     beh = env.beh
-    ctx = F.col(CTX)
-    lac = ctx["lac"]
-    md, md_lk, rng = F.col("_pa_md"), F.col("_pa_md_lk"), F.col("_pa_rng")
+    md, md_lk, rng = ref("_pa_md"), ref("_pa_md_lk"), ref("_pa_rng")
 
-    def c(name: str) -> Column:
-        return F.col(f"{prefix}_{name}")
+    def c(name: str) -> str:
+        return ref(f"{prefix}_{name}")
 
-    df = df.select("*", target.alias(f"{prefix}_t"), target_error.alias(f"{prefix}_terr"))
-    df = env.lookup(df, c("t")["ledger_id"], f"{prefix}_lk_t")
+    df = df.select("*", E(target).alias(f"{prefix}_t"), E(target_error).alias(f"{prefix}_terr"))
+    df = env.lookup(df, fld(c("t"), "ledger_id"), f"{prefix}_lk_t")
     t, lk_t = c("t"), c("lk_t")
-    next_after_lac = ctx["lac_lk"]["next_lid"]
-    finished_ledger = F.coalesce(md_lk["exists"] & (md["entry_id"] + 1 >= md_lk["ent"]), F.lit(False))
-    may_pass_lac = F.coalesce(
-        next_after_lac.isNotNull() & finished_ledger & (t["ledger_id"] == next_after_lac), F.lit(False)
+    next_after_lac = fld(fld(X, "lac_lk"), "next_lid")
+    finished_ledger = (
+        f"coalesce({fld(md_lk, 'exists')} AND {fld(md, 'entry_id')} + 1 >= {fld(md_lk, 'ent')}, false)"
     )
-    failed = c("terr").isNotNull() | t.isNull() | md.isNull() | ctx.isNull()
-    rejected = ~failed & (t > lac) & ~may_pass_lac
+    into_next = f"{fld(t, 'ledger_id')} = {next_after_lac}"
+    may_pass_lac = f"coalesce({next_after_lac} IS NOT NULL AND {finished_ledger} AND {into_next}, false)"
+    failed = f"coalesce({c('terr')} IS NOT NULL OR {t} IS NULL OR {md} IS NULL OR {X} IS NULL, true)"
     df = df.select(
         "*",
-        C.next_position_is_valid(t, lk_t, ctx, beh).alias(f"{prefix}_qv"),
-        F.coalesce(failed, F.lit(True)).alias(f"{prefix}_failed"),
-        F.coalesce(rejected, F.lit(False)).alias(f"{prefix}_rej"),
+        E(next_position_is_valid_sql(t, lk_t, X, beh)).alias(f"{prefix}_qv"),
+        E(failed).alias(f"{prefix}_failed"),
     )
-    forward = ~c("failed") & ~c("rej") & (t > md)
+    rejected = f"coalesce(NOT {c('failed')} AND {t} > {LAC} AND NOT {may_pass_lac}, false)"
+    df = df.select("*", E(rejected).alias(f"{prefix}_rej"))
     df = df.select(
         "*",
-        F.coalesce(forward, F.lit(False)).alias(f"{prefix}_fwd"),
-        C.next_valid_position(t, lk_t, ctx, beh, q_valid=c("qv")).alias(f"{prefix}_p0"),
+        E(f"coalesce(NOT {c('failed')} AND NOT {c('rej')} AND {t} > {md}, false)").alias(f"{prefix}_fwd"),
+        E(next_valid_position_sql(t, lk_t, X, beh, q_valid=c("qv"))).alias(f"{prefix}_p0"),
     )
     p0 = c("p0")
-    containing = F.element_at(F.filter(rng, lambda r: (r["a"] < p0) & (p0 <= r["b"])), 1)
-    df = df.select("*", F.when(c("fwd") & (p0 <= lac), containing).alias(f"{prefix}_cont"))
+    containing = f"element_at(filter({rng}, r -> r.a < {p0} AND {p0} <= r.b), 1)"
+    df = df.select("*", E(f"IF({c('fwd')} AND {p0} <= {LAC}, {containing}, NULL)").alias(f"{prefix}_cont"))
     fwd, cont = c("fwd"), c("cont")
-    extended = fwd & cont.isNotNull()
-    final = F.when(extended, cont["chain_upper"]).when(fwd, t).otherwise(md)
-    final_lk = F.when(extended, cont["chain_upper_lk"]).when(fwd, lk_t).otherwise(md_lk)
-    df = df.select("*", final.alias(f"{prefix}_fm"), final_lk.alias(f"{prefix}_fm_lk"))
+    extended = f"({fwd} AND {cont} IS NOT NULL)"
+    df = df.select(
+        "*",
+        E(case((extended, fld(cont, "chain_upper")), (fwd, t), otherwise=md)).alias(f"{prefix}_fm"),
+        E(case((extended, fld(cont, "chain_upper_lk")), (fwd, lk_t), otherwise=md_lk)).alias(
+            f"{prefix}_fm_lk"
+        ),
+    )
     fm, fm_lk = c("fm"), c("fm_lk")
     # acked entries inside (md, final]: ranges ending by final count their part after md (precomputed);
     # a range straddling final counts (max(a, md), final]
-    straddler = F.element_at(F.filter(rng, lambda r: (r["a"] < fm) & (fm < r["b"])), 1)
-    before_final = F.aggregate(
-        F.filter(rng, lambda r: r["b"] <= fm), F.lit(0).cast("long"), lambda acc, r: acc + r["inter_md"]
-    )
-    df = df.select("*", straddler.alias(f"{prefix}_st"), before_final.alias(f"{prefix}_bf"))
+    straddler = f"element_at(filter({rng}, r -> r.a < {fm} AND {fm} < r.b), 1)"
+    before_final = f"aggregate(filter({rng}, r -> r.b <= {fm}), {ZERO}, (acc, r) -> acc + r.inter_md)"
+    df = df.select("*", E(straddler).alias(f"{prefix}_st"), E(before_final).alias(f"{prefix}_bf"))
     st = c("st")
-    st_from_a = st["a"] >= md
     df = df.select(
         "*",
-        F.when(st_from_a, st["a"]).otherwise(md).alias(f"{prefix}_st_lo"),
-        F.when(st_from_a, st["a_lk"]).otherwise(md_lk).alias(f"{prefix}_st_lo_lk"),
+        E(f"IF({fld(st, 'a')} >= {md}, {fld(st, 'a')}, {md})").alias(f"{prefix}_st_lo"),
+        E(f"IF({fld(st, 'a')} >= {md}, {fld(st, 'a_lk')}, {md_lk})").alias(f"{prefix}_st_lo_lk"),
     )
-    straddled = F.when(
-        st.isNotNull(), open_closed_count(c("st_lo"), c("st_lo_lk"), fm, fm_lk, ctx, beh)
-    ).otherwise(F.lit(0).cast("long"))
-    newly = F.when(fwd, open_closed_count(md, md_lk, fm, fm_lk, ctx, beh) - c("bf") - straddled).otherwise(
-        F.lit(0).cast("long")
+    straddled = (
+        f"IF({st} IS NULL, {ZERO}, {open_closed_count_sql(c('st_lo'), c('st_lo_lk'), fm, fm_lk, X, beh)})"
     )
-    ignored = c("failed") | c("rej") | (t < md)  # setAcknowledgedPosition never ran (or threw first)
-    idm = F.when(F.coalesce(ignored, F.lit(True)), _ranges_out(rng)).otherwise(remove_at_most(rng, fm))
-    error = F.coalesce(
-        _ctx_missing_error(),
-        F.when(md.isNull(), F.lit("cursor not found or its mark_delete_position is null")),
+    newly = (
+        f"IF({fwd}, {open_closed_count_sql(md, md_lk, fm, fm_lk, X, beh)} - {c('bf')} - {straddled}, {ZERO})"
+    )
+    ignored = (
+        f"coalesce({c('failed')} OR {c('rej')} OR {t} < {md}, true)"  # setAcknowledgedPosition never ran
+    )
+    idm = f"IF({ignored}, {_ranges_out_sql(rng)}, {remove_at_most_sql(rng, fm)})"
+    error = _coalesce_sql(
+        _err_if(f"`_pa_no_cursor` OR {md} IS NULL", MISSING_CURSOR),
+        MISSING_TOPIC_SQL,
         c("terr"),
-        F.when(c("rej"), F.lit("ManagedLedgerException: Invalid mark deleted position")),
+        _err_if(c("rej"), "ManagedLedgerException: Invalid mark deleted position"),
     )
     df = df.select(
         "*",
-        C.next_position_is_valid(fm, fm_lk, ctx, beh).alias(f"{prefix}_fqv"),
-        idm.alias(f"{prefix}_idm"),
-        newly.alias(f"{prefix}_newly"),
-        error.alias(f"{prefix}_err"),
+        E(next_position_is_valid_sql(fm, fm_lk, X, beh)).alias(f"{prefix}_fqv"),
+        E(idm).alias(f"{prefix}_idm"),
+        E(newly).alias(f"{prefix}_newly"),
+        E(error).alias(f"{prefix}_err"),
     )
     return df.select(
         "*",
-        fm.alias(f"{prefix}_md"),
-        C.next_valid_position(fm, fm_lk, ctx, beh, q_valid=c("fqv")).alias(f"{prefix}_rp"),
+        F.col(f"{prefix}_fm").alias(f"{prefix}_md"),
+        E(next_valid_position_sql(fm, fm_lk, X, beh, q_valid=c("fqv"))).alias(f"{prefix}_rp"),
     )
 
 
-def _join_cursor_state(env: _Env, requests: DataFrame, state: DataFrame) -> DataFrame:
-    """Requests + their cursor's state (null when the cursor is unknown) + the topic context."""
-    return env.with_ctx(requests.join(state.drop(CTX), on=list(CURSOR_KEY), how="left"))
+def _join_cursor_state(requests: DataFrame, state: DataFrame) -> DataFrame:
+    """Requests + their cursor's state and topic context (all null when the cursor is unknown).
+
+    An exact seek on ``cursor_name`` inside the topic (no join on three keys, so no extra shuffle); the
+    topic context travels with the cursor state, so it is not joined a second time.
+    """
+    fields = ["cursor_name", "_pa_md", "_pa_md_lk", "_pa_rng", "_pa_idm_lac", CTX]
+    view = state.select(
+        *KEY,
+        F.col("cursor_name").alias("_key"),
+        F.lit(0).cast("long").alias("_tb"),
+        F.struct(*fields).alias("_payload"),
+    )
+    sought = _seek(_by_topic(requests), F.col("cursor_name"), view, "_pa_found", mode="floor")
+    sought = sought.select(
+        "*", E("IF(`_pa_found`.cursor_name = cursor_name, `_pa_found`, NULL)").alias("_pa_state")
+    )
+    element = state.schema["_pa_rng"].dataType
+    return sought.select(
+        *[F.col(f"`{c}`") for c in requests.columns],
+        F.col("_pa_state._pa_md").alias("_pa_md"),
+        F.col("_pa_state._pa_md_lk").alias("_pa_md_lk"),
+        F.coalesce(F.col("_pa_state._pa_rng"), F.array().cast(element)).alias("_pa_rng"),
+        F.coalesce(F.col("_pa_state._pa_idm_lac"), F.lit(0).cast("long")).alias("_pa_idm_lac"),
+        F.col(f"_pa_state.{CTX}").alias(CTX),
+        F.col("_pa_state").isNull().alias("_pa_no_cursor"),
+    )
 
 
 # --- §1.10 skipEntries -------------------------------------------------------------------------------------
@@ -929,38 +978,39 @@ def skip_entries(
     beh = behaviour(pulsar_version)
     env = _Env.build(ledgers, managed_ledgers, beh)
     state = _cursor_state(env, cursors, with_plan=True)
-    df = _join_cursor_state(env, requests, state)
-    n = F.col("n").cast("long")
-    rng = F.col("_pa_rng")
-    stop = F.array_min(
-        F.transform(F.filter(rng, lambda r: r["processed"] & (r["cumgap"] >= n)), lambda r: r["idx"])
+    df = _join_cursor_state(requests, state)
+    df = df.select(
+        "*",
+        E(
+            "array_min(transform(filter(`_pa_rng`, r -> r.processed AND r.cumgap >= CAST(n AS BIGINT)), "
+            "r -> r.idx))"
+        ).alias("_pa_stop_idx"),
     )
-    df = df.select("*", stop.alias("_pa_stop_idx"))
-    stop_col = F.col("_pa_stop_idx")
-    extra = F.aggregate(
-        F.filter(rng, lambda r: r["processed"] & (stop_col.isNull() | (r["idx"] < stop_col))),
-        F.lit(0).cast("long"),
-        lambda acc, r: acc + F.coalesce(r["del"], F.lit(0).cast("long")),
+    extra = (
+        "aggregate(filter(`_pa_rng`, "
+        "r -> r.processed AND (`_pa_stop_idx` IS NULL OR r.idx < `_pa_stop_idx`)), "
+        f"{ZERO}, (acc, r) -> acc + coalesce(r.del, {ZERO}))"
     )
-    mode = F.col("deleted_entries")
-    extra = F.when(mode == DELETED_ENTRIES_EXCLUDE, extra).otherwise(F.lit(0).cast("long"))
-    df = df.select("*", extra.alias("_pa_extra"))
+    df = df.select(
+        "*", E(f"IF(deleted_entries = '{DELETED_ENTRIES_EXCLUDE}', {extra}, {ZERO})").alias("_pa_extra")
+    )
     df = _position_after_n(
-        env, df, F.col("_pa_md"), n + F.col("_pa_extra"), F.lit(BOUND_START_EXCLUDED), "_pa_sk"
+        env,
+        df,
+        F.col("_pa_md"),
+        F.col("n").cast("long") + F.col("_pa_extra"),
+        F.lit(BOUND_START_EXCLUDED),
+        "_pa_sk",
+        start_lk="_pa_md_lk",
     )
-    mode_error = F.when(
-        ~mode.isin(DELETED_ENTRIES_INCLUDE, DELETED_ENTRIES_EXCLUDE) | mode.isNull(),
-        F.concat(
-            F.lit("unknown deleted_entries "),
-            F.coalesce(mode, F.lit("null")),
-            F.lit("; expected Include|Exclude"),
-        ),
+    mode_error = (
+        f"IF(coalesce(deleted_entries IN ('{DELETED_ENTRIES_INCLUDE}', '{DELETED_ENTRIES_EXCLUDE}'), false), "
+        f"{NULL_STRING}, concat('unknown deleted_entries ', coalesce(deleted_entries, 'null'), "
+        "'; expected Include|Exclude'))"
     )
-    md_missing = F.when(
-        F.col("_pa_md").isNull(), F.lit("cursor not found or its mark_delete_position is null")
-    )
-    target_error = F.coalesce(md_missing, mode_error, F.col("_pa_sk_err"))
-    df = _mark_delete(env, df, F.col("_pa_sk_pos"), target_error, "_pa_mdp")
+    target_error = _coalesce_sql(_err_if("`_pa_md` IS NULL", MISSING_CURSOR), mode_error, "`_pa_sk_err`")
+    df = df.select("*", E(target_error).alias("_pa_target_err"))
+    df = _mark_delete(env, df, "`_pa_sk_pos`", "`_pa_target_err`", "_pa_mdp")
     added = [
         "target_position",
         "mark_delete_position",
@@ -971,7 +1021,7 @@ def skip_entries(
     ]
     return df.select(
         *_keep(requests.columns, added),
-        F.when(target_error.isNull(), F.col("_pa_sk_pos")).alias("target_position"),
+        E(f"IF(`_pa_target_err` IS NULL, `_pa_sk_pos`, {NULL_POS_SQL})").alias("target_position"),
         F.col("_pa_mdp_md").alias("mark_delete_position"),
         F.col("_pa_mdp_rp").alias("read_position"),
         F.col("_pa_mdp_idm").alias("individually_deleted"),
@@ -1000,8 +1050,8 @@ def clear_backlog_plan(
     beh = behaviour(pulsar_version)
     env = _Env.build(ledgers, managed_ledgers, beh)
     state = _cursor_state(env, cursors, with_plan=True)
-    df = _join_cursor_state(env, requests, state)
-    df = _mark_delete(env, df, F.col(f"{CTX}.lac"), F.lit(None).cast("string"), "_pa_mdp")
+    df = _join_cursor_state(requests, state)
+    df = _mark_delete(env, df, LAC, NULL_STRING, "_pa_mdp")
     added = ["mark_delete_position", "read_position", "individually_deleted", "cleared_entries", "error"]
     return df.select(
         *_keep(requests.columns, added),
@@ -1031,62 +1081,69 @@ def reset_cursor_plan(
     """
     beh = behaviour(pulsar_version)
     env = _Env.build(ledgers, managed_ledgers, beh)
-    ctx = F.col(CTX)
-    lac = ctx["lac"]
-    has_target = "target" in requests.columns
-    cursor_md = cursors.select(*CURSOR_KEY, as_position(F.col("mark_delete_position")).alias("_pa_md"))
-    df = env.with_ctx(requests.join(cursor_md, on=list(CURSOR_KEY), how="left"))
-    kind = F.col("target_kind")
-    raw = as_position(F.col("target")) if has_target else null_position()
-    earliest, latest = position(-1, -1), position(*LATEST)
-    proposed = (
-        F.when(kind == TARGET_EARLIEST, earliest)
-        .when(kind == TARGET_LATEST, latest)
-        .when(kind == TARGET_POSITION, raw)
-        .otherwise(null_position())
+    cursor_md = _by_topic(cursors).select(
+        *KEY,
+        F.col("cursor_name").alias("_key"),
+        F.lit(0).cast("long").alias("_tb"),
+        F.struct("cursor_name", as_position(F.col("mark_delete_position")).alias("md")).alias("_payload"),
     )
-    df = df.select("*", proposed.alias("_pa_prop"))
-    prop = F.col("_pa_prop")
-    df = env.lookup(df, prop["ledger_id"], "_pa_lk_prop")
-    special = (prop == earliest) | (prop == latest)
-    valid = C.is_valid_position(prop, F.col("_pa_lk_prop"), ctx, beh)
-    actual = F.when(special | valid, prop).otherwise(
-        C.next_valid_position(prop, F.col("_pa_lk_prop"), ctx, beh)
+    df = _seek(_by_topic(requests), F.col("cursor_name"), cursor_md, "_pa_cur", mode="floor")
+    target = as_position(F.col("target")) if "target" in requests.columns else E(NULL_POS_SQL)
+    df = df.select(
+        *[F.col(f"`{c}`") for c in requests.columns],
+        E("IF(`_pa_cur`.cursor_name = cursor_name, `_pa_cur`.md, NULL)").alias("_pa_md"),
+        target.alias("_pa_target"),
     )
+    df = env.with_ctx(df)
+    earliest, latest = pos_sql("-1", "-1"), pos_sql(str(LATEST[0]), str(LATEST[1]))
+    proposed = case(
+        (f"target_kind = '{TARGET_EARLIEST}'", earliest),
+        (f"target_kind = '{TARGET_LATEST}'", latest),
+        (f"target_kind = '{TARGET_POSITION}'", "`_pa_target`"),
+        otherwise=NULL_POS_SQL,
+    )
+    df = df.select("*", E(proposed).alias("_pa_prop"))
+    prop = ref("_pa_prop")
+    df = env.lookup(df, fld(prop, "ledger_id"), "_pa_lk_prop")
+    special = f"({prop} = {earliest} OR {prop} = {latest})"
+    valid = is_valid_position_sql(prop, "`_pa_lk_prop`", X, beh)
+    moved = next_valid_position_sql(prop, "`_pa_lk_prop`", X, beh)
+    actual = f"IF(coalesce({special} OR {valid}, false), {prop}, {moved})"
+    df = df.select("*", E(actual).alias("_pa_actual"))
     if beh.reset_latest_next_valid:
-        latest_read = C.next_valid_position(lac, ctx["lac_lk"], ctx, beh)
+        latest_read = next_valid_position_sql(LAC, fld(X, "lac_lk"), X, beh)
     else:
-        latest_read = position(lac["ledger_id"], lac["entry_id"] + 1)
-    new_read = (
-        F.when(actual == earliest, first_position(ctx)).when(actual == latest, latest_read).otherwise(actual)
+        latest_read = pos_sql(fld(LAC, "ledger_id"), f"{fld(LAC, 'entry_id')} + 1")
+    new_read = case(
+        (f"`_pa_actual` = {earliest}", first_position_sql(X)),
+        (f"`_pa_actual` = {latest}", latest_read),
+        otherwise="`_pa_actual`",
     )
-    df = df.select("*", new_read.alias("_pa_read"))
-    rd = F.col("_pa_read")
-    df = env.lookup(df, rd["ledger_id"], "_pa_lk_read")
-    new_md = C.previous_position(rd, F.col("_pa_lk_read"), ctx)
-    kind_error = F.when(
-        ~kind.isin(TARGET_POSITION, TARGET_EARLIEST, TARGET_LATEST) | kind.isNull(),
-        F.concat(
-            F.lit("unknown target_kind "),
-            F.coalesce(kind, F.lit("null")),
-            F.lit("; expected position|earliest|latest"),
-        ),
+    df = df.select("*", E(new_read).alias("_pa_read"))
+    df = env.lookup(df, fld(ref("_pa_read"), "ledger_id"), "_pa_lk_read")
+    kind_error = (
+        f"IF(coalesce(target_kind IN ('{TARGET_POSITION}', '{TARGET_EARLIEST}', '{TARGET_LATEST}'), false), "
+        f"{NULL_STRING}, concat('unknown target_kind ', coalesce(target_kind, 'null'), "
+        "'; expected position|earliest|latest'))"
     )
-    error = F.coalesce(
-        _ctx_missing_error(),
-        F.when(F.col("_pa_md").isNull(), F.lit("cursor not found or its mark_delete_position is null")),
+    error = _coalesce_sql(
+        MISSING_TOPIC_SQL,
+        _err_if("`_pa_md` IS NULL", MISSING_CURSOR),
         kind_error,
-        F.when(prop.isNull(), F.lit("target is null for target_kind 'position'")),
-        F.when(rd.isNull(), F.lit("NullPointerException: getFirstPosition() is null (no ledgers)")),
+        _err_if(f"{prop} IS NULL", "target is null for target_kind 'position'"),
+        _err_if("`_pa_read` IS NULL", "NullPointerException: getFirstPosition() is null (no ledgers)"),
     )
-    empty_ranges = F.array().cast(
-        ArrayType(StructType([StructField("lower", POSITION_TYPE), StructField("upper", POSITION_TYPE)]))
+    df = df.select(
+        "*",
+        E(error).alias("_pa_error"),
+        E(previous_position_sql("`_pa_read`", "`_pa_lk_read`", X)).alias("_pa_new_md"),
     )
+    empty = f"CAST(array() AS ARRAY<STRUCT<lower: {POSITION_SQL_TYPE}, upper: {POSITION_SQL_TYPE}>>)"
     added = ["mark_delete_position", "read_position", "individually_deleted", "error"]
     return df.select(
         *_keep(requests.columns, added),
-        F.when(error.isNull(), new_md).alias("mark_delete_position"),
-        F.when(error.isNull(), rd).alias("read_position"),
-        F.when(error.isNull(), empty_ranges).alias("individually_deleted"),
-        error.alias("error"),
+        E(f"IF(`_pa_error` IS NULL, `_pa_new_md`, {NULL_POS_SQL})").alias("mark_delete_position"),
+        E(f"IF(`_pa_error` IS NULL, `_pa_read`, {NULL_POS_SQL})").alias("read_position"),
+        E(f"IF(`_pa_error` IS NULL, {empty}, NULL)").alias("individually_deleted"),
+        F.col("_pa_error").alias("error"),
     )

@@ -161,9 +161,11 @@ def is_2x_old_position_after_n(version: VersionLike) -> bool:
 def position_after_n_guards_unread(version: VersionLike) -> bool:
     """``unread = total - entry`` only when ``total > 0``, and the ledger fallback is ``lastKey()``.
 
-    In the 3.x source, not in the 2.10.1 source. Assumed boundary: 3.0.0.
+    In the 3.x source, not in the 2.10.1 source. apache/pulsar#17971 (``lastKey()+1`` -> ``lastKey()``,
+    the fix of the endless loop) carries the release/2.10.3 label and predates 2.11.0; the ``total > 0``
+    guard is assumed to have come with it (same method, same fix).
     """
-    return _since(version, (3, 0, 0), {})
+    return _since(version, (2, 11, 0), {(2, 10): 3})
 
 
 def _past_end(version: VersionLike) -> PastEndBehaviour:

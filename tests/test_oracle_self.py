@@ -227,7 +227,8 @@ def test_precise_backlog_golden_delete_single_message_twice() -> None:
     for entry, expected in ((0, 3), (1, 2), (2, 1), (3, 0)):
         p = (1, entry)
         idm = [*idm, (o.get_previous_position(ml, p), p)]
-        res = o.mark_delete(ml, md, rp, idm, md)  # individual ack, then the md extension
+        # individual ack (asyncDelete): the first IDM range now starts at md, so md moves to its upper end
+        res = o.mark_delete(ml, md, rp, idm, idm[0][1])
         md, rp, idm = res.mark_delete, res.read_position, res.individually_deleted
         assert md == p
         assert o.precise_backlog(ml, md, idm) == expected

@@ -92,7 +92,9 @@ def test_uses_4x_entry_count_from_the_4_0_8_and_4_1_2_patches(version: str, expe
         ("2.9.3", True, True, False),
         ("2.10.0", True, False, False),
         ("2.10.1", False, True, False),  # the 2.10.1 source read: clamp, no unread guard
-        ("2.11.2", False, True, False),
+        ("2.10.2", False, True, False),
+        ("2.10.3", False, True, True),  # apache/pulsar#17971 (release/2.10.3): lastKey(), guard
+        ("2.11.2", False, True, True),
         ("3.0.0", False, True, True),
         ("4.1.3", False, True, True),
     ],

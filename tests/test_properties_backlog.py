@@ -28,6 +28,9 @@ from tests.oracle import strategies as S
 
 VERSIONS = ["2.10.6", "3.0.7", "4.1.3"]
 
+#: Each property is one Spark job per example over every version; the transforms cost 10-25 s a job here.
+pytestmark = [pytest.mark.slow, pytest.mark.filterwarnings("ignore:Generating overly large repr")]
+
 PROPERTY_SETTINGS = settings(
     max_examples=S.PROPERTY_EXAMPLES,
     deadline=None,
@@ -44,7 +47,8 @@ PROPERTY_SETTINGS = settings(
 
 @pytest.fixture(scope="module")
 def backlog() -> ModuleType:
-    return pytest.importorskip("pulsar_model.backlog")
+    module: ModuleType = pytest.importorskip("pulsar_model.backlog")
+    return module
 
 
 # ---------------------------------------------------------------------------------------- §1.8
@@ -69,13 +73,17 @@ def test_precise_backlog_matches_oracle(
         sem = o.semantics_for_version(v)
         for i, case in enumerate(cases):
             for c in case.cursors:
-                expected = o.precise_backlog(
-                    case.ml,
-                    c.mark_delete,
-                    c.individually_deleted,
-                    sem.count_family,
-                    sem.precise_backlog_guard,
-                )
+                try:
+                    expected: int | None = o.precise_backlog(
+                        case.ml,
+                        c.mark_delete,
+                        c.individually_deleted,
+                        sem.count_family,
+                        sem.precise_backlog_guard,
+                        guava=S.JAVA_GUAVA_RANGE_CHECKS,
+                    )
+                except o.OracleIllegalArgumentError:
+                    expected = None  # Java throws; the transform reports no count
                 got = actual.get((v, S.topic_name(i), c.name), "<missing row>")
                 if got != expected:
                     mismatches.append(S.Mismatch(v, i, f"cursor={c.name}", expected, got))

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import inspect
 from types import ModuleType
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from hypothesis import HealthCheck, Phase, Verbosity, assume, given, settings
@@ -31,6 +31,9 @@ POSITION_AFTER_N_VERSIONS = ["2.8.0", "2.10.6", "3.0.7", "4.1.3"]
 RANGE_VERSIONS = ["2.10.6", "3.0.7", "4.1.3"]
 SKIP_VERSIONS = ["2.10.6", "3.0.7", "4.1.3"]
 VALIDITY_VERSIONS = ["2.8.0", "3.0.7", "4.1.3"]
+
+#: Each property is one Spark job per example over every version; the transforms cost 10-25 s a job here.
+pytestmark = [pytest.mark.slow, pytest.mark.filterwarnings("ignore:Generating overly large repr")]
 
 PROPERTY_SETTINGS = settings(
     max_examples=S.PROPERTY_EXAMPLES,
@@ -48,7 +51,8 @@ PROPERTY_SETTINGS = settings(
 
 @pytest.fixture(scope="module")
 def positions() -> ModuleType:
-    return pytest.importorskip("pulsar_model.positions")
+    module: ModuleType = pytest.importorskip("pulsar_model.positions")
+    return module
 
 
 def _takes_version(fn: Any) -> bool:
@@ -82,7 +86,7 @@ def test_position_after_n_matches_oracle(
             for j, req in enumerate(case.position_after_n):
                 try:
                     expected: Any = (
-                        o.get_position_after_n(case.ml, req.start, req.n, req.bound, family),
+                        o.get_position_after_n(case.ml, req.start, req.n, cast(o.Bound, req.bound), family),
                         None,
                     )
                 except o.OracleNPEError:
@@ -123,7 +127,13 @@ def test_entries_between_matches_oracle(
                 try:
                     expected: Any = (
                         o.number_of_entries(
-                            case.ml, req.lower, req.lower_closed, req.upper, req.upper_closed, family
+                            case.ml,
+                            req.lower,
+                            req.lower_closed,
+                            req.upper,
+                            req.upper_closed,
+                            family,
+                            guava=S.JAVA_GUAVA_RANGE_CHECKS,
                         ),
                         None,
                     )
@@ -177,7 +187,7 @@ def test_skip_entries_matches_oracle(spark: SparkSession, positions: ModuleType,
                     c.mark_delete,
                     c.individually_deleted,
                     req.n,
-                    req.deleted_entries,  # type: ignore[arg-type]
+                    cast(o.DeletedEntries, req.deleted_entries),
                     sem,
                 )
                 expected = (res.target, res.mark_delete, res.read_position, sorted(res.individually_deleted))

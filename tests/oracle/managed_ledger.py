@@ -523,10 +523,12 @@ def mark_delete(
 
     * ``new < md``: MarkDeletingMarkedPosition, which asyncSkipEntries treats as success (no change);
     * ``new > LAC``: rejected unless the next-ledger exception applies (raises OracleMarkDeleteRejectedError);
+    * ``new == md``: no change (the extension runs only inside ManagedCursorImpl.setAcknowledgedPosition's
+      ``if (!newMarkDeletePosition.equals(oldMarkDeletePosition))`` block; SPEC §1.2 does not say so);
     * then the mark-delete extension across IDM ranges, ``removeAtMost(md)``, and
       ``rp = nextValid(md)`` when ``rp <= md``.
     """
-    if new < md:
+    if new <= md:
         return MarkDeleteResult(md, rp, list(idm))
     if new > ml.lac:
         next_ledger = ml.higher_key(ml.lac[0])
