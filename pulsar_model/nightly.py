@@ -73,9 +73,29 @@ def _stage_ingest(ctx: StageContext) -> StageOutcome:
     )
 
 
+def _stage_backlog(ctx: StageContext) -> StageOutcome:
+    from pulsar_model.backlog_stage import run_backlog_stage
+
+    if ctx.export_date is None:
+        raise ConfigError(
+            "The backlog stage needs a run date: pass --export-date or run the ingest stage first"
+        )
+    rows, versions = run_backlog_stage(ctx.tables, ctx.export_date, ctx.config.pulsar.default_version)
+    return StageOutcome(
+        run_date=ctx.export_date,
+        export_id=None,
+        rows_in={},
+        rows_accepted={},
+        rows_quarantined={},
+        rows_out=rows,
+        table_versions=versions,
+    )
+
+
 #: Stages in run order. Analytics stages register here as they land.
 STAGES: dict[str, Callable[[StageContext], StageOutcome]] = {
     "ingest": _stage_ingest,
+    "backlog": _stage_backlog,
 }
 
 
@@ -101,9 +121,9 @@ def run_nightly(
         table_locations=config.storage.table_locations,
         backend=config.storage.delta_backend,  # type: ignore[arg-type]
     )
-    ctx = StageContext(spark, tables, config, run_id, export_dir, export_date)
     outcomes: list[StageOutcome] = []
     for number, name in enumerate(chosen, start=1):
+        ctx = StageContext(spark, tables, config, run_id, export_dir, export_date)
         echo(f"[{number}/{len(chosen)}] {name} ...")
         spark.sparkContext.setJobDescription(f"{run_id} stage {number}/{len(chosen)}: {name}")
         started = dt.datetime.now(dt.UTC)
@@ -170,7 +190,8 @@ def format_summary(outcomes: Sequence[StageOutcome]) -> str:
     """A short terminal summary of a run."""
     lines = []
     for outcome in outcomes:
-        lines.append(f"run date {outcome.run_date}  export {outcome.export_id}")
+        export = f"  export {outcome.export_id}" if outcome.export_id else ""
+        lines.append(f"run date {outcome.run_date}{export}")
         if outcome.rows_in:
             lines.append(f"  {'source':<16}{'in':>10}{'accepted':>10}{'quarantined':>13}")
             for source in sorted(outcome.rows_in):

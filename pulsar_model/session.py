@@ -26,6 +26,7 @@ BASE_CONF: dict[str, str] = {
     "spark.sql.adaptive.enabled": "true",
     "spark.ui.showConsoleProgress": "false",
     "spark.sql.ansi.enabled": "false",
+    "spark.sql.debug.maxToStringFields": "1000",
 }
 
 
