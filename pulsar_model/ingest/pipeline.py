@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pandas as pd
-from pyspark.sql import DataFrame, SparkSession, Window
+from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
@@ -411,6 +411,23 @@ def _layout_quarantine(spark: SparkSession, inv: ExportInventory) -> DataFrame:
     return spark.createDataFrame(rows, schema)
 
 
+def _tally(df: DataFrame, source: Column, accepted: Column) -> DataFrame:
+    """Counts of newly read records per source: in, accepted (``accepted`` true), quarantined (the rest)."""
+    total = F.count(F.lit(1)).cast("bigint")
+    ok = F.sum(F.when(accepted, 1).otherwise(0)).cast("bigint")
+    return df.groupBy(source.alias("source")).agg(
+        total.alias("rows_in"), ok.alias("rows_accepted"), (total - ok).alias("rows_quarantined")
+    )
+
+
+def _reclassified(df: DataFrame) -> DataFrame:
+    """Records first counted as accepted, then quarantined (duplicates): accepted -n, quarantined +n."""
+    n = F.count(F.lit(1)).cast("bigint")
+    return df.groupBy("source").agg(
+        F.lit(0).cast("bigint").alias("rows_in"), (-n).alias("rows_accepted"), n.alias("rows_quarantined")
+    )
+
+
 def build_input_tables(
     spark: SparkSession, inv: ExportInventory, *, run_id: str, versions: Mapping[str, str]
 ) -> tuple[dict[str, DataFrame], DataFrame]:
@@ -458,24 +475,12 @@ def build_input_tables(
         F.col("records_quarantined").alias("rows_quarantined"),
     )
     for dq in dup_quarantine:
-        counts = counts.unionByName(
-            dq.groupBy("source").agg(
-                F.lit(0).cast("bigint").alias("rows_in"),
-                (-F.count(F.lit(1))).cast("bigint").alias("rows_accepted"),
-                F.count(F.lit(1)).cast("bigint").alias("rows_quarantined"),
-            )
-        )
+        counts = counts.unionByName(_reclassified(dq))
 
     quarantine_parts: list[DataFrame] = [frames["quarantine"].drop("record_key", "run_id"), *dup_quarantine]
     layout_q = _layout_quarantine(spark, inv)
     quarantine_parts.append(layout_q)
-    counts = counts.unionByName(
-        layout_q.groupBy("source").agg(
-            F.count(F.lit(1)).cast("bigint").alias("rows_in"),
-            F.lit(0).cast("bigint").alias("rows_accepted"),
-            F.count(F.lit(1)).cast("bigint").alias("rows_quarantined"),
-        )
-    )
+    counts = counts.unionByName(_tally(layout_q, F.col("source"), F.lit(False)))
 
     entries_decoded = _read_entries(spark, inv)
     if entries_decoded is not None:
@@ -534,35 +539,13 @@ def build_input_tables(
         )
         quarantine_parts.extend([bad, dups, bad_markers])
         counts = (
-            counts.unionByName(
-                decoded.groupBy(F.lit("entries").alias("source")).agg(
-                    F.count(F.lit(1)).cast("bigint").alias("rows_in"),
-                    F.sum(F.when(F.col("status") == "ok", 1).otherwise(0))
-                    .cast("bigint")
-                    .alias("rows_accepted"),
-                    F.sum(F.when(F.col("status") == "quarantine", 1).otherwise(0))
-                    .cast("bigint")
-                    .alias("rows_quarantined"),
-                )
-            )
+            counts.unionByName(_tally(decoded, F.lit("entries"), F.col("status") == "ok"))
+            .unionByName(_reclassified(dups))
             .unionByName(
-                dups.groupBy("source").agg(
-                    F.lit(0).cast("bigint").alias("rows_in"),
-                    (-F.count(F.lit(1))).cast("bigint").alias("rows_accepted"),
-                    F.count(F.lit(1)).cast("bigint").alias("rows_quarantined"),
-                )
-            )
-            .unionByName(
-                first.where(F.col("marker_type").isNotNull())
-                .groupBy(F.lit("markers").alias("source"))
-                .agg(
-                    F.count(F.lit(1)).cast("bigint").alias("rows_in"),
-                    F.sum(F.when(F.col("marker_error_code").isNull(), 1).otherwise(0))
-                    .cast("bigint")
-                    .alias("rows_accepted"),
-                    F.sum(F.when(F.col("marker_error_code").isNotNull(), 1).otherwise(0))
-                    .cast("bigint")
-                    .alias("rows_quarantined"),
+                _tally(
+                    first.where(F.col("marker_type").isNotNull()),
+                    F.lit("markers"),
+                    F.col("marker_error_code").isNull(),
                 )
             )
         )
