@@ -15,9 +15,14 @@ from pyspark.sql import functions as F
 from pulsar_model.backlog import estimate_backlog_from_position, estimated_backlog_size, precise_backlog
 from pulsar_model.contracts import conform, contract
 from pulsar_model.delta_io import DeltaTables, TableWrite
+from pulsar_model.pinning import pinning_report, unmoved_cursors
 
 #: Output tables of the stage.
-OUTPUT_TABLES = ("cursor_backlog", "topic_backlog")
+OUTPUT_TABLES = ("cursor_backlog", "topic_backlog", "topic_pinning", "unmoved_cursors")
+#: Per-version tables (the others are computed over the whole history at once).
+_PER_VERSION = ("cursor_backlog", "topic_backlog", "topic_pinning")
+#: How far back ``unmoved_cursors`` looks for consecutive exports with the same mark-delete position.
+HISTORY_DAYS = 30
 _TOPIC = ["cluster", "topic"]
 
 
@@ -54,6 +59,31 @@ def topic_backlog(
     )
 
 
+def topic_pinning(
+    managed_ledgers: DataFrame, ledgers: DataFrame, cursors: DataFrame, pulsar_version: str
+) -> DataFrame:
+    """One row per topic: the ledgers the slowest durable cursor alone keeps alive (SPEC §1.11)."""
+    return pinning_report(managed_ledgers, ledgers, cursors, pulsar_version=pulsar_version).withColumn(
+        "pulsar_version", F.lit(pulsar_version)
+    )
+
+
+def unmoved_cursors_as_of(
+    tables: DeltaTables, run_date: dt.date, history_days: int = HISTORY_DAYS
+) -> DataFrame:
+    """Cursors unmoved across the exports of the ``history_days`` up to ``run_date`` (one row per cursor)."""
+    window = (F.col("export_date") <= F.lit(run_date)) & (
+        F.col("export_date") > F.lit(run_date - dt.timedelta(days=history_days))
+    )
+    history = tables.read("cursors").where(window)
+    ml_history = tables.read("managed_ledgers").where(window)
+    found = unmoved_cursors(history, ml_history, min_exports=2)
+    # only cursors still standing still in the run date's export are news for that date
+    return found.where(F.col("last_export_date") == F.lit(run_date)).withColumn(
+        "export_date", F.lit(run_date)
+    )
+
+
 def run_backlog_stage(
     tables: DeltaTables, run_date: dt.date, default_version: str
 ) -> tuple[dict[str, int], dict[str, int]]:
@@ -72,10 +102,15 @@ def run_backlog_stage(
         scope = ml.select(*_TOPIC)
         led = ledgers.join(scope, _TOPIC, "left_semi")
         cur = cursors.join(scope, _TOPIC, "left_semi")
-        for name, build in (("cursor_backlog", cursor_backlog), ("topic_backlog", topic_backlog)):
+        for name, build in (
+            ("cursor_backlog", cursor_backlog),
+            ("topic_backlog", topic_backlog),
+            ("topic_pinning", topic_pinning),
+        ):
             part = build(ml, led, cur, version)
             previous = outputs[name]
             outputs[name] = part if previous is None else previous.unionByName(part, allowMissingColumns=True)
+    outputs["unmoved_cursors"] = unmoved_cursors_as_of(tables, run_date)
     writes = []
     for name in OUTPUT_TABLES:
         c = contract(name)

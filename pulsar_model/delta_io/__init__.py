@@ -155,6 +155,11 @@ class DeltaTables:
         )
         log.info("Delta I/O backend %s, warehouse %s", self.backend, warehouse)
 
+    @property
+    def spark(self) -> SparkSession:
+        """The session the tables are read and written with."""
+        return self._spark
+
     # -- metadata ------------------------------------------------------------------------------------
 
     def location(self, table: str) -> str:

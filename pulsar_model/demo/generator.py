@@ -89,6 +89,10 @@ _FALLBACK_VERSIONS = ("4.1.3", "3.0.7", "4.0.8")
 KINDS = ("stats-internal", "stats", "backlog-quotas", "consumers", "schemas", "entries")
 FileForm = Literal["per-topic", "jsonl", "mixed"]
 GROUND_TRUTH_DIR = "_ground_truth"
+#: Dry-run requests the nightly ``plans`` stage answers for the demo (ignored by ingestion: ``_`` prefix).
+REQUESTS_FILE = Path("_requests") / "plan_requests.json"
+#: Topics per cluster that get plan requests in the demo.
+PLAN_REQUEST_TOPICS = 4
 _MINUTE = 60_000
 _HOUR = 3_600_000
 _GB = 1024**3
@@ -1143,6 +1147,8 @@ class _Generator:
         self.messages = 0
         self.topics = 0
         self.pending_wrappers: dict[tuple[str, str, str], list[tuple[str, dict[str, Any]]]] = {}
+        self.plan_requests: list[dict[str, Any]] = []
+        self.plan_topics: dict[str, int] = {}
         self.wrap_internal: set[str] = set()
         self.wrap_stats: set[str] = set()
         partitioned = sorted({p.base for p in self.local if p.partition >= 0})
@@ -1172,6 +1178,9 @@ class _Generator:
         }
         manifest_path = self.out / "manifest.json"
         manifest_path.write_text(_dumps_pretty(manifest), encoding="utf-8", newline="\n")
+        requests_path = self.out / REQUESTS_FILE
+        requests_path.parent.mkdir(parents=True, exist_ok=True)
+        requests_path.write_text(_dumps_pretty(self.plan_requests), encoding="utf-8", newline="\n")
         self.truth.json(
             "summary",
             {
@@ -1966,6 +1975,78 @@ class _Generator:
             return
         w.doc(cl, "schemas", plan.base, {"getSchemaResponses": items})
 
+    def _plan_requests(self, cl: _Cluster, topic: TopicSim) -> None:
+        """Dry-run requests for the first topics of each cluster that have a durable subscription."""
+        subs = [c for c in topic.cursors.values() if c.durable and c.kind == "subscription"]
+        if not subs or self.plan_topics.get(cl.name, 0) >= PLAN_REQUEST_TOPICS:
+            return
+        k = self.plan_topics[cl.name] = self.plan_topics.get(cl.name, 0) + 1
+        sub = max(subs, key=lambda c: (len(c.idm), c.order))
+        records = list(topic.iter_from((topic.ids[0], 0))) if topic.ids else []
+        base = {"cluster": cl.name, "topic": topic.topic}
+        rid = f"{cl.name}-{k}"
+        reqs: list[dict[str, Any]] = [
+            {
+                "request_id": f"{rid}-skip-exclude",
+                "action": "skip",
+                "cursor": sub.name,
+                "n": 3,
+                "deleted_entries": "Exclude",
+            },
+            {
+                "request_id": f"{rid}-skip-include",
+                "action": "skip",
+                "cursor": sub.name,
+                "n": 3,
+                "deleted_entries": "Include",
+            },
+            {"request_id": f"{rid}-skip-all", "action": "skip", "cursor": sub.name, "n": 1_000_000},
+            {"request_id": f"{rid}-clear", "action": "clear_backlog", "cursor": sub.name},
+            {
+                "request_id": f"{rid}-reset-earliest",
+                "action": "reset",
+                "cursor": sub.name,
+                "target": "earliest",
+            },
+            {"request_id": f"{rid}-reset-latest", "action": "reset", "cursor": sub.name, "target": "latest"},
+            {"request_id": f"{rid}-reader-earliest", "action": "reader_start", "start": "earliest"},
+            {"request_id": f"{rid}-reader-latest", "action": "reader_start", "start": "latest"},
+        ]
+        if records:
+            mid = records[len(records) // 2]
+            reqs += [
+                {
+                    "request_id": f"{rid}-reset-mid",
+                    "action": "reset",
+                    "cursor": sub.name,
+                    "target": fmt_pos(mid.position),
+                },
+                {
+                    "request_id": f"{rid}-reset-time",
+                    "action": "reset_by_time",
+                    "cursor": sub.name,
+                    "timestamp": mid.add_ms,
+                },
+                {
+                    "request_id": f"{rid}-reader-mid",
+                    "action": "reader_start",
+                    "start": fmt_pos(mid.position),
+                    "inclusive": True,
+                },
+                {
+                    "request_id": f"{rid}-reader-mid-batch",
+                    "action": "reader_start",
+                    "start": f"{fmt_pos(mid.position)}:0",
+                },
+                {
+                    "request_id": f"{rid}-reader-rollback",
+                    "action": "reader_start",
+                    "start": "latest",
+                    "rollback_seconds": 3600,
+                },
+            ]
+        self.plan_requests += [{**r, **base} for r in reqs]
+
     def _topic_truth(
         self,
         cl: _Cluster,
@@ -1978,6 +2059,7 @@ class _Generator:
     ) -> None:
         tr = self.truth
         slowest = topic.slowest()
+        self._plan_requests(cl, topic)
         for c in topic.cursors.values():
             exact_bytes = sum(r.size for r in topic.iter_between(c.md, topic.lac) if r.position not in c.idm)
             tr.line(
@@ -2107,7 +2189,11 @@ def _update_doc(up: UpdateTrace) -> dict[str, Any]:
 def _prepare_out(out: Path, spec: DemoSpec, overwrite: bool) -> None:
     if out.exists() and not out.is_dir():
         raise ConfigError(f"demo output {str(out)!r} exists and is not a folder; choose another path")
-    ours = [out / c for c in spec.clusters] + [out / GROUND_TRUTH_DIR, out / "manifest.json"]
+    ours = [out / c for c in spec.clusters] + [
+        out / GROUND_TRUTH_DIR,
+        out / REQUESTS_FILE.parent,
+        out / "manifest.json",
+    ]
     if out.is_dir() and any(out.iterdir()):
         if not overwrite:
             raise ConfigError(
