@@ -1,0 +1,954 @@
+"""Plain-Python managed-ledger engine for one topic: the sequential eviction loops (SPEC §3.5-§3.7).
+
+Private to :mod:`pulsar_model.quota.eviction`, which runs it per ``(cluster, topic)`` group on the executors.
+It re-implements the managed-ledger arithmetic of SPEC §1 and §2 with the same version switches as the
+DataFrame transforms of :mod:`pulsar_model.positions` / :mod:`pulsar_model.backlog` (read from a
+:class:`~pulsar_model.versions.Behaviour`), but sequentially, because the eviction loops feed every skip's
+result into the next iteration:
+
+* §1.3-§1.5 previous / valid / next valid position; §1.7 ``getNumberOfEntries`` (2.x/3.x arithmetic or the
+  4.x one with its ``comparePositions``); §1.8 cursor counts; §1.9 ``getPositionAfterN`` (all generations);
+* §1.2 mark-delete (never backwards, the beyond-LAC rule, the extension over acked ranges,
+  ``messagesConsumedCounter``); §1.10 ``skipEntries(n, Include)``;
+* §2.3 ``getEstimatedBacklogSize()`` with the slowest durable cursor of §1.11;
+* §3.6 ``dropBacklogForSizeLimit``, §3.7 ``dropBacklogForTimeLimit`` (precise: ``findNewestMatching``;
+  non-precise: whole ledgers by close timestamp).
+
+Positions are ``(ledger_id, entry_id)`` tuples (Python's tuple order is Pulsar's order, §0.1); acked ranges
+are open-closed ``(lower, upper]`` pairs. Where the broker throws, :class:`BrokerError` is raised with the
+Java exception named in its message; the loops turn it into what the broker does with it (log and go on, or
+abort the check).
+
+Nothing here imports Spark; the module is shipped to executors with the package.
+"""
+
+from __future__ import annotations
+
+import bisect
+import contextlib
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from pulsar_model.versions import Behaviour
+
+Position = tuple[int, int]
+IdmRange = tuple[Position, Position]
+
+#: Java ``Integer.MIN_VALUE`` / ``MAX_VALUE`` and ``Long`` bounds for the saturating casts of a double.
+INT_MIN, INT_MAX = -(2**31), 2**31 - 1
+LONG_MIN, LONG_MAX = -(2**63), 2**63 - 1
+#: ``getSlowestConsumer`` tracks a durable cursor without a position at EARLIEST (SPEC §1.11).
+EARLIEST: Position = (-1, -1)
+#: Safety cap on loop iterations: the broker loops are finite (every step moves a mark-delete forward or
+#: stops), the cap only guards this re-implementation.
+MAX_LOOP_ITERATIONS = 1_000_000
+
+
+class BrokerError(Exception):
+    """The modelled broker code throws here (message names the Java exception)."""
+
+
+def java_d2i(x: float) -> int:
+    """Java ``(int) double``: NaN -> 0, saturates at the int range, else truncates toward zero."""
+    if math.isnan(x):
+        return 0
+    if x >= INT_MAX:
+        return INT_MAX
+    if x <= INT_MIN:
+        return INT_MIN
+    return int(x)
+
+
+def java_d2l(x: float) -> int:
+    """Java ``(long) double``: NaN -> 0, saturates at the long range, else truncates toward zero."""
+    if math.isnan(x):
+        return 0
+    if x >= LONG_MAX:
+        return LONG_MAX
+    if x <= LONG_MIN:
+        return LONG_MIN
+    return int(x)
+
+
+def java_int_mul(a: int, b: int) -> int:
+    """Java ``int * int`` (wraps around at 32 bits)."""
+    r = (a * b) & 0xFFFFFFFF
+    return r - 2**32 if r >= 2**31 else r
+
+
+def java_div(a: int, b: int) -> int:
+    """Java ``long / long`` (truncates toward zero)."""
+    q = abs(a) // abs(b)
+    return q if (a >= 0) == (b >= 0) else -q
+
+
+# --------------------------------------------------------------------------------------------------
+# Guava-style ranges (for intersections with acked ranges)
+# --------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Rng:
+    """A range of positions with a closed or open end on each side (Guava ``Range``)."""
+
+    lo: Position
+    lo_closed: bool
+    hi: Position
+    hi_closed: bool
+
+    def intersection(self, a: Position, b: Position) -> Rng | None:
+        """Intersection with the open-closed acked range ``(a, b]``; None when they are not connected."""
+        lo_cut = max((self.lo, 0 if self.lo_closed else 1), (a, 1))
+        hi_cut = min((self.hi, 1 if self.hi_closed else 0), (b, 1))
+        if lo_cut > hi_cut:
+            return None
+        return Rng(lo_cut[0], lo_cut[1] == 0, hi_cut[0], hi_cut[1] == 1)
+
+
+# --------------------------------------------------------------------------------------------------
+# Managed ledger
+# --------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Cursor:
+    """One cursor of the topic and its evolving state (SPEC §1.2)."""
+
+    name: str
+    order: int
+    durable: bool
+    kind: str
+    md: Position | None
+    idm: list[IdmRange]
+    consumed: int | None  # messagesConsumedCounter (None when not exported)
+    md_before: Position | None = None
+    idm_before: list[IdmRange] = field(default_factory=list)
+    skipped: int = 0
+    skips: int = 0
+
+    def __post_init__(self) -> None:
+        self.md_before = self.md
+        self.idm = sorted(self.idm)
+        self.idm_before = list(self.idm)
+
+
+class ManagedLedger:
+    """The managed-ledger state of one topic (SPEC §0.2) with the version's arithmetic."""
+
+    def __init__(
+        self,
+        ledgers: Iterable[tuple[int, int, int]],
+        current_ledger_id: int | None,
+        current_ledger_entries: int,
+        current_ledger_size: int,
+        lac: Position,
+        total_size: int,
+        beh: Behaviour,
+    ) -> None:
+        rows = sorted({lid: (ent, sz) for lid, ent, sz in ledgers}.items())
+        self.ids: list[int] = [lid for lid, _ in rows]
+        self.ent: list[int] = [e for _, (e, _s) in rows]
+        self.sz: list[int] = [s for _, (_e, s) in rows]
+        self.index: dict[int, int] = {lid: i for i, lid in enumerate(self.ids)}
+        self.cur_id = current_ledger_id
+        self.cle = current_ledger_entries
+        self.cls = current_ledger_size
+        self.lac = lac
+        self.total_size = total_size
+        self.beh = beh
+        self.cum_ent = [0]
+        self.cum_sz = [0]
+        for e, s in zip(self.ent, self.sz, strict=True):
+            self.cum_ent.append(self.cum_ent[-1] + e)
+            self.cum_sz.append(self.cum_sz[-1] + s)
+        # last_ne[i]: index of the last ledger with listed entries > 0 among indexes < i (-1: none)
+        self.last_ne = [-1]
+        for i, e in enumerate(self.ent):
+            self.last_ne.append(i if e > 0 else self.last_ne[-1])
+        # valid0_from[i]: smallest index j >= i whose (ledger, 0) is a valid position (len: none)
+        n = len(self.ids)
+        self.valid0_from = [n] * (n + 1)
+        for i in range(n - 1, -1, -1):
+            self.valid0_from[i] = i if self.is_valid((self.ids[i], 0)) else self.valid0_from[i + 1]
+
+    # -- ledger map ---------------------------------------------------------------------------------
+    def exists(self, lid: int) -> bool:
+        return lid in self.index
+
+    def listed_entries(self, lid: int) -> int | None:
+        i = self.index.get(lid)
+        return None if i is None else self.ent[i]
+
+    def higher_key(self, lid: int) -> int | None:
+        """Smallest ledger id strictly greater than ``lid`` (``ceilingKey(lid + 1)``)."""
+        i = bisect.bisect_right(self.ids, lid)
+        return self.ids[i] if i < len(self.ids) else None
+
+    def entries_between(self, lo_lid: int, hi_lid: int) -> int:
+        """Listed entries of the ledgers with ``lo_lid < id < hi_lid`` (the open ledger lists 0)."""
+        a = bisect.bisect_right(self.ids, lo_lid)
+        b = bisect.bisect_left(self.ids, hi_lid)
+        return self.cum_ent[b] - self.cum_ent[a] if b > a else 0
+
+    def size_before(self, lid: int) -> int:
+        """Listed bytes of the ledgers with ``id < lid``."""
+        return self.cum_sz[bisect.bisect_left(self.ids, lid)]
+
+    def real_entries(self, lid: int) -> int:
+        """Entries stored in an existing ledger (the open ledger: ``currentLedgerEntries``)."""
+        if lid == self.cur_id:
+            return self.cle
+        return self.ent[self.index[lid]]
+
+    def entry_exists(self, p: Position) -> bool:
+        """True when ``p`` names a stored entry (used for reads, §3.7)."""
+        return self.exists(p[0]) and 0 <= p[1] < self.real_entries(p[0])
+
+    def first_position_ledger(self) -> int | None:
+        """Ledger of ``getFirstPosition()`` (SPEC §1.6)."""
+        if not self.ids:
+            return None
+        return self.lac[0] if self.ids[0] > self.lac[0] else self.ids[0]
+
+    # -- §1.3 - §1.5 ------------------------------------------------------------------------------
+    def previous(self, p: Position) -> Position:
+        """``getPreviousPosition(P)`` (SPEC §1.3)."""
+        if p[1] > 0:
+            return (p[0], p[1] - 1)
+        i = bisect.bisect_left(self.ids, p[0])
+        if i == 0:
+            return (p[0], -1)
+        j = self.last_ne[i]
+        if j >= 0:
+            return (self.ids[j], self.ent[j] - 1)
+        return (self.ids[0], -1)
+
+    def is_valid(self, p: Position) -> bool:
+        """``isValidPosition(P)`` (SPEC §1.4), 3.x/4.x order or the 2.x-old order."""
+        lid, e = p
+        lac_l, lac_e = self.lac
+        if self.beh.new_valid_position:
+            if lid not in self.index or e < 0:
+                return False
+            if self.cur_id is not None and lid == self.cur_id:
+                return (lid == lac_l and e <= lac_e + 1) or e == 0
+            if lid == lac_l:
+                return e <= lac_e
+            return e < self.ent[self.index[lid]]
+        if e < 0 or lid > lac_l:
+            return False
+        if lid == lac_l:
+            return e <= lac_e + 1
+        i = self.index.get(lid)
+        if i is None:
+            return False if lid < lac_l else e == 0
+        return e < self.ent[i]
+
+    def next_valid(self, p: Position) -> Position:
+        """``getNextValidPosition(P)`` (SPEC §1.5)."""
+        q = (p[0], p[1] + 1)
+        if self.is_valid(q):
+            return q
+        j = self.valid0_from[bisect.bisect_right(self.ids, q[0])]
+        if j < len(self.ids):
+            return (self.ids[j], 0)
+        if self.beh.new_valid_position and self.cur_id is not None and self.cle == 0:
+            return (self.cur_id, 0)
+        return (self.lac[0], self.lac[1] + 1)
+
+    # -- §1.7 ---------------------------------------------------------------------------------------
+    def compare_4x(self, a: Position, b: Position) -> int:
+        """4.x ``comparePositions``: next valid positions decide when one side is invalid (see columns.py)."""
+        first = self.first_position_ledger()
+        lac_l = self.lac[0]
+        if first is None or min(a[0], b[0]) < first or max(a[0], b[0]) > lac_l:
+            return (a > b) - (a < b)
+        if a[0] == b[0]:
+            return (a[1] > b[1]) - (a[1] < b[1])
+        if not self.is_valid(a) or not self.is_valid(b):
+            na, nb = self.next_valid(a), self.next_valid(b)
+            return (na > nb) - (na < nb)
+        return (a > b) - (a < b)
+
+    def count(self, lo: Position, lo_closed: bool, hi: Position, hi_closed: bool) -> int:
+        """``ManagedLedgerImpl.getNumberOfEntries(range)`` arithmetic (SPEC §1.7), ranges built by the broker.
+
+        Guava's and 4.x's "Invalid range" checks are applied by the callers that can meet them.
+        """
+        lc, hc = int(lo_closed), int(hi_closed)
+        if not self.beh.entry_count_4x:
+            if lo[0] == hi[0]:
+                return hi[1] - lo[1] - 1 + lc + hc
+            n = hi[1] + hc
+            i = self.index.get(lo[0])
+            if i is not None:
+                n += self.ent[i] - (lo[1] + 1) + lc
+            return n + self.entries_between(lo[0], hi[0])
+        same = lo[0] == hi[0]
+        if lo[0] > hi[0] or (same and lo[1] > hi[1]) or (same and lo[1] < 0 and hi[1] < 0):
+            return 0
+        if same:
+            if lo[0] not in self.index:
+                return 0
+            return hi[1] - lo[1] - 1 + int(lo_closed and lo[1] >= 0) + int(hi_closed and hi[1] >= 0)
+        n = 0
+        hi_i = self.index.get(hi[0])
+        if hi[1] >= 0 and hi_i is not None:
+            unbounded = self.compare_4x(hi, self.lac) >= 0 or hi[0] == self.lac[0]
+            capped = hi[1] if unbounded else min(hi[1], self.ent[hi_i] - 1)
+            n += capped + hc
+        lo_i = self.index.get(lo[0])
+        if lo_i is not None:
+            n += self.ent[lo_i] if lo[1] < 0 else self.ent[lo_i] - (lo[1] + 1) + lc
+        return n + self.entries_between(lo[0], hi[0])
+
+    def check_range(self, lo: Position, lo_closed: bool, hi: Position, hi_closed: bool) -> None:
+        """Raise where Guava (every version) or the 4.x check refuses to build/count the range."""
+        if lo > hi or (lo == hi and not lo_closed and not hi_closed):
+            raise BrokerError(
+                f"IllegalArgumentException: Invalid range {_rng_text(lo, lo_closed, hi, hi_closed)}"
+            )
+        if self.beh.entry_count_4x and self.compare_4x(lo, hi) > 0:
+            raise BrokerError(
+                f"IllegalArgumentException: Invalid range {_rng_text(lo, lo_closed, hi, hi_closed)}"
+            )
+
+    # -- §1.8 ---------------------------------------------------------------------------------------
+    def cursor_count(self, idm: list[IdmRange], r: Rng) -> int:
+        """``cursor.getNumberOfEntries(range)``: ML count minus the ML count of each acked intersection."""
+        n = self.count(r.lo, r.lo_closed, r.hi, r.hi_closed)
+        for a, b in idm:
+            common = r.intersection(a, b)
+            if common is not None:
+                n -= self.count(common.lo, common.lo_closed, common.hi, common.hi_closed)
+        return n
+
+    def precise_backlog(self, md: Position, idm: list[IdmRange]) -> int:
+        """``getNumberOfEntriesInBacklog(true)`` (§1.8): 0 when ``md >= LAC`` (3.x+), else ``(md, LAC]``."""
+        if self.beh.precise_backlog_guard and md >= self.lac:
+            return 0
+        self.check_range(md, False, self.lac, True)
+        return self.cursor_count(idm, Rng(md, False, self.lac, True))
+
+    def entries_in_storage(self, md: Position) -> int:
+        """``getNumberOfEntriesInStorage()``: ML count of ``(md, LAC]`` (2.x-old: ``(md, LAC.next]``)."""
+        hi = (self.lac[0], self.lac[1] + 1) if self.beh.storage_counts_lac_next else self.lac
+        self.check_range(md, False, hi, True)
+        return self.count(md, False, hi, True)
+
+    def has_more_entries(self, idm: list[IdmRange], p: Position) -> bool:
+        """``cursor.hasMoreEntries(P)``: ``P <= LAC`` and unacked entries in ``[P, LAC]`` (§3.7 search)."""
+        if p > self.lac:
+            return False
+        return self.cursor_count(idm, Rng(p, True, self.lac, True)) > 0
+
+    # -- §1.9 ---------------------------------------------------------------------------------------
+    def position_after_n(self, start: Position, n: int, start_excluded: bool = True) -> Position:
+        """``getPositionAfterN(start, n, bound)`` (SPEC §1.9) with the version's loop ends."""
+        beh = self.beh
+        cur = self.next_valid(start) if start_excluded else start
+        skip = n
+        last_ledger = False
+        while skip >= 0:
+            if self.cur_id is not None and cur[0] == self.cur_id:
+                last_ledger = True
+                if beh.pan_current_ledger_guard:
+                    total = self.lac[1] + 1 if self.cle > 0 else 0
+                else:
+                    total = self.lac[1] + 1
+            else:
+                i = self.index.get(cur[0])
+                if i is None:
+                    if not beh.pan_deleted_ledger_as_empty:
+                        raise BrokerError(
+                            "NullPointerException: getPositionAfterN reads "
+                            f"ledgers.get({cur[0]}).getEntries() of a ledger missing from the map"
+                        )
+                    total = 0
+                else:
+                    total = self.ent[i]
+            guarded = beh.pan_unread_guard and total <= 0
+            unread = 0 if guarded else total - cur[1]
+            if unread >= skip:
+                cur = (cur[0], cur[1] + skip)
+                break
+            skip -= unread
+            if last_ledger:
+                cur = (cur[0], total)
+                break
+            nxt = self.higher_key(cur[0])
+            if nxt is not None:
+                cur = (nxt, 0)
+                continue
+            if not self.ids:
+                raise BrokerError("NoSuchElementException: ledgers.lastKey() on an empty ledger map")
+            if beh.pan_past_end == "revisit_last_ledger":
+                last = self.ids[-1]
+                if last == self.cur_id:
+                    cur = (last, 0)
+                    continue
+                walk = self.ent[-1]
+                if walk <= 0:
+                    raise BrokerError(
+                        "getPositionAfterN never returns: the last ledger is empty and not the open ledger, "
+                        "so the broker re-visits ledgers.lastKey() forever"
+                    )
+                # every re-visit of (last, 0) reads `walk` entries: jump straight to the final visit
+                cur = (last, (skip - 1) % walk + 1)
+                break
+            if beh.pan_past_end == "loop_forever":
+                raise BrokerError(
+                    "getPositionAfterN never returns: past the last ledger it moves to ledgers.lastKey()+1, "
+                    "which is absent from the map and counts 0 entries, forever"
+                )
+            raise BrokerError(
+                "NullPointerException: getPositionAfterN ran past the last ledger "
+                "(ledgers.lastKey()+1 is not in the ledger map)"
+            )
+        result = self.previous(cur)
+        if beh.pan_lac_clamp and result > self.lac:
+            result = self.lac
+        return result
+
+    # -- §2 -----------------------------------------------------------------------------------------
+    def consumed_size(self, size: int, entries: int, e: int) -> int:
+        """``consumedLedgerSize`` (SPEC §2.2) of the version's generation."""
+        if entries <= 0:
+            return 0
+        gen = self.beh.consumed_generation
+        if gen == 2 and entries == e + 1:
+            return size
+        if gen == 3 and entries <= e + 1:
+            return size
+        return (e + 1) * java_div(size, entries) if e >= 0 else 0
+
+    def estimate_from_slowest(self, pos: Position | None) -> int:
+        """``getEstimatedBacklogSize()`` (SPEC §2.3) given the slowest durable cursor's md (None: 0)."""
+        if pos is None:
+            return 0
+        size = self.total_size - self.size_before(pos[0])
+        i = self.index.get(pos[0])
+        if i is None:
+            return size
+        if self.ent[i] == 0:  # the open ledger (its LedgerInfo lists 0 entries)
+            return size - self.consumed_size(self.cls, self.cle, pos[1])
+        return size - self.consumed_size(self.sz[i], self.ent[i], pos[1])
+
+    # -- §1.2 / §1.10 -------------------------------------------------------------------------------
+    def mark_delete(self, c: Cursor, new: Position) -> int:
+        """``asyncMarkDelete(new)`` on cursor ``c`` (SPEC §1.2); returns the entries newly consumed.
+
+        ``new < md`` raises (MarkDeletingMarkedPosition); ``new > LAC`` raises unless the next-ledger rule
+        allows it; ``new == md`` changes nothing. The consumed-counter increment is the cursor count of
+        ``(md, new]`` before the extension over acked ranges (acked entries were counted when acked).
+        """
+        md = c.md
+        if md is None:
+            raise BrokerError("cursor has no mark_delete_position")
+        if new < md:
+            raise BrokerError(
+                f"MarkDeletingMarkedPosition: current mark-delete {_p(md)}, attempted mark delete {_p(new)}"
+            )
+        if new > self.lac:
+            nxt = self.higher_key(self.lac[0])
+            md_entries = self.listed_entries(md[0])
+            if not (nxt is not None and md_entries is not None and md[1] + 1 >= md_entries and new[0] == nxt):
+                raise BrokerError("ManagedLedgerException: Invalid mark deleted position")
+        if new == md:
+            return 0
+        if new[0] == md[0] and new[1] == md[1] + 1:
+            newly = 0 if _idm_contains(c.idm, new) else 1
+        else:
+            newly = self.cursor_count(c.idm, Rng(md, False, new, True))
+        p = self.next_valid(new)
+        while p <= self.lac:
+            containing = _idm_range_containing(c.idm, p)
+            if containing is None:
+                break
+            new = containing[1]
+            p = self.next_valid(new)
+        c.idm = [(max(a, new), b) for a, b in c.idm if b > new]
+        c.md = new
+        if c.consumed is not None:
+            c.consumed += newly
+        c.skipped += newly
+        return newly
+
+    def skip_include(self, c: Cursor, n: int) -> int:
+        """``skipEntries(n, Include)`` (§1.10): mark-delete at ``getPositionAfterN(md, n, startExcluded)``.
+
+        A target before md is MarkDeletingMarkedPosition, which ``asyncSkipEntries`` reports as success.
+        """
+        if c.md is None:
+            raise BrokerError("cursor has no mark_delete_position")
+        if n < 0:
+            raise BrokerError(f"IllegalArgumentException: skipEntries({n})")
+        target = self.position_after_n(c.md, n)
+        if target < c.md:
+            return 0
+        return self.mark_delete(c, target)
+
+
+def _p(p: Position | None) -> str:
+    return "null" if p is None else f"{p[0]}:{p[1]}"
+
+
+def _rng_text(lo: Position, lo_closed: bool, hi: Position, hi_closed: bool) -> str:
+    return f"{'[' if lo_closed else '('}{_p(lo)}..{_p(hi)}{']' if hi_closed else ')'}"
+
+
+def _idm_contains(idm: list[IdmRange], p: Position) -> bool:
+    return _idm_range_containing(idm, p) is not None
+
+
+def _idm_range_containing(idm: list[IdmRange], p: Position) -> IdmRange | None:
+    for a, b in idm:
+        if a < p <= b:
+            return (a, b)
+        if a >= p:
+            break
+    return None
+
+
+# --------------------------------------------------------------------------------------------------
+# Slowest cursor (§1.11)
+# --------------------------------------------------------------------------------------------------
+
+
+def slowest_durable(cursors: list[Cursor]) -> tuple[Cursor | None, bool]:
+    """The durable cursor with the smallest md (null md = EARLIEST), ties by ``order`` (insertion order).
+
+    Returns ``(cursor, tie)``; ``tie`` is True when several durable cursors share that md (the ≤3.0 heap
+    picks any of them).
+    """
+    durable = [(c.md if c.md is not None else EARLIEST, c.order, c) for c in cursors if c.durable]
+    if not durable:
+        return None, False
+    smallest = min(md for md, _, _ in durable)
+    candidates = [(order, c) for md, order, c in durable if md == smallest]
+    best = min(candidates, key=lambda oc: oc[0])[1]
+    return best, len(candidates) > 1
+
+
+def estimated_backlog(ml: ManagedLedger, cursors: list[Cursor]) -> int:
+    """Topic ``backlogSize`` = ``getEstimatedBacklogSize()`` (SPEC §2.3)."""
+    slowest, _ = slowest_durable(cursors)
+    return ml.estimate_from_slowest(None if slowest is None else slowest.md)
+
+
+# --------------------------------------------------------------------------------------------------
+# §3.6 size eviction
+# --------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class SizeStep:
+    """One skip of the §3.6 loop (an entry of the ``iterations`` trace)."""
+
+    iteration: int
+    cursor_name: str
+    mark_delete_before: Position | None
+    backlog_before: int
+    entries_counter: int
+    entries_source: str
+    to_skip: int
+    mark_delete_after: Position | None
+    skipped_entries: int
+    backlog_after: int
+    slowest_tie: bool
+    error: str | None
+
+
+@dataclass
+class SizeResult:
+    target: Target | None
+    backlog_before: int
+    backlog_after: int
+    stop_reason: str
+    stop_cursor_name: str | None
+    steps: list[SizeStep]
+    tie_ambiguous: bool
+    error: str | None
+
+
+def entries_in_backlog(
+    ml: ManagedLedger, c: Cursor, entries_added: int | None, use_counter: bool
+) -> tuple[int, str]:
+    """``getNumberOfEntriesInBacklog(false)`` (SPEC §1.8): ``entriesAddedCounter - messagesConsumedCounter``,
+    the precise count when that is negative or (here) when the counters were not exported.
+    """
+    if c.md is None:
+        raise BrokerError("cursor has no mark_delete_position")
+    if use_counter and entries_added is not None and c.consumed is not None:
+        backlog = entries_added - c.consumed
+        if backlog >= 0:
+            return backlog, "counter"
+        return ml.precise_backlog(c.md, c.idm), "precise_fallback"
+    return ml.precise_backlog(c.md, c.idm), "precise"
+
+
+#: ``reductionFactor``: eviction brings the backlog down to 90 % of the quota (SPEC §3.6, §3.7).
+REDUCTION_FACTOR = 0.9
+
+Target = int | float
+
+
+def size_target(limit: int, formula_4x: bool) -> Target:
+    """Eviction target: ``0.9 * limit`` as a double (3.0) or ``(long) (0.9 * limit)`` (4.x) (SPEC §3.6)."""
+    raw = REDUCTION_FACTOR * float(limit)
+    return java_d2l(raw) if formula_4x else raw
+
+
+def above_target(backlog: int, target: Target) -> bool:
+    """``backlogSize > targetSize``: long vs double in 3.0 (the long is widened), long vs long in 4.x."""
+    if isinstance(target, float):
+        return float(backlog) > target
+    return backlog > target
+
+
+def entries_to_skip(backlog: int, target: Target, entries: int) -> int:
+    """``messagesToSkip`` with the version's IEEE-754 operation order (SPEC §3.6).
+
+    3.0 (double target): ``(int) (((backlog - target) / backlog) * entries)``;
+    4.x (long target): ``(int) ((double) (backlog - target) * (double) entries / backlog)``.
+    """
+    if isinstance(target, float):
+        factor = (float(backlog) - target) / float(backlog)
+        return java_d2i(factor * float(entries))
+    return java_d2i(float(backlog - target) * float(entries) / float(backlog))
+
+
+def drop_backlog_for_size_limit(
+    ml: ManagedLedger,
+    cursors: list[Cursor],
+    limit: int | None,
+    entries_added: int | None,
+    use_counter: bool,
+    formula_4x: bool,
+) -> SizeResult:
+    """``dropBacklogForSizeLimit(topic, quota)`` (SPEC §3.6), mutating ``cursors``.
+
+    A null or negative limit means "no size quota": the broker never calls the method (stop
+    ``quota_disabled``). Errors of ``skipEntries`` are logged by the broker and the loop goes on (the cursor
+    is then the previous one); an error computing the entries leaves the method (stop ``error``).
+    """
+    backlog = estimated_backlog(ml, cursors)
+    before = backlog
+    if limit is None or limit < 0:
+        return SizeResult(None, before, before, "quota_disabled", None, [], False, None)
+    target = size_target(limit, formula_4x)
+    steps: list[SizeStep] = []
+    prev: Cursor | None = None
+    tie_ambiguous = False
+    reason = "below_target"
+    stop_name: str | None = None
+    error: str | None = None
+    while above_target(backlog, target):
+        if len(steps) >= MAX_LOOP_ITERATIONS:
+            reason, error = "error", "iteration cap reached"
+            break
+        c, tie = slowest_durable(cursors)
+        if c is None:
+            reason = "no_cursor"
+            break
+        if c is prev:
+            reason, stop_name = "same_cursor", c.name
+            break
+        try:
+            entries, source = entries_in_backlog(ml, c, entries_added, use_counter)
+        except BrokerError as exc:
+            reason, stop_name, error = "error", c.name, str(exc)
+            break
+        to_skip = entries_to_skip(backlog, target, entries)
+        if to_skip == 0:
+            reason, stop_name = "zero_skip", c.name
+            break
+        tie_ambiguous = tie_ambiguous or tie
+        md_before = c.md
+        step_error: str | None = None
+        newly = 0
+        try:
+            newly = ml.skip_include(c, to_skip)
+            c.skips += 1
+        except BrokerError as exc:
+            step_error = str(exc)
+        new_backlog = estimated_backlog(ml, cursors)
+        steps.append(
+            SizeStep(
+                len(steps) + 1,
+                c.name,
+                md_before,
+                backlog,
+                entries,
+                source,
+                to_skip,
+                c.md,
+                newly,
+                new_backlog,
+                tie,
+                step_error,
+            )
+        )
+        backlog = new_backlog
+        prev = c
+    return SizeResult(target, before, backlog, reason, stop_name, steps, tie_ambiguous, error)
+
+
+# --------------------------------------------------------------------------------------------------
+# §3.7 time eviction
+# --------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class TimeStep:
+    """One mark-delete of the non-precise §3.7 loop."""
+
+    iteration: int
+    cursor_name: str
+    mark_delete_before: Position | None
+    ledger_id: int
+    ledger_closed_at_ms: int | None
+    action: str  # deleted_ledger | expired_ledger
+    mark_delete_after: Position | None
+    skipped_entries: int
+    slowest_tie: bool
+    error: str | None
+
+
+@dataclass
+class TimeResult:
+    stop_reason: str
+    stop_cursor_name: str | None
+    steps: list[TimeStep]
+    tie_ambiguous: bool
+    undecidable: bool
+    error: str | None
+
+
+def drop_backlog_for_time_limit_ledgers(
+    ml: ManagedLedger,
+    cursors: list[Cursor],
+    closed_at_ms: dict[int, int | None],
+    limit_seconds: int | None,
+    now_ms: int,
+    millis_overflow_int: bool,
+) -> TimeResult:
+    """Non-precise ``dropBacklogForTimeLimit`` (SPEC §3.7): whole closed ledgers by close timestamp.
+
+    ``closed_at_ms`` maps ledger id -> close time (None: not exported). The open ledger's LedgerInfo has
+    timestamp 0 and never expires. A closed ledger whose close time was not exported stops the loop with
+    ``unknown_close_time`` (undecidable: the broker knows the time, the export does not). Any exception
+    (no next ledger, a refused mark-delete) ends the broker's loop (stop ``error``/``no_next_ledger``).
+    ``millis_overflow_int``: up to 3.x the limit is converted with ``limitTime * 1000`` in 32-bit ints.
+    """
+    if limit_seconds is None or limit_seconds <= 0:
+        return TimeResult("quota_disabled", None, [], False, False, None)
+    # 3.x: int * int wraps around; 4.x: SECONDS.toMillis (long)
+    limit_ms = java_int_mul(_java_int(limit_seconds), 1000) if millis_overflow_int else limit_seconds * 1000
+    steps: list[TimeStep] = []
+    tie_ambiguous = False
+    while True:
+        if len(steps) >= MAX_LOOP_ITERATIONS:
+            return TimeResult("error", None, steps, tie_ambiguous, False, "iteration cap reached")
+        c, tie = slowest_durable(cursors)
+        if c is None:
+            return TimeResult("no_cursor", None, steps, tie_ambiguous, False, None)
+        md = c.md
+        if md is None:
+            return TimeResult(
+                "error", c.name, steps, tie_ambiguous, False, "cursor has no mark_delete_position"
+            )
+        ts: int | None = None
+        if ml.exists(md[0]):
+            if md[0] == ml.cur_id:
+                return TimeResult("open_ledger", c.name, steps, tie_ambiguous, False, None)
+            ts = closed_at_ms.get(md[0])
+            if ts is None:
+                return TimeResult(
+                    "unknown_close_time",
+                    c.name,
+                    steps,
+                    tie_ambiguous,
+                    True,
+                    f"close time of ledger {md[0]} not exported (stats-internal has no LedgerInfo timestamp; "
+                    "export topics info-internal)",
+                )
+            if not (ts > 0 and now_ms - ts > limit_ms):
+                return TimeResult("not_expired", c.name, steps, tie_ambiguous, False, None)
+            action = "expired_ledger"
+        else:
+            action = "deleted_ledger"
+        nxt = ml.higher_key(md[0])
+        if nxt is None:
+            return TimeResult(
+                "no_next_ledger",
+                c.name,
+                steps,
+                tie_ambiguous,
+                False,
+                f"NullPointerException: no ledger after {md[0]} (next position has a null ledger id)",
+            )
+        tie_ambiguous = tie_ambiguous or tie
+        try:
+            newly = ml.mark_delete(c, (nxt, -1))
+        except BrokerError as exc:
+            steps.append(TimeStep(len(steps) + 1, c.name, md, md[0], ts, action, c.md, 0, tie, str(exc)))
+            return TimeResult("error", c.name, steps, tie_ambiguous, False, str(exc))
+        steps.append(TimeStep(len(steps) + 1, c.name, md, md[0], ts, action, c.md, newly, tie, None))
+
+
+def _java_int(x: int) -> int:
+    r = x & 0xFFFFFFFF
+    return r - 2**32 if r >= 2**31 else r
+
+
+@dataclass
+class ExpiryResult:
+    """What ``expireMessages(ttl)`` did to one subscription (SPEC §3.7 precise)."""
+
+    ledger_closure_position: Position | None
+    found_position: Position | None
+    reads: int
+    non_monotonic: bool
+    warning: str | None
+    error: str | None
+
+
+def expire_messages(
+    ml: ManagedLedger,
+    c: Cursor,
+    ttl_seconds: int,
+    now_ms: int,
+    timestamps: Timestamps,
+    closed_at_ms: dict[int, int | None] | None,
+) -> ExpiryResult:
+    """``PersistentMessageExpiryMonitor.expireMessages(ttl)`` for one subscription's cursor.
+
+    ``closed_at_ms`` not None = the version first expires whole ledgers by close time
+    (``checkExpiryByLedgerClosureTime``, apache/pulsar#21940 + #22335). Then ``asyncFindNewestMatching``
+    (SearchActiveEntries) runs ``OpFindNewest``'s search from ``nextValid(md)`` over
+    ``getNumberOfEntriesInStorage()`` entries with the condition "entry expired"
+    (``ttl != 0 and now > timestamp + ttl*1000``, timestamp = broker timestamp else publish time); the
+    newest match is mark-deleted. ``timestamps`` holds the exported entries; reading a stored entry that is
+    not exported is undecidable (error, cursor unchanged); reading a position that does not exist fails the
+    search as in the broker (no expiry).
+    """
+    warning: str | None = None
+
+    def expired(ts: int) -> bool:
+        return ttl_seconds != 0 and now_ms > ts + ttl_seconds * 1000
+
+    md0 = c.md
+    if md0 is None:
+        return ExpiryResult(None, None, 0, False, None, "cursor has no mark_delete_position")
+    non_monotonic = timestamps.non_monotonic(md0, ml.lac)
+    closure_pos: Position | None = None
+    if closed_at_ms is not None and ttl_seconds > 0:
+        info: int | None = None
+        for lid in ml.ids[bisect.bisect_left(ml.ids, md0[0]) :]:
+            if lid == ml.cur_id:
+                break  # the open ledger's LedgerInfo has timestamp 0
+            ts = closed_at_ms.get(lid)
+            if ts is None:
+                warning = (
+                    f"close time of ledger {lid} not exported: expiry by ledger close time not evaluated "
+                    "from there (exact when publish times are consistent with close times)"
+                )
+                break
+            if ts == 0 or not expired(ts):
+                break
+            info = lid
+        if info is not None:
+            pos = (info, ml.real_entries(info) - 1)
+            if ml.lac < pos:
+                pos = ml.lac
+            closure_pos = pos
+            _complete(ml, c, pos)
+    md = c.md
+    assert md is not None
+    reads = 0
+    try:
+        start = ml.next_valid(md)
+        lo, hi = 0, ml.entries_in_storage(md)
+
+        def mid() -> int:
+            return lo + max(java_div(hi - lo, 2), 1)
+
+        search = start
+        state = "first"
+        last_matched: Position | None = None
+        found: Position | None = None
+        while True:
+            if not ml.has_more_entries(c.idm, search):
+                found = last_matched
+                break
+            if not ml.entry_exists(search):
+                return ExpiryResult(
+                    closure_pos, None, reads, non_monotonic, warning,
+                    f"reading entry {_p(search)} fails (no such entry): findEntryFailed, nothing expired",
+                )  # fmt: skip
+            ts_opt = timestamps.by_position.get(search)
+            if ts_opt is None:
+                return ExpiryResult(
+                    closure_pos, None, reads, non_monotonic, warning,
+                    f"entry {_p(search)} is not in the exported entries: expiry search undecidable",
+                )  # fmt: skip
+            reads += 1
+            match = expired(ts_opt)
+            if state == "first":
+                if not match:
+                    found = None
+                    break
+                last_matched = search
+                state = "last"
+                search = ml.position_after_n(search, hi)
+                if ml.lac < search:  # newer OpFindNewest moves a past-the-end probe back to LAC
+                    search = ml.lac
+            elif state == "last":
+                if match:
+                    found = search
+                    break
+                state = "searching"
+                search = ml.position_after_n(start, mid())
+            else:
+                if match:
+                    last_matched = search
+                    lo = mid()
+                else:
+                    hi = mid() - 1
+                if hi <= lo:
+                    found = last_matched
+                    break
+                search = ml.position_after_n(start, mid())
+            if reads > 10_000:
+                raise BrokerError("expiry search does not converge")
+    except BrokerError as exc:
+        return ExpiryResult(closure_pos, None, reads, non_monotonic, warning, str(exc))
+    if found is not None:
+        _complete(ml, c, found)
+    return ExpiryResult(closure_pos, found, reads, non_monotonic, warning, None)
+
+
+def _complete(ml: ManagedLedger, c: Cursor, pos: Position) -> None:
+    """``findEntryComplete(pos)``: mark-delete at ``pos`` unless md is already there; failures are logged."""
+    if c.md is not None and c.md >= pos:
+        return
+    # a failure is logged by the broker ("Message expiry failed - mark delete failed")
+    with contextlib.suppress(BrokerError):
+        ml.mark_delete(c, pos)
+
+
+class Timestamps:
+    """Exported entry timestamps of one topic (broker timestamp, else publish time), by position."""
+
+    def __init__(self, items: Iterable[tuple[Position, int]]) -> None:
+        self.by_position: dict[Position, int] = dict(items)
+        self.positions: list[Position] = sorted(self.by_position)
+        self.times: list[int] = [self.by_position[p] for p in self.positions]
+
+    def non_monotonic(self, lo: Position, hi: Position) -> bool:
+        """True when the timestamps of the exported entries in ``(lo, hi]`` decrease somewhere."""
+        a = bisect.bisect_right(self.positions, lo)
+        b = bisect.bisect_right(self.positions, hi)
+        return any(self.times[i + 1] < self.times[i] for i in range(a, b - 1))

@@ -1,0 +1,404 @@
+"""Property tests: pulsar_model.quota.eviction agrees with the plain-Python oracle (SPEC §3.6, §3.7).
+
+Random managed-ledger states from tests/oracle/strategies.py (sparse ids, trimmed and empty ledgers, an
+empty or missing open ledger, cursors at ``(L,-1)``/past a ledger end/in deleted ledgers, acked ranges, ties
+on the slowest md, replicator/compaction/dedup/reader cursors) plus, per topic, a size limit, a time limit,
+exported counters (sometimes drifting or negative), ledger close times (sometimes missing) and entry
+publish times (mostly increasing, sometimes not, some entries not exported). The oracle is
+tests/oracle/quota.py on top of tests/oracle/managed_ledger.py.
+
+* the Spark properties batch 40-60 topics per example, run each transform once per version (unioned, one
+  collect; the three transforms in parallel) and compare every cursor and topic;
+* the engine property runs the per-topic engine itself (no Spark) on many more examples.
+
+``PULSAR_PROPERTY_EXAMPLES`` scales both (default 1 Spark example, 60 engine examples).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import functools
+import random
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, Phase, Verbosity, assume, given, settings
+from hypothesis import strategies as st
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.types import DataType, LongType, StructField, StructType, TimestampType
+
+from pulsar_model.quota import _topic_engine as eng
+from pulsar_model.quota.eviction import (
+    SUBSCRIPTION_MAP_KINDS,
+    drop_backlog_for_size_limit,
+    drop_backlog_for_time_limit,
+    expiry_checks_ledger_close_time,
+    size_eviction_uses_long_target,
+    time_limit_millis_overflow_int,
+)
+from pulsar_model.versions import behaviour
+from tests.oracle import managed_ledger as o
+from tests.oracle import quota as q
+from tests.oracle import strategies as S
+
+VERSIONS = ["2.10.6", "3.0.7", "4.1.3"]
+#: 2.8.0 adds the "2.x-old" getPositionAfterN (NPEs, no LAC clamp). 2.9.x is left out: the ML oracle maps it
+#: to the 3.x position family while pulsar_model.versions gives 2.9.3 only some of the 2.10 fixes.
+ENGINE_VERSIONS = ["2.8.0", *VERSIONS]
+NOW = dt.datetime(2026, 3, 1, 12, 0, tzinfo=dt.UTC)
+NOW_MS = int(NOW.timestamp() * 1000)
+HOUR_MS = 3_600_000
+
+pytestmark = [pytest.mark.slow, pytest.mark.filterwarnings("ignore:Generating overly large repr")]
+
+SPARK_SETTINGS = settings(
+    max_examples=S.PROPERTY_EXAMPLES,
+    deadline=None,
+    database=None,
+    phases=[Phase.generate],
+    verbosity=Verbosity.quiet,
+    suppress_health_check=[
+        HealthCheck.function_scoped_fixture,
+        HealthCheck.too_slow,
+        HealthCheck.data_too_large,
+    ],
+)
+ENGINE_SETTINGS = settings(
+    max_examples=60 * S.PROPERTY_EXAMPLES,
+    deadline=None,
+    database=None,
+    phases=[Phase.generate],
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+FAST_CONF = {
+    "spark.sql.adaptive.enabled": "false",
+    "spark.sql.codegen.wholeStage": "false",
+    "spark.sql.codegen.factoryMode": "NO_CODEGEN",
+    "spark.sql.shuffle.partitions": "2",
+}
+
+
+@dataclass
+class QuotaCase:
+    """A generated topic plus everything the quota transforms read beyond the ML state."""
+
+    case: S.Case
+    limit_size: int
+    limit_time: int
+    entries_added: int | None
+    consumed: list[int | None]
+    closed_at: dict[int, int | None]
+    timestamps: dict[o.Position, int]
+
+    def describe(self) -> str:
+        return (
+            f"{self.case.describe()}\n  limit_size={self.limit_size} limit_time={self.limit_time} "
+            f"entries_added={self.entries_added} consumed={self.consumed}\n  closed_at={self.closed_at}\n"
+            f"  timestamps={sorted(self.timestamps.items())}"
+        )
+
+
+@st.composite
+def quota_cases(draw: st.DrawFn) -> QuotaCase:
+    case = draw(S.cursor_cases(min_cursors=1))
+    ml = case.ml
+    total = max(ml.total_size, 1)
+    limit_size = draw(st.one_of(st.integers(-1, 0), st.integers(0, total), st.integers(0, 2 * total)))
+    limit_time = draw(st.one_of(st.integers(-1, 2), st.integers(1, 4 * 3600), st.just(30 * 24 * 3600)))
+    entries_added = draw(st.one_of(st.none(), st.integers(0, 80)))
+    consumed = [draw(st.one_of(st.none(), st.integers(0, 80))) for _ in case.cursors]
+    ages = st.one_of(st.none(), st.integers(0, 5 * HOUR_MS), st.just(40 * 24 * HOUR_MS))
+    closed_at: dict[int, int | None] = {}
+    for lid in ml.ledgers:
+        if lid != ml.current_ledger_id:
+            age = draw(ages)
+            closed_at[lid] = None if age is None else NOW_MS - age
+    # publish times from a drawn seed (one draw instead of several per entry keeps examples small): mostly
+    # increasing, one in ten steps back, one in sixteen entries not exported
+    rnd = random.Random(draw(st.integers(0, 2**32 - 1)))
+    timestamps: dict[o.Position, int] = {}
+    t = NOW_MS - rnd.randint(0, 6 * HOUR_MS)
+    for p in case.state.existing_entries():
+        t += rnd.randint(-HOUR_MS, 0) if rnd.randint(0, 9) == 0 else rnd.randint(0, HOUR_MS // 2)
+        if rnd.randint(0, 15) > 0:
+            timestamps[p] = t
+    return QuotaCase(case, limit_size, limit_time, entries_added, consumed, closed_at, timestamps)
+
+
+def kind_of(c: o.Cursor) -> str:
+    if c.name.startswith("pulsar.repl."):
+        return "replicator"
+    if c.name in ("__compaction", "pulsar.dedup"):
+        return {"__compaction": "compaction", "pulsar.dedup": "dedup"}[c.name]
+    return "subscription" if c.durable else "reader"
+
+
+def qcursors(qc: QuotaCase) -> list[q.QCursor]:
+    return [
+        q.QCursor(c.name, c.order, c.durable, kind_of(c), c.mark_delete, list(c.individually_deleted), n)
+        for c, n in zip(qc.case.cursors, qc.consumed, strict=True)
+    ]
+
+
+# --- expected results from the oracle -----------------------------------------------------------------------
+Expected = dict[tuple[str, str, str], Any]
+
+
+def oracle_size(qc: QuotaCase, version: str) -> tuple[Any, dict[str, Any]]:
+    cursors = qcursors(qc)
+    out = q.size_eviction(qc.case.ml, cursors, qc.limit_size, version, qc.entries_added, True)
+    topic = (out.stop_reason, out.backlog_before, out.backlog_after, [(t[0], t[3], t[4]) for t in out.trace])
+    per_cursor = {
+        c.name: (c.mark_delete, sorted(c.individually_deleted), c.skipped, c.consumed) for c in cursors
+    }
+    return topic, per_cursor
+
+
+def oracle_time(qc: QuotaCase, version: str) -> tuple[Any, dict[str, Any]]:
+    cursors = qcursors(qc)
+    out = q.time_eviction_ledgers(qc.case.ml, cursors, qc.closed_at, qc.limit_time, NOW_MS, version)
+    topic = (out.stop_reason, out.trace)
+    return topic, {c.name: (c.mark_delete, sorted(c.individually_deleted)) for c in cursors}
+
+
+def oracle_precise(qc: QuotaCase, version: str) -> dict[str, Any]:
+    if qc.limit_time <= 0:
+        return {c.name: (c.mark_delete, None, False) for c in qc.case.cursors}
+    ttl = int(0.9 * qc.limit_time)
+    closed = qc.closed_at if expiry_checks_ledger_close_time(version) else None
+    result: dict[str, Any] = {}
+    for c in qcursors(qc):
+        if c.kind not in SUBSCRIPTION_MAP_KINDS:
+            result[c.name] = (c.mark_delete, None, False)
+            continue
+        res = q.expire(qc.case.ml, c, ttl, NOW_MS, qc.timestamps, closed, version)
+        result[c.name] = (c.mark_delete, res.found, res.error)
+    return result
+
+
+# --- Spark inputs -------------------------------------------------------------------------------------------
+def frames(spark: SparkSession, cases: list[QuotaCase]) -> dict[str, DataFrame]:
+    plain = [qc.case for qc in cases]
+    ledgers = spark.createDataFrame(
+        [
+            (S.CLUSTER, S.topic_name(i), lid, n, size, _dt(qc.closed_at.get(lid)))
+            for i, qc in enumerate(cases)
+            for lid, (n, size) in qc.case.ml.ledgers.items()
+        ],
+        extend(S.LEDGERS_SCHEMA, ("closed_at", TimestampType())),
+    )
+    mls = spark.createDataFrame(
+        [(*row, qc.entries_added, NOW) for row, qc in zip(S.managed_ledger_rows(plain), cases, strict=True)],
+        extend(
+            S.MANAGED_LEDGERS_SCHEMA, ("entries_added_counter", LongType()), ("exported_at", TimestampType())
+        ),
+    )
+    consumed = [n for qc in cases for n in qc.consumed]
+    cursors = spark.createDataFrame(
+        [(*row, n) for row, n in zip(S.cursor_rows(plain), consumed, strict=True)],
+        extend(S.CURSORS_SCHEMA, ("messages_consumed_counter", LongType())),
+    )
+    limits = spark.createDataFrame(
+        [(S.CLUSTER, S.topic_name(i), qc.limit_size, qc.limit_time) for i, qc in enumerate(cases)],
+        "cluster string, topic string, limit_size_bytes bigint, limit_time_seconds bigint",
+    )
+    entries = spark.createDataFrame(
+        [
+            (S.CLUSTER, S.topic_name(i), p[0], p[1], ts)
+            for i, qc in enumerate(cases)
+            for p, ts in qc.timestamps.items()
+        ],
+        "cluster string, topic string, ledger_id bigint, entry_id bigint, publish_time_ms bigint",
+    )
+    return {"ledgers": ledgers, "mls": mls, "cursors": cursors, "limits": limits, "entries": entries}
+
+
+def extend(schema: StructType, *fields: tuple[str, DataType]) -> StructType:
+    """A copy of a strategies schema with extra nullable columns (the shared schema is not mutated)."""
+    return StructType([*schema.fields, *(StructField(name, dtype, True) for name, dtype in fields)])
+
+
+def _dt(ms: int | None) -> dt.datetime | None:
+    return None if ms is None else dt.datetime(1970, 1, 1, tzinfo=dt.UTC) + dt.timedelta(milliseconds=ms)
+
+
+def _p(v: Any) -> o.Position | None:
+    return None if v is None else (v["ledger_id"], v["entry_id"])
+
+
+def _run(transform: Any) -> list[dict[str, Any]]:
+    union = functools.reduce(
+        lambda a, b: a.unionByName(b), [transform(v).withColumn("_version", F.lit(v)) for v in VERSIONS]
+    )
+    return [r.asDict(recursive=True) for r in union.collect()]
+
+
+@SPARK_SETTINGS
+@given(cases=st.lists(quota_cases(), min_size=40, max_size=60))
+def test_drop_backlog_matches_oracle(spark: SparkSession, cases: list[QuotaCase]) -> None:
+    """Size (§3.6), non-precise and precise time (§3.7) eviction: every cursor and topic vs the oracle."""
+    assume(S.is_informative([qc.case for qc in cases]))
+    d = frames(spark, cases)
+    jobs = {
+        "size": lambda v: drop_backlog_for_size_limit(
+            d["mls"], d["ledgers"], d["cursors"], d["limits"], pulsar_version=v
+        ),
+        "time": lambda v: drop_backlog_for_time_limit(
+            d["mls"], d["ledgers"], d["cursors"], d["limits"], pulsar_version=v
+        ),
+        "precise": lambda v: drop_backlog_for_time_limit(
+            d["mls"],
+            d["ledgers"],
+            d["cursors"],
+            d["limits"],
+            entries=d["entries"],
+            precise=True,
+            pulsar_version=v,
+        ),
+    }
+    saved = {key: spark.conf.get(key) for key in FAST_CONF}
+    try:
+        for key, value in FAST_CONF.items():
+            spark.conf.set(key, value)
+        with ThreadPoolExecutor(max_workers=3) as pool:
+            futures = {name: pool.submit(_run, fn) for name, fn in jobs.items()}
+            rows = {name: f.result() for name, f in futures.items()}
+    finally:
+        for key, value in saved.items():
+            spark.conf.set(key, value)
+    mismatches: list[S.Mismatch] = []
+    n_cursors = sum(len(qc.case.cursors) for qc in cases)
+    for name, result in rows.items():
+        assert len(result) == len(VERSIONS) * n_cursors, f"{name}: one row per cursor and version expected"
+    by_key = {
+        name: {(r["_version"], r["topic"], r["cursor_name"]): r for r in result}
+        for name, result in rows.items()
+    }
+    for v in VERSIONS:
+        for i, qc in enumerate(cases):
+            topic = S.topic_name(i)
+            size_topic, size_cursors = oracle_size(qc, v)
+            time_topic, time_cursors = oracle_time(qc, v)
+            precise = oracle_precise(qc, v)
+            for c in qc.case.cursors:
+                key = (v, topic, c.name)
+                r = by_key["size"][key]
+                got_topic = (
+                    r["stop_reason"],
+                    r["estimated_backlog_size_bytes_before"],
+                    r["estimated_backlog_size_bytes_after"],
+                    [(s["cursor_name"], s["to_skip"], _p(s["mark_delete_after"])) for s in r["iterations"]],
+                )
+                got_cursor = (
+                    _p(r["mark_delete_position"]),
+                    sorted((_p(x["lower"]), _p(x["upper"])) for x in r["individually_deleted"]),
+                    r["skipped_entries"],
+                    r["messages_consumed_counter"],
+                )
+                if (got_topic, got_cursor) != (size_topic, size_cursors[c.name]):
+                    mismatches.append(
+                        S.Mismatch(
+                            v,
+                            i,
+                            f"size {c.name}",
+                            (size_topic, size_cursors[c.name]),
+                            (got_topic, got_cursor),
+                        )
+                    )
+                r = by_key["time"][key]
+                got_t = (
+                    r["stop_reason"],
+                    [
+                        (s["cursor_name"], _p(s["mark_delete_before"]), _p(s["mark_delete_after"]))
+                        for s in r["iterations"]
+                    ],
+                )
+                got_c = (
+                    _p(r["mark_delete_position"]),
+                    sorted((_p(x["lower"]), _p(x["upper"])) for x in r["individually_deleted"]),
+                )
+                if (got_t, got_c) != (time_topic, time_cursors[c.name]):
+                    mismatches.append(
+                        S.Mismatch(v, i, f"time {c.name}", (time_topic, time_cursors[c.name]), (got_t, got_c))
+                    )
+                r = by_key["precise"][key]
+                got_p = (_p(r["mark_delete_position"]), _p(r["expired_position"]), r["error"] is not None)
+                if got_p != precise[c.name]:
+                    mismatches.append(S.Mismatch(v, i, f"precise {c.name}", precise[c.name], got_p))
+    if mismatches:
+        first = mismatches[0]
+        raise AssertionError(
+            S.mismatch_report(mismatches, [qc.case for qc in cases])
+            + "\nfirst case:\n"
+            + cases[first.case_index].describe()
+        )
+
+
+# --- the engine alone, many examples ---------------------------------------------------------------------
+def _engine_ml(ml: o.ManagedLedger, version: str) -> eng.ManagedLedger:
+    return eng.ManagedLedger(
+        [(lid, e, s) for lid, (e, s) in ml.ledgers.items()],
+        ml.current_ledger_id,
+        ml.current_ledger_entries,
+        ml.current_ledger_size,
+        ml.lac,
+        ml.total_size,
+        behaviour(version),
+    )
+
+
+def _engine_cursors(qc: QuotaCase) -> list[eng.Cursor]:
+    return [
+        eng.Cursor(c.name, c.order, c.durable, kind_of(c), c.mark_delete, list(c.individually_deleted), n)
+        for c, n in zip(qc.case.cursors, qc.consumed, strict=True)
+    ]
+
+
+@ENGINE_SETTINGS
+@given(qc=quota_cases())
+def test_topic_engine_matches_oracle(qc: QuotaCase) -> None:
+    """The per-topic engine vs the oracle on four versions, many more topics than the Spark property."""
+    for v in ENGINE_VERSIONS:
+        ml = _engine_ml(qc.case.ml, v)
+        cursors = _engine_cursors(qc)
+        res = eng.drop_backlog_for_size_limit(
+            ml, cursors, qc.limit_size, qc.entries_added, True, size_eviction_uses_long_target(v)
+        )
+        got = (
+            res.stop_reason,
+            res.backlog_before,
+            res.backlog_after,
+            [(s.cursor_name, s.to_skip, s.mark_delete_after) for s in res.steps],
+        )
+        try:
+            expected = oracle_size(qc, v)
+        except o.OracleUnreachableError:
+            continue
+        got_cursors = {c.name: (c.md, sorted(c.idm), c.skipped, c.consumed) for c in cursors}
+        assert (got, got_cursors) == expected, f"size, version {v}\n{qc.describe()}"
+
+        ml = _engine_ml(qc.case.ml, v)
+        cursors = _engine_cursors(qc)
+        tres = eng.drop_backlog_for_time_limit_ledgers(
+            ml, cursors, qc.closed_at, qc.limit_time, NOW_MS, time_limit_millis_overflow_int(v)
+        )
+        steps = [(s.cursor_name, s.mark_delete_before, s.mark_delete_after) for s in tres.steps]
+        got_t = ((tres.stop_reason, steps), {c.name: (c.md, sorted(c.idm)) for c in cursors})
+        assert got_t == oracle_time(qc, v), f"time, version {v}\n{qc.describe()}"
+
+        if qc.limit_time <= 0:
+            continue
+        ml = _engine_ml(qc.case.ml, v)
+        stamps = eng.Timestamps(qc.timestamps.items())
+        closed = qc.closed_at if expiry_checks_ledger_close_time(v) else None
+        got_p: dict[str, Any] = {}
+        for c in _engine_cursors(qc):
+            if c.kind not in SUBSCRIPTION_MAP_KINDS:
+                got_p[c.name] = (c.md, None, False)
+                continue
+            pres = eng.expire_messages(ml, c, eng.java_d2i(0.9 * qc.limit_time), NOW_MS, stamps, closed)
+            got_p[c.name] = (c.md, pres.found_position, pres.error is not None)
+        assert got_p == oracle_precise(qc, v), f"precise, version {v}\n{qc.describe()}"
