@@ -13,23 +13,41 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from pulsar_model.backlog import estimate_backlog_from_position, estimated_backlog_size, precise_backlog
+from pulsar_model.backlog_exact import KINDS, MEASURES, exact_backlog
 from pulsar_model.contracts import conform, contract
 from pulsar_model.delta_io import DeltaTables, TableWrite
 from pulsar_model.pinning import pinning_report, unmoved_cursors
 
 #: Output tables of the stage.
 OUTPUT_TABLES = ("cursor_backlog", "topic_backlog", "topic_pinning", "unmoved_cursors")
-#: Per-version tables (the others are computed over the whole history at once).
-_PER_VERSION = ("cursor_backlog", "topic_backlog", "topic_pinning")
+#: Columns of :func:`pulsar_model.backlog_exact.exact_backlog` kept in ``cursor_backlog``.
+EXACT_COLUMNS = (
+    "backlog_entries_exported",
+    "backlog_messages",
+    "backlog_bytes",
+    *[f"backlog_{kind}_{m}" for kind in KINDS for m in MEASURES],
+    "oldest_unacked_position",
+    "oldest_unacked_publish_time_ms",
+    "oldest_unacked_age_seconds",
+    "expected_backlog_entries",
+    "exported_entries_complete",
+    "non_precise_backlog_entries",
+)
 #: How far back ``unmoved_cursors`` looks for consecutive exports with the same mark-delete position.
 HISTORY_DAYS = 30
 _TOPIC = ["cluster", "topic"]
 
 
 def cursor_backlog(
-    managed_ledgers: DataFrame, ledgers: DataFrame, cursors: DataFrame, pulsar_version: str
+    managed_ledgers: DataFrame,
+    ledgers: DataFrame,
+    cursors: DataFrame,
+    pulsar_version: str,
+    entries: DataFrame | None = None,
 ) -> DataFrame:
-    """One row per cursor: precise backlog, entries in storage, §2.4 estimate, broker counter drift."""
+    """One row per cursor: precise backlog, entries in storage, §2.4 estimate, broker counter drift, and
+    (with ``entries``) the exact messages/bytes by kind, the oldest unacked message and the estimate's error.
+    """
     precise = precise_backlog(cursors, ledgers, managed_ledgers, pulsar_version=pulsar_version)
     estimate = estimate_backlog_from_position(
         cursors.select(*_TOPIC, "cursor_name", F.col("mark_delete_position").alias("position")),
@@ -37,7 +55,17 @@ def cursor_backlog(
         managed_ledgers,
         pulsar_version=pulsar_version,
     ).select(*_TOPIC, "cursor_name", "estimated_backlog_size_bytes")
-    return precise.join(estimate, [*_TOPIC, "cursor_name"], "left").select(
+    out = precise.join(estimate, [*_TOPIC, "cursor_name"], "left")
+    if entries is not None:
+        exact = exact_backlog(
+            cursors, entries, managed_ledgers, pulsar_version=pulsar_version, ledgers=ledgers
+        ).select(*_TOPIC, "cursor_name", *EXACT_COLUMNS)
+        out = out.join(exact, [*_TOPIC, "cursor_name"], "left")
+        error = F.when(
+            F.col("exported_entries_complete"), F.col("estimated_backlog_size_bytes") - F.col("backlog_bytes")
+        )
+        out = out.withColumn("estimate_minus_exact_bytes", error)
+    return out.select(
         "*",
         F.lit(pulsar_version).alias("pulsar_version"),
         (F.col("stats_msg_backlog") - F.col("backlog_entries")).alias("counter_minus_precise"),
@@ -94,6 +122,7 @@ def run_backlog_stage(
     )
     ledgers = tables.read("ledgers", partition_filter=day)
     cursors = tables.read("cursors", partition_filter=day)
+    entries = tables.read("entries", partition_filter=day) if tables.exists("entries") else None
     # A handful of distinct version strings: each runs the transforms with its own semantics.
     versions = sorted(r[0] for r in managed.select("pulsar_version").distinct().collect())
     outputs: dict[str, DataFrame | None] = dict.fromkeys(OUTPUT_TABLES)
@@ -102,12 +131,13 @@ def run_backlog_stage(
         scope = ml.select(*_TOPIC)
         led = ledgers.join(scope, _TOPIC, "left_semi")
         cur = cursors.join(scope, _TOPIC, "left_semi")
-        for name, build in (
-            ("cursor_backlog", cursor_backlog),
-            ("topic_backlog", topic_backlog),
-            ("topic_pinning", topic_pinning),
-        ):
-            part = build(ml, led, cur, version)
+        ent = entries.join(scope, _TOPIC, "left_semi") if entries is not None else None
+        parts = {
+            "cursor_backlog": cursor_backlog(ml, led, cur, version, ent),
+            "topic_backlog": topic_backlog(ml, led, cur, version),
+            "topic_pinning": topic_pinning(ml, led, cur, version),
+        }
+        for name, part in parts.items():
             previous = outputs[name]
             outputs[name] = part if previous is None else previous.unionByName(part, allowMissingColumns=True)
     outputs["unmoved_cursors"] = unmoved_cursors_as_of(tables, run_date)

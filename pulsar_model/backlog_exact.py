@@ -1,0 +1,520 @@
+"""Exact per-cursor backlog from the exported entries (SPEC §1.2, §1.8, §2.5, §8.3-§8.5, §11.6, §12.6, §12.8).
+
+The broker's precise backlog (:func:`pulsar_model.backlog.precise_backlog`) counts *entries* only; this
+module reads the exported stored entries themselves and reports, per cursor (or per any position
+interval), the unacknowledged entries, messages (batch slots) and bytes, split into what a consumer will
+get and what the dispatcher will drop:
+
+* ``data``: normal messages, and transactional messages of a committed transaction;
+* ``marker``: every entry with a ``marker_type`` (replicated-subscription markers 10-13 and transaction
+  markers 20-22): counted in the broker's backlog until a dispatcher auto-acks them (SPEC §8.5, §12.8);
+* ``aborted``: data of an aborted transaction (acked and dropped at dispatch, §8.5);
+* ``uncommitted``: data of a transaction without an end marker yet (held back by ``maxReadPosition``,
+  §8.4).
+
+Public transforms:
+
+* :func:`unacked_entry_totals` - generic: per request interval ``(lower, upper]`` minus acked ranges;
+* :func:`exact_backlog` - per cursor: ``(mark_delete_position, LAC]`` minus ``individually_deleted``,
+  next to the broker's precise and non-precise entry counts.
+
+How it scales (set-based, never per entry on the driver, never exploding ranges into positions): each
+request is first joined with the distinct ledger ids of its topic that its interval spans (a few rows per
+request and ledger), with its acked ranges already cut down to entry-id intervals of that ledger; pieces
+fully inside one acked range are dropped. The entries are then equi-joined on ``(cluster, topic,
+ledger_id)`` - a big topic is spread over its ledgers, not funnelled into one task - and an ``exists``
+over the (few) acked intervals of that ledger removes acked entries. One aggregation per request follows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Final
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+
+from pulsar_model import DEFAULT_PULSAR_VERSION
+from pulsar_model.backlog import precise_backlog
+from pulsar_model.columns import as_position
+from pulsar_model.errors import ContractError
+from pulsar_model.transactions import (
+    STATE_ABORTED,
+    STATE_COMMITTED,
+    TXN_KEY,
+    transaction_states,
+)
+from pulsar_model.versions import behaviour
+
+__all__ = [
+    "KINDS",
+    "TOTAL_COLUMNS",
+    "exact_backlog",
+    "unacked_entry_totals",
+]
+
+#: Entry kinds of the split (see the module docstring; SPEC §8.3-§8.5).
+KIND_DATA: Final = "data"
+KIND_MARKER: Final = "marker"
+KIND_ABORTED: Final = "aborted"
+KIND_UNCOMMITTED: Final = "uncommitted"
+KINDS: Final = (KIND_DATA, KIND_MARKER, KIND_ABORTED, KIND_UNCOMMITTED)
+_KIND_CODE: Final = {kind: code for code, kind in enumerate(KINDS)}
+MEASURES: Final = ("entries", "messages", "bytes")
+
+#: Output columns of :func:`unacked_entry_totals`, in order.
+TOTAL_COLUMNS: Final = (
+    *[f"{kind}_{m}" for kind in KINDS for m in MEASURES],
+    *MEASURES,
+    "oldest_position",
+    "oldest_publish_time_ms",
+    "exported_entries_complete",
+)
+
+#: Output columns that are not per-kind or total measures.
+_NOT_COUNTS: Final = ("oldest_position", "oldest_publish_time_ms", "exported_entries_complete")
+
+#: Java ``Long.MIN_VALUE`` / ``Long.MAX_VALUE``: "no bound" for an entry id inside one ledger (SPEC §0.1).
+_LONG_MIN: Final = -(2**63)
+_LONG_MAX: Final = 2**63 - 1
+_MS_PER_SECOND: Final = 1000
+
+#: Keys that identify one export of a topic; used when both sides of a join carry them.
+EXPORT_KEYS: Final = ("export_id", "export_date")
+TOPIC_KEY: Final = ("cluster", "topic")
+ENTRY_COLUMNS: Final = (
+    "cluster",
+    "topic",
+    "position",
+    "entry_size_bytes",
+    "publish_time_ms",
+    "marker_type",
+    "txnid_most_bits",
+    "txnid_least_bits",
+)
+REQUEST_COLUMNS: Final = ("cluster", "topic", "lower", "upper", "acked_ranges")
+CURSOR_COLUMNS: Final = ("cluster", "topic", "cursor_name", "mark_delete_position", "individually_deleted")
+ML_COLUMNS: Final = ("cluster", "topic", "last_confirmed_entry")
+
+
+def _require(df: DataFrame, columns: Sequence[str], what: str) -> None:
+    missing = [c for c in columns if c not in df.columns]
+    if missing:
+        raise ContractError(
+            f"{what} is missing column(s) {', '.join(missing)}; it needs at least {', '.join(columns)}"
+        )
+
+
+def _keys(*frames: DataFrame) -> list[str]:
+    """``cluster, topic`` plus the export keys every frame carries."""
+    return [*TOPIC_KEY, *[k for k in EXPORT_KEYS if all(k in f.columns for f in frames)]]
+
+
+def _q(name: str) -> Column:
+    return F.col(f"`{name}`")
+
+
+# --- entries ------------------------------------------------------------------------------------------
+
+
+def _classified_entries(entries: DataFrame, transactions: DataFrame | None) -> DataFrame:
+    """One row per exported entry: its keys, ``_lid``/``_eid``/``_pos``, measures and ``_kind`` code.
+
+    A transactional data entry (both txnid fields, no marker) takes the state of its transaction in the
+    same topic (and export): committed -> data, aborted -> aborted, anything else (no end marker, or not
+    found in a precomputed ``transactions`` frame) -> uncommitted (SPEC §8.3, §8.4).
+    """
+    _require(entries, ENTRY_COLUMNS, "entries")
+    keys = _keys(entries)
+    count = (
+        F.coalesce(F.col("message_count").cast("long"), F.lit(1).cast("long"))
+        if "message_count" in entries.columns
+        else F.lit(1).cast("long")
+    )
+    pos = as_position(F.col("position"))
+    base = entries.select(
+        *keys,
+        pos["ledger_id"].alias("_lid"),
+        pos["entry_id"].alias("_eid"),
+        pos.alias("_pos"),
+        count.alias("_msgs"),
+        F.col("entry_size_bytes").cast("long").alias("_bytes"),
+        F.col("publish_time_ms").cast("long").alias("_pt"),
+        F.col("marker_type").cast("int").alias("_marker"),
+        F.col("txnid_most_bits").cast("long").alias("txnid_most_bits"),
+        F.col("txnid_least_bits").cast("long").alias("txnid_least_bits"),
+    )
+    is_txn_data = (
+        F.col("_marker").isNull()
+        & F.col("txnid_most_bits").isNotNull()
+        & F.col("txnid_least_bits").isNotNull()
+    )
+    out_cols = [*keys, "_lid", "_eid", "_pos", "_msgs", "_bytes", "_pt"]
+    plain = base.where(~is_txn_data).select(
+        *out_cols,
+        F.when(F.col("_marker").isNotNull(), F.lit(_KIND_CODE[KIND_MARKER]))
+        .otherwise(F.lit(_KIND_CODE[KIND_DATA]))
+        .alias("_kind"),
+    )
+    if transactions is None:
+        states = transaction_states(entries)
+    else:
+        _require(transactions, [*TOPIC_KEY, *TXN_KEY, "state"], "transactions")
+        states = transactions
+    state_keys = [k for k in keys if k in states.columns]
+    states = states.select(
+        *state_keys,
+        F.col("txnid_most_bits").cast("long").alias("txnid_most_bits"),
+        F.col("txnid_least_bits").cast("long").alias("txnid_least_bits"),
+        F.col("state").alias("_state"),
+    )
+    # only transactional data is shuffled for the state lookup; the bulk of the entries is not
+    txn = base.where(is_txn_data).join(states, on=[*state_keys, *TXN_KEY], how="left")
+    kind = (
+        F.when(F.col("_state") == STATE_COMMITTED, F.lit(_KIND_CODE[KIND_DATA]))
+        .when(F.col("_state") == STATE_ABORTED, F.lit(_KIND_CODE[KIND_ABORTED]))
+        .otherwise(F.lit(_KIND_CODE[KIND_UNCOMMITTED]))
+    )
+    return plain.unionByName(txn.select(*out_cols, kind.alias("_kind")))
+
+
+# --- requests cut into per-ledger pieces --------------------------------------------------------------
+
+
+def _ledger_pieces(requests: DataFrame, ledger_ids: DataFrame, keys: list[str]) -> DataFrame:
+    """One row per (request, spanned ledger): entry-id bounds ``(_lo, _hi]`` and acked intervals ``_acked``.
+
+    ``requests`` has ``keys, _k, _lower, _upper, _ranges``; ``ledger_ids`` has ``keys, _lid``. A position
+    ``(lid, e)`` is in ``(lower, upper]`` iff ``e > _lo`` and ``e <= _hi`` with ``_lo = lower.entry_id`` in
+    lower's ledger (else no bound) and ``_hi = upper.entry_id`` in upper's ledger (else no bound); the same
+    cut turns every acked range ``(a, b]`` touching the ledger into an entry-id interval. Pieces that one
+    acked interval covers entirely are dropped: their entries are never read.
+    """
+    lower, upper, lid = F.col("_lower"), F.col("_upper"), F.col("_lid")
+    joined = requests.join(ledger_ids, on=keys).where(
+        (lid >= lower["ledger_id"]) & (lid <= upper["ledger_id"]) & (lower < upper)
+    )
+    no_lo, no_hi = F.lit(_LONG_MIN).cast("long"), F.lit(_LONG_MAX).cast("long")
+    lo = F.when(lower["ledger_id"] == lid, lower["entry_id"]).otherwise(no_lo)
+    hi = F.when(upper["ledger_id"] == lid, upper["entry_id"]).otherwise(no_hi)
+    staged = joined.select(*keys, "_k", "_lid", lo.alias("_lo"), hi.alias("_hi"), "_ranges")
+
+    def touches(r: Column) -> Column:
+        return (
+            r["lower"].isNotNull()
+            & r["upper"].isNotNull()
+            & (r["lower"]["ledger_id"] <= lid)
+            & (r["upper"]["ledger_id"] >= lid)
+        )
+
+    def cut(r: Column) -> Column:
+        return F.struct(
+            F.when(r["lower"]["ledger_id"] == lid, r["lower"]["entry_id"]).otherwise(no_lo).alias("lo"),
+            F.when(r["upper"]["ledger_id"] == lid, r["upper"]["entry_id"]).otherwise(no_hi).alias("hi"),
+        )
+
+    acked = F.filter(
+        F.transform(F.filter(F.col("_ranges"), touches), cut),
+        lambda r: (r["hi"] > F.col("_lo")) & (r["lo"] < F.col("_hi")) & (r["lo"] < r["hi"]),
+    )
+    pieces = staged.select(*keys, "_k", "_lid", "_lo", "_hi", acked.alias("_acked"))
+    covered = F.exists("_acked", lambda r: (r["lo"] <= F.col("_lo")) & (r["hi"] >= F.col("_hi")))
+    return pieces.where(~covered)
+
+
+def _slim_requests(requests: DataFrame, keys: list[str], key: str) -> DataFrame:
+    ranges = F.col("acked_ranges")
+    return requests.select(
+        *keys,
+        _q(key).alias("_k"),
+        as_position(F.col("lower")).alias("_lower"),
+        as_position(F.col("upper")).alias("_upper"),
+        F.when(ranges.isNull(), F.array()).otherwise(ranges).alias("_ranges"),
+    )
+
+
+def _totals(pieces: DataFrame, entries: DataFrame, keys: list[str]) -> DataFrame:
+    """One row per request that has counted entries: the measures per kind and the oldest entry."""
+    eid = F.col("_eid")
+    joined = entries.join(pieces, on=[*keys, "_lid"]).where(
+        (eid > F.col("_lo"))
+        & (eid <= F.col("_hi"))
+        & ~F.exists("_acked", lambda r: (eid > r["lo"]) & (eid <= r["hi"]))
+    )
+    measures = {"entries": F.lit(1).cast("long"), "messages": F.col("_msgs"), "bytes": F.col("_bytes")}
+    aggs: list[Column] = []
+    for kind in KINDS:
+        is_kind = F.col("_kind") == _KIND_CODE[kind]
+        for name, value in measures.items():
+            aggs.append(
+                F.sum(F.when(is_kind, value).otherwise(F.lit(0).cast("long"))).alias(f"{kind}_{name}")
+            )
+    aggs += [F.sum(value).alias(name) for name, value in measures.items()]
+    aggs.append(F.min(F.struct(F.col("_pos").alias("p"), F.col("_pt").alias("t"))).alias("_oldest"))
+    return joined.groupBy(*keys, "_k").agg(*aggs)
+
+
+# --- generic API ----------------------------------------------------------------------------------------
+
+
+def unacked_entry_totals(
+    requests: DataFrame,
+    entries: DataFrame,
+    transactions: DataFrame | None = None,
+    key: str = "request_key",
+) -> DataFrame:
+    """Exported entries in ``(lower, upper]`` outside the acked ranges, per request (SPEC §1.2, §8.3-§8.5).
+
+    One row per request (left-join semantics: every request row is returned once, all request columns kept).
+    ``requests`` needs ``cluster, topic``, the unique request key ``key`` (unique per cluster/topic[/export]),
+    ``lower`` (position, exclusive), ``upper`` (position, inclusive) and ``acked_ranges``
+    (``array<struct<lower, upper>>`` of open-closed ``(lower, upper]`` ranges, as ``individually_deleted``;
+    null = none; overlapping ranges are fine); an optional ``expected_entries`` column is compared with the
+    count. ``entries`` needs ``cluster, topic, position, entry_size_bytes, publish_time_ms, marker_type,
+    txnid_most_bits, txnid_least_bits`` (``message_count`` defaults to 1). ``export_id``/``export_date``
+    take part in every match when both sides carry them; otherwise one export per call is assumed.
+
+    Added columns (see :data:`TOTAL_COLUMNS`): ``{data,marker,aborted,uncommitted}_{entries,messages,bytes}``
+    and the totals ``entries, messages, bytes`` (messages = ``message_count``, batch slots; bytes =
+    ``entry_size_bytes``, the stored size the ledger counts); ``oldest_position`` and
+    ``oldest_publish_time_ms``: the first counted entry in *position order* (whatever its kind) and its
+    publish time - the entry ``getEarliestMessagePublishTimeOfPos`` reads (SPEC §2.5), not the smallest
+    publish time (producers' clocks need not be monotonic); ``exported_entries_complete``: ``entries ==
+    expected_entries`` when the request carries ``expected_entries``, else null.
+
+    Kinds: ``marker`` = any ``marker_type``; ``aborted``/``uncommitted`` = transactional data (txnid set,
+    no marker) whose transaction ended with an abort marker / has no end marker in the topic's exported
+    entries (all of them, not only the interval; the first end marker wins, :func:`transaction_states`)
+    - or per the precomputed ``transactions`` frame (one row per transaction: ``cluster, topic,
+    txnid_most_bits, txnid_least_bits, state``, e.g. :func:`transaction_states` of a fuller export);
+    committed transactional data is ``data``.
+
+    Zero counts when nothing matches (also ``lower >= upper``: an empty interval); every measure and the
+    oldest entry are null when ``lower`` or ``upper`` is null (unknown interval). Pure and lazy.
+    """
+    _require(requests, [*REQUEST_COLUMNS, key], "requests")
+    classified = _classified_entries(entries, transactions)
+    keys = _keys(requests, entries)
+    slim = _slim_requests(requests, keys, key)
+    ledger_ids = classified.select(*keys, "_lid").distinct()
+    totals = _totals(_ledger_pieces(slim, ledger_ids, keys), classified, keys)
+
+    known = F.col("lower").isNotNull() & F.col("upper").isNotNull()
+    zero = F.lit(0).cast("long")
+    counted = [c for c in TOTAL_COLUMNS if c not in _NOT_COUNTS]
+    # the totals side gets private names: request columns may share names with keys or outputs
+    right_keys = {k: f"_rk_{k}" for k in keys}
+    right = totals.select(
+        *[F.col(k).alias(v) for k, v in right_keys.items()],
+        F.col("_k").alias("_rk"),
+        *[F.col(c).alias(f"_rt_{c}") for c in counted],
+        F.col("_oldest.p").alias("_rt_oldest_p"),
+        F.col("_oldest.t").alias("_rt_oldest_t"),
+    )
+    cond = [_q(k).eqNullSafe(F.col(v)) for k, v in right_keys.items()] + [_q(key) == F.col("_rk")]
+    joined = requests.join(right, on=cond, how="left")
+    if "expected_entries" in requests.columns:
+        complete = F.col("_rt_entries_or_0") == _q("expected_entries").cast("long")
+    else:
+        complete = F.lit(None).cast("boolean")
+    staged = joined.select(
+        "*", F.when(known, F.coalesce(F.col("_rt_entries"), zero)).alias("_rt_entries_or_0")
+    )
+    return staged.select(
+        *[_q(c) for c in requests.columns if c not in TOTAL_COLUMNS],
+        *[F.when(known, F.coalesce(F.col(f"_rt_{c}"), zero)).alias(c) for c in counted],
+        F.col("_rt_oldest_p").alias("oldest_position"),
+        F.col("_rt_oldest_t").alias("oldest_publish_time_ms"),
+        complete.alias("exported_entries_complete"),
+    )
+
+
+# --- per cursor -------------------------------------------------------------------------------------------
+
+
+def _existing_count(lid: Column, n: Column, lo: Column, hi: Column) -> Column:
+    """Entries ``0..n-1`` of ledger ``lid`` inside the open-closed position range ``(lo, hi]``."""
+    first = F.greatest(F.when(lo["ledger_id"] == lid, lo["entry_id"] + 1).otherwise(F.lit(0)), F.lit(0))
+    last = F.least(F.when(hi["ledger_id"] == lid, hi["entry_id"]).otherwise(n - 1), n - 1)
+    inside = (lo["ledger_id"] <= lid) & (hi["ledger_id"] >= lid)
+    return F.when(inside, F.greatest(last - first + 1, F.lit(0).cast("long"))).otherwise(
+        F.lit(0).cast("long")
+    )
+
+
+def _expected_entries(
+    requests: DataFrame, ledgers: DataFrame, managed_ledgers: DataFrame, cursor_keys: list[str]
+) -> DataFrame:
+    """``cursor_keys, expected_entries``: positions the ledger list says exist in ``(lower, upper]`` minus
+    those inside an acked range (SPEC §0.2: the open ledger holds ``current_ledger_entries``, is listed 0/0).
+
+    Acked ranges are assumed disjoint (the broker's range set keeps them so, SPEC §1.2).
+    """
+    keys = _keys(requests, ledgers, managed_ledgers)
+    ml = managed_ledgers.select(
+        *keys,
+        F.col("current_ledger_id").cast("long").alias("_cur"),
+        F.coalesce(F.col("current_ledger_entries").cast("long"), F.lit(0).cast("long")).alias("_cle"),
+    )
+    led = ledgers.select(
+        *keys,
+        F.col("ledger_id").cast("long").alias("_lid"),
+        F.coalesce(F.col("entries").cast("long"), F.lit(0).cast("long")).alias("_ent"),
+    ).join(ml, on=keys, how="left")
+    led = led.select(
+        *keys,
+        "_lid",
+        F.when(F.col("_lid") == F.col("_cur"), F.col("_cle")).otherwise(F.col("_ent")).alias("_n"),
+    )
+    lower, upper, lid, n = F.col("_lower"), F.col("_upper"), F.col("_lid"), F.col("_n")
+    pieces = requests.join(led, on=keys).where(
+        (lid >= lower["ledger_id"]) & (lid <= upper["ledger_id"]) & (lower < upper)
+    )
+    valid = F.filter(F.col("_ranges"), lambda r: r["lower"].isNotNull() & r["upper"].isNotNull())
+    acked = F.aggregate(
+        valid,
+        F.lit(0).cast("long"),
+        lambda acc, r: (
+            acc
+            + _existing_count(
+                lid, n, F.greatest(lower, as_position(r["lower"])), F.least(upper, as_position(r["upper"]))
+            )
+        ),
+    )
+    counted = pieces.select(*cursor_keys, (_existing_count(lid, n, lower, upper) - acked).alias("_c"))
+    return counted.groupBy(*cursor_keys).agg(F.sum("_c").alias("_expected"))
+
+
+def exact_backlog(
+    cursors: DataFrame,
+    entries: DataFrame,
+    managed_ledgers: DataFrame,
+    pulsar_version: str = DEFAULT_PULSAR_VERSION,
+    *,
+    ledgers: DataFrame | None = None,
+    transactions: DataFrame | None = None,
+) -> DataFrame:
+    """Exact backlog of every cursor from the exported entries (SPEC §1.2, §1.8, §2.5, §8.3-§8.5).
+
+    One row per cursor, every cursor column kept. The backlog is the exported entries in
+    ``(mark_delete_position, last_confirmed_entry]`` outside ``individually_deleted`` - the set the broker's
+    precise backlog counts (§1.8, §11.6) - measured by :func:`unacked_entry_totals`. Entries exported past
+    LAC (written after the stats snapshot) are not backlog; ``md >= LAC`` gives 0 in every version.
+
+    Added columns:
+
+    * ``backlog_entries_exported``, ``backlog_messages``, ``backlog_bytes`` and
+      ``backlog_{data,marker,aborted,uncommitted}_{entries,messages,bytes}`` (kinds: see
+      :func:`unacked_entry_totals`); null when the topic has no managed-ledger row or LAC is null;
+    * ``oldest_unacked_position``, ``oldest_unacked_publish_time_ms``: the first unacked entry in position
+      order (the entry ``getEarliestMessagePublishTimeOfPos(md)`` reads, §2.5, as long as no acked range
+      starts right after md - the mark-delete extension of §1.2 guarantees that for broker states);
+      ``oldest_unacked_age_seconds`` = ``floor((exported_at - publish time) / 1000)``; all null when there
+      is no backlog (the 3.x+ broker reports ``-1`` there) or ``exported_at`` is missing;
+    * ``expected_backlog_entries``: entries the ledger list says exist in the interval minus acked ones, and
+      ``exported_entries_complete`` = ``backlog_entries_exported == expected_backlog_entries`` (false also
+      when the export holds entries the ledger list does not); both need ``ledgers``, else null;
+    * ``precise_backlog_entries``: the broker's ``getNumberOfEntriesInBacklog(true)`` from
+      :func:`pulsar_model.backlog.precise_backlog` with ``pulsar_version``'s semantics (3.x+ guard
+      ``md >= LAC -> 0``; 2.x throws for ``md > LAC`` -> null); needs ``ledgers``, else null;
+    * ``non_precise_backlog_entries``: the stats ``msgBacklog`` counter,
+      ``entries_added_counter - messages_consumed_counter``, falling back to the precise count when
+      negative (same formula in 2.x-4.x; the fallback is that version's precise count, §1.8); null when a
+      counter is missing (or the fallback is needed and unknown).
+
+    ``managed_ledgers`` needs ``cluster, topic, last_confirmed_entry`` (``exported_at`` and
+    ``entries_added_counter`` are optional); ``cursors`` needs ``cluster, topic, cursor_name,
+    mark_delete_position, individually_deleted`` (``messages_consumed_counter`` optional). Transaction
+    states come from the topic's entries unless ``transactions`` is given. Inputs hold one export per
+    topic unless every frame carries ``export_id``/``export_date``. Pure and lazy.
+    """
+    behaviour(pulsar_version)  # validates the version string before any plan is built
+    _require(cursors, CURSOR_COLUMNS, "cursors")
+    _require(managed_ledgers, ML_COLUMNS, "managed_ledgers")
+    ml_keys = _keys(cursors, managed_ledgers)
+    cursor_keys = [*_keys(cursors), "cursor_name"]
+    ml_cols = managed_ledgers.columns
+
+    def optional_long(name: str) -> Column:
+        return F.col(name).cast("long") if name in ml_cols else F.lit(None).cast("long")
+
+    exported_ms = (
+        F.unix_millis(F.col("exported_at").cast("timestamp"))
+        if "exported_at" in ml_cols
+        else F.lit(None).cast("long")
+    )
+    ml = managed_ledgers.select(
+        *ml_keys,
+        as_position(F.col("last_confirmed_entry")).alias("_eb_lac"),
+        exported_ms.alias("_eb_exported_ms"),
+        optional_long("entries_added_counter").alias("_eb_added"),
+    )
+    consumed = (
+        F.col("messages_consumed_counter").cast("long")
+        if "messages_consumed_counter" in cursors.columns
+        else F.lit(None).cast("long")
+    )
+    base = cursors.select(
+        *cursor_keys,
+        as_position(F.col("mark_delete_position")).alias("_lower"),
+        F.col("individually_deleted").alias("_ranges"),
+        consumed.alias("_eb_consumed"),
+    ).join(ml, on=ml_keys, how="left")
+    requests = base.select(
+        *cursor_keys,
+        F.col("_lower").alias("lower"),
+        F.col("_eb_lac").alias("upper"),
+        F.col("_ranges").alias("acked_ranges"),
+    )
+    totals = unacked_entry_totals(requests, entries, transactions, key="cursor_name").drop(
+        "lower", "upper", "acked_ranges", "exported_entries_complete"
+    )
+    totals = totals.select(
+        *cursor_keys,
+        *[
+            F.col(c).alias("backlog_entries_exported" if c == "entries" else f"backlog_{c}")
+            for c in TOTAL_COLUMNS
+            if c not in _NOT_COUNTS
+        ],
+        F.col("oldest_position").alias("oldest_unacked_position"),
+        F.col("oldest_publish_time_ms").alias("oldest_unacked_publish_time_ms"),
+    )
+    staged = base.join(totals, on=cursor_keys, how="left")
+    if ledgers is not None:
+        slim = base.select(
+            *cursor_keys,
+            "_lower",
+            F.col("_eb_lac").alias("_upper"),
+            F.when(F.col("_ranges").isNull(), F.array()).otherwise(F.col("_ranges")).alias("_ranges"),
+        )
+        expected = _expected_entries(slim, ledgers, managed_ledgers, cursor_keys)
+        precise = precise_backlog(cursors, ledgers, managed_ledgers, pulsar_version=pulsar_version).select(
+            *cursor_keys, F.col("backlog_entries").alias("_precise")
+        )
+        staged = staged.join(expected, on=cursor_keys, how="left").join(precise, on=cursor_keys, how="left")
+        expected_col = F.when(
+            F.col("_eb_lac").isNotNull() & F.col("_lower").isNotNull(),
+            F.coalesce(F.col("_expected"), F.lit(0).cast("long")),
+        )
+        precise_col = F.col("_precise")
+    else:
+        expected_col = F.lit(None).cast("long")
+        precise_col = F.lit(None).cast("long")
+    staged = staged.select("*", expected_col.alias("_exp"), precise_col.alias("_prec"))
+    counter = F.col("_eb_added") - F.col("_eb_consumed")
+    non_precise = F.when(counter >= 0, counter).when(counter < 0, F.col("_prec"))
+    age = F.floor(
+        (F.col("_eb_exported_ms") - F.col("oldest_unacked_publish_time_ms")) / F.lit(_MS_PER_SECOND)
+    )
+    out = staged.select(
+        *cursor_keys,
+        *[c for c in totals.columns if c not in cursor_keys],
+        age.cast("long").alias("oldest_unacked_age_seconds"),
+        F.col("_exp").alias("expected_backlog_entries"),
+        (F.col("backlog_entries_exported") == F.col("_exp")).alias("exported_entries_complete"),
+        F.col("_prec").alias("precise_backlog_entries"),
+        non_precise.cast("long").alias("non_precise_backlog_entries"),
+    )
+    added = [c for c in out.columns if c not in cursor_keys]
+    left = cursors.select(*[_q(c) for c in cursors.columns if c not in added])
+    return left.join(out, on=cursor_keys, how="left")
