@@ -128,3 +128,139 @@ def test_backlog_stage_topic_estimate_equals_exported_stats(backlog_tables):
         assert r.slowest_cursor_name == t["slowest_cursor"], (t["cluster"], t["topic"])
         assert r.estimate_minus_stats_bytes == 0, (t["cluster"], t["topic"])
     assert {r.pulsar_version for r in got.values()} == {"4.1.3", "3.0.7", "4.0.8"}
+
+
+def test_backlog_stage_exact_messages_and_bytes_match_ground_truth(backlog_tables):
+    """Exact backlog from the exported entries equals the simulator's count of unacked messages and bytes,
+    the non-precise counter equals the broker's msgBacklog, and the estimate's error is estimate - exact."""
+    _, _, tables, out = backlog_tables
+    got = {(r.cluster, r.topic, r.cursor_name): r for r in tables.read("cursor_backlog").collect()}
+    truth = _truth(out, "cursors.jsonl")
+    kinds_seen = set()
+    for t in truth:
+        r = got[(t["cluster"], t["topic"], t["cursor"])]
+        key = (t["cluster"], t["topic"], t["cursor"])
+        assert r.exported_entries_complete is True, key
+        assert r.backlog_entries_exported == r.backlog_entries == t["backlog_entries"], key
+        assert r.backlog_messages == t["backlog_messages"], key
+        assert r.backlog_bytes == t["backlog_bytes"], key
+        split = [getattr(r, f"backlog_{k}_messages") for k in ("data", "marker", "aborted", "uncommitted")]
+        assert sum(split) == r.backlog_messages, key
+        # the simulator's "data" counts transactional data whatever its outcome
+        assert split[0] + split[2] + split[3] == t["backlog_data_messages"], key
+        kinds_seen |= {
+            k for k, v in zip(("data", "marker", "aborted", "uncommitted"), split, strict=True) if v
+        }
+        assert r.non_precise_backlog_entries == t["stats_msg_backlog"], key
+        assert r.estimate_minus_exact_bytes == r.estimated_backlog_size_bytes - r.backlog_bytes, key
+        if r.backlog_entries:
+            assert r.oldest_unacked_publish_time_ms is not None and r.oldest_unacked_age_seconds >= 0, key
+        else:
+            assert r.oldest_unacked_position is None, key
+    assert {"data", "marker"} <= kinds_seen, kinds_seen
+
+
+def test_backlog_stage_pinning_agrees_with_topic_backlog(backlog_tables):
+    """topic_pinning names the same slowest durable cursor as the §2.3 replay, and pins only listed bytes."""
+    rows, _, tables, out = backlog_tables
+    pin = {(r.cluster, r.topic): r for r in tables.read("topic_pinning").collect()}
+    topics = {(r.cluster, r.topic): r for r in tables.read("managed_ledgers").collect()}
+    assert rows["topic_pinning"] == len(pin) == len(topics)
+    for t in _truth(out, "topics.jsonl"):
+        p = pin[(t["cluster"], t["topic"])]
+        assert p.slowest_cursor_name == t["slowest_cursor"], (t["cluster"], t["topic"])
+        total = topics[(t["cluster"], t["topic"])].total_size_bytes
+        assert 0 <= p.pinned_bytes + p.trimmable_now_bytes <= total
+        if p.slowest_cursor_tie:
+            assert p.pinned_ledgers == 0
+    assert rows["unmoved_cursors"] == 0  # one export: nothing can have stood still across exports
+
+
+@pytest.fixture(scope="module")
+def plans_tables(backlog_tables, demo_tables, tmp_path_factory):
+    from pulsar_model import DEFAULT_PULSAR_VERSION
+    from pulsar_model.plans_stage import run_plans_stage
+
+    _, result, tables, _, out = demo_tables
+    bad = tmp_path_factory.mktemp("req") / "bad.jsonl"
+    bad.write_text('{"request_id": "x", "action": "teleport"}\nnot json\n')
+    first = run_plans_stage(
+        tables,
+        result.export_date,
+        DEFAULT_PULSAR_VERSION,
+        run_id="r1",
+        request_files=[str(bad)],
+        export_dir=str(out),
+    )
+    second = run_plans_stage(
+        tables,
+        result.export_date,
+        DEFAULT_PULSAR_VERSION,
+        run_id="r2",
+        request_files=[str(bad)],
+        export_dir=str(out),
+    )
+    return first, second, tables, out
+
+
+def test_plans_stage_answers_every_demo_request(plans_tables):
+    (rows, _, counts), (rows2, _, _), tables, out = plans_tables
+    requests = json.loads((Path(out) / "_requests" / "plan_requests.json").read_text())
+    n_reader = sum(r["action"] == "reader_start" for r in requests)
+    assert rows == rows2 == {"skip_plans": len(requests) - n_reader, "reader_starts": n_reader}
+    assert counts == {"plan_requests_in": len(requests) + 2, "plan_requests_quarantined": 2}
+    plans = tables.read("skip_plans").collect()
+    starts = tables.read("reader_starts").collect()
+    assert [p.request_id for p in plans if p.error] == []
+    assert [s.request_id for s in starts if s.error] == []
+    quarantined = tables.read("quarantine").where("source = 'plan-requests'").collect()
+    assert sorted(q.reason_code for q in quarantined) == [
+        "malformed_json",
+        "unknown_action",
+    ]  # rerun: no dups
+
+
+def test_plans_stage_clear_and_skip_all_match_the_exact_backlog(plans_tables):
+    """clear_backlog and skip-everything land on LAC and skip exactly the cursor's exact backlog; reset to
+    earliest redelivers every entry that was acked before (entries after the first position - backlog)."""
+    _, _, tables, out = plans_tables
+    truth = {(t["cluster"], t["topic"], t["cursor"]): t for t in _truth(out, "cursors.jsonl")}
+    lac = {(r.cluster, r.topic): r.last_confirmed_entry for r in tables.read("managed_ledgers").collect()}
+    entries = {}
+    for r in tables.read("entries").collect():
+        entries[(r.cluster, r.topic)] = entries.get((r.cluster, r.topic), 0) + 1
+    checked = 0
+    for p in tables.read("skip_plans").collect():
+        t = truth[(p.cluster, p.topic, p.cursor_name)]
+        if p.request_id.endswith(("-clear", "-skip-all")):
+            assert p.mark_delete_position == lac[(p.cluster, p.topic)], p.request_id
+            assert p.skipped_entries == t["backlog_entries"], p.request_id
+            assert p.skipped_messages == t["backlog_messages"], p.request_id
+            assert p.skipped_bytes == t["backlog_bytes"], p.request_id
+            assert p.individually_deleted == [], p.request_id
+            checked += 1
+        if p.request_id.endswith("-reset-earliest"):
+            exported = entries.get((p.cluster, p.topic), 0)  # an empty topic has no entries rows
+            assert p.redelivered_entries == exported - t["backlog_entries"], p.request_id
+            assert p.individually_deleted == []
+        if p.request_id.endswith("-skip-include") and t["backlog_entries"] >= 3:
+            assert p.mark_delete_position > p.mark_delete_position_before, p.request_id
+    assert checked >= 4
+
+
+def test_plans_stage_reader_starts_earliest_and_latest(plans_tables):
+    """SPEC §7.4 on the demo: latest -> md = LAC; earliest -> md = (first ledger, -1)."""
+    _, _, tables, _ = plans_tables
+    lac = {(r.cluster, r.topic): r.last_confirmed_entry for r in tables.read("managed_ledgers").collect()}
+    first = {}
+    for r in tables.read("ledgers").collect():
+        key = (r.cluster, r.topic)
+        first[key] = min(first.get(key, r.ledger_id), r.ledger_id)
+    for s in tables.read("reader_starts").collect():
+        key = (s.cluster, s.topic)
+        if s.request_id.endswith("-reader-latest"):
+            assert s.mark_delete_position == lac[key], s.request_id
+            assert s.first_delivered is None, s.request_id
+        if s.request_id.endswith("-reader-earliest"):
+            assert (s.mark_delete_position.ledger_id, s.mark_delete_position.entry_id) == (first[key], -1)
+            assert s.first_delivered is not None, s.request_id

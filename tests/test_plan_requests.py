@@ -66,8 +66,8 @@ def test_normalise_request_fills_defaults_and_parses_positions():
         (_req(action="reset_by_time", cursor="s", timestamp="yesterday"), "bad_value", "ISO-8601"),
         (_req(action="reset_by_time", cursor="s", timestamp="2026-11-21T00:00:00"), "bad_value", "zone"),
         (_req(action="reader_start", start="1:0", inclusive="yes"), "bad_value", "true or false"),
-        (_req(action="reader_start", start="1:0", initial_position="latest"), "bad_value", "Latest, Earliest"),
-        ({"action": "skip", "cluster": "c", "topic": T, "cursor": "s", "n": 1}, "missing_field", "request_id"),
+        (_req(action="reader_start", start="1:0", initial_position="latest"), "bad_value", "Latest, Earl"),
+        ({"action": "skip", "cluster": "c", "topic": T, "cursor": "s", "n": 1}, "missing_field", "request"),
         ([1, 2], "not_an_object", "JSON object"),
     ],
 )

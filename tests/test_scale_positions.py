@@ -165,3 +165,63 @@ def test_scale_1000_topics_in_one_call_each(spark: SparkSession) -> None:
     for row in by_frame["size"]:
         assert row["slowest_cursor_name"] == "sub"
         assert row["estimated_backlog_size_bytes"] == 1200, row  # 1500 - 3 x 100 consumed of ledger b+1
+
+
+def test_scale_1000_topics_exact_backlog_and_pinning_in_one_call_each(spark: SparkSession) -> None:
+    """The same 1,000 topics with 15 exported entries each (100 B): exact backlog per cursor and the
+    pinning report, one call and one action each; every topic's answer is checked."""
+    from pulsar_model.backlog_exact import exact_backlog
+    from pulsar_model.pinning import pinning_report
+
+    d = inputs(spark)
+    entries = (
+        d["ledgers"]
+        .where(F.col("entries") > 0)
+        .select("cluster", "topic", "ledger_id", F.explode(F.sequence(F.lit(0), F.lit(4))).alias("entry_id"))
+        .select(
+            "cluster",
+            "topic",
+            "ledger_id",
+            F.col("entry_id").cast("long").alias("entry_id"),
+            pos(F.col("ledger_id"), F.col("entry_id")).alias("position"),
+            F.lit(100).cast("long").alias("entry_size_bytes"),
+            (F.col("ledger_id") * 10 + F.col("entry_id")).alias("publish_time_ms"),
+            F.lit(1).alias("message_count"),
+            F.lit(None).cast("int").alias("marker_type"),
+            F.lit(None).cast("long").alias("txnid_most_bits"),
+            F.lit(None).cast("long").alias("txnid_least_bits"),
+        )
+    )
+    saved = {key: spark.conf.get(key) for key in FAST_CONF}
+    try:
+        for key, value in FAST_CONF.items():
+            spark.conf.set(key, value)
+        exact = (
+            exact_backlog(d["cursors"], entries, d["mls"], ledgers=d["ledgers"])
+            .select(
+                "topic",
+                "cursor_name",
+                "backlog_entries_exported",
+                "backlog_bytes",
+                "exported_entries_complete",
+            )
+            .collect()
+        )
+        pins = (
+            pinning_report(d["mls"], d["ledgers"], d["cursors"])
+            .select("topic", "slowest_cursor_name", "trimmable_now_ledgers", "pinned_ledgers", "pinned_bytes")
+            .collect()
+        )
+    finally:
+        for key, value in saved.items():
+            spark.conf.set(key, value)
+    assert len(exact) == 2 * TOPICS and len(pins) == TOPICS
+    for row in exact:
+        odd = int(row.topic[1:]) % 2 == 1
+        expected = 14 if row.cursor_name == "reader" else (10 if odd else 12)
+        assert (row.backlog_entries_exported, row.backlog_bytes) == (expected, 100 * expected), row
+        assert row.exported_entries_complete is True, row
+    for row in pins:
+        # the only durable cursor pins b+1..b+3 (b+3 ends at LAC, its last entry: trimmable in 3.x+)
+        assert (row.slowest_cursor_name, row.trimmable_now_ledgers) == ("sub", 0), row
+        assert (row.pinned_ledgers, row.pinned_bytes) == (3, 1500), row

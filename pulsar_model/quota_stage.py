@@ -1,0 +1,345 @@
+"""The nightly ``quota`` stage: effective backlog quotas, breaches, what-if eviction, producer outcomes.
+
+Driver-side orchestration only (reads, a tiny ``distinct`` of the Pulsar versions present, one materialised
+status per version, one tiny query choosing the eviction runs, writes); the logic is the pure transforms of
+:mod:`pulsar_model.quota`, applied once per broker version so that every cluster gets its own version's
+semantics (SPEC §0.3, §3). Output tables, partitioned by ``export_date``:
+
+* ``quota_status`` - one row per (cluster, topic, export, quota_type): the effective quota (§3.2) beside
+  the broker's breach decision at export time and the exact-data view (§3.4);
+* ``quota_evictions`` - one row per (cluster, topic, export, quota_type, cursor): what
+  ``consumer_backlog_eviction`` would do to each cursor (§3.6 size, §3.7 time) for every topic with an
+  enabled limit of that type, whatever its configured policy (the "what if we switched" question);
+* ``quota_producer_outcomes`` - one row per (cluster, topic, export): disconnections and the error new
+  producers get (§3.3, §3.5).
+
+Inputs: the run date's ``managed_ledgers``, ``ledgers``, ``cursors``, ``backlog_quotas`` (absent table =
+no policies, every topic on the version's defaults) and, when they exist, ``entries`` and the backlog
+stage's ``cursor_backlog`` (exact per-cursor bytes and oldest unacknowledged publish time). Policies are
+those of the run date's export only: an export is a snapshot, a policy missing from it no longer applies.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import functools
+import logging
+from dataclasses import dataclass
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from pulsar_model.contracts import conform, contract
+from pulsar_model.delta_io import DeltaTables, TableWrite
+from pulsar_model.quota import drop_backlog_for_size_limit, drop_backlog_for_time_limit
+from pulsar_model.quota.policy import (
+    POLICY_CONSUMER_BACKLOG_EVICTION,
+    QUOTA_TYPE_SIZE,
+    QUOTA_TYPE_TIME,
+    effective_quotas,
+    producer_outcomes,
+    quota_breaches,
+    time_quota_supported,
+)
+
+log = logging.getLogger(__name__)
+
+#: Output tables of the stage.
+OUTPUT_TABLES = ("quota_status", "quota_evictions", "quota_producer_outcomes")
+_TOPIC = ["cluster", "topic"]
+#: Columns of ``cursor_backlog`` the exact-data view of :func:`quota_breaches` reads (SPEC §3.4).
+_EXACT_COLUMNS = (
+    "cluster",
+    "topic",
+    "cursor_name",
+    "is_durable",
+    "backlog_bytes",
+    "oldest_unacked_publish_time_ms",
+)
+#: Columns of ``entries`` the eviction transforms read (entry timestamps for §3.7 precise expiry, and the
+#: lost messages/bytes); an empty frame of these stands in when the run date has no entries export.
+_ENTRY_FIELDS = T.StructType(
+    [
+        T.StructField("cluster", T.StringType()),
+        T.StructField("topic", T.StringType()),
+        T.StructField("ledger_id", T.LongType()),
+        T.StructField("entry_id", T.LongType()),
+        T.StructField("publish_time_ms", T.LongType()),
+        T.StructField("broker_timestamp", T.TimestampType()),
+        T.StructField("message_count", T.IntegerType()),
+        T.StructField("entry_size_bytes", T.LongType()),
+    ]
+)
+#: Every eviction call: size, time non-precise, time precise.
+ALL_EVICTION_RUNS: frozenset[tuple[str, bool | None]] = frozenset(
+    {(QUOTA_TYPE_SIZE, None), (QUOTA_TYPE_TIME, False), (QUOTA_TYPE_TIME, True)}
+)
+#: Eviction output columns renamed so that every before/after pair reads alike in ``quota_evictions``.
+_AFTER_RENAMES = {
+    "mark_delete_position": "mark_delete_position_after",
+    "individually_deleted": "individually_deleted_after",
+    "messages_consumed_counter": "messages_consumed_counter_after",
+}
+
+
+def enabled_limit(quota_type: str) -> Column:
+    """The ``quota_type`` row has an enabled limit (SPEC §3.4: size < 0 and time <= 0 disable the check)."""
+    if quota_type == QUOTA_TYPE_SIZE:
+        return (F.col("quota_type") == QUOTA_TYPE_SIZE) & (F.col("limit_size_bytes") >= 0)
+    return (F.col("quota_type") == QUOTA_TYPE_TIME) & (F.col("limit_time_seconds") > 0)
+
+
+def quota_status(effective: DataFrame, breaches: DataFrame) -> DataFrame:
+    """One row per (cluster, topic, quota_type): :func:`effective_quotas` beside :func:`quota_breaches`.
+
+    The quota columns both frames carry (policy, limits, ``check_enabled``, ``is_system_topic``,
+    ``source_level``) are taken from ``effective``. Pure and lazy.
+    """
+    keys = [*_TOPIC, "quota_type"]
+    extra = [c for c in breaches.columns if c not in effective.columns or c in keys]
+    return effective.join(breaches.select(*extra), keys, "left")
+
+
+def exact_completeness(cursor_backlog: DataFrame) -> DataFrame:
+    """One row per topic: ``exact_backlog_complete`` - the entries export covers the whole backlog of every
+    durable cursor (``cursor_backlog.exported_entries_complete``), so the exact-data view is exact.
+
+    Null when the topic has no durable cursor. Pure and lazy.
+    """
+    durable = cursor_backlog.where(F.coalesce(F.col("is_durable"), F.lit(False)))
+    return durable.groupBy(*_TOPIC).agg(
+        F.bool_and(F.coalesce(F.col("exported_entries_complete"), F.lit(False))).alias(
+            "exact_backlog_complete"
+        )
+    )
+
+
+def _eviction_columns(result: DataFrame, quota_type: str) -> DataFrame:
+    """Eviction output with ``quota_type``, the ``_after`` names and the trace as ``iterations_json``.
+
+    The size and time traces have different element structs; one JSON string column (``to_json``: an
+    array of objects, timestamps ISO-8601 with offset) lets both kinds share a table.
+    """
+    cols: list[Column] = [F.lit(quota_type).alias("quota_type")]
+    for name in result.columns:
+        if name == "iterations":
+            cols.append(F.to_json(F.col("iterations")).alias("iterations_json"))
+        else:
+            cols.append(F.col(f"`{name}`").alias(_AFTER_RENAMES.get(name, name)))
+    return result.select(*cols)
+
+
+def quota_evictions(
+    status: DataFrame,
+    managed_ledgers: DataFrame,
+    ledgers: DataFrame,
+    cursors: DataFrame,
+    entries: DataFrame | None,
+    pulsar_version: str,
+    runs: frozenset[tuple[str, bool | None]] = ALL_EVICTION_RUNS,
+) -> DataFrame | None:
+    """One row per (cluster, topic, quota_type, cursor): what-if ``consumer_backlog_eviction`` (§3.6, §3.7).
+
+    ``status`` is :func:`quota_status` output. Every topic with an enabled limit of a type is evaluated
+    whatever its configured policy: size when ``limit_size_bytes >= 0`` (§3.4: ``limit < 0`` disables),
+    time when ``limit_time_seconds > 0`` and the version checks time quotas (2.8.0+); time eviction is
+    precise or not as the effective broker setting ``precise_time_check`` says (§3.7). ``configured_policy``
+    is the effective policy and ``handled_now`` says whether the broker runs this eviction at its next check
+    (the policy is ``consumer_backlog_eviction`` and this type is the one the periodic check handles; null
+    when that check is undecidable). Without ``entries`` the precise time rows are undecidable (no entry
+    timestamps) and the ``lost_*`` columns are null.
+
+    ``runs`` limits the eviction calls to those with topics (see :func:`eviction_kinds`): each call is a
+    grouped Arrow pass over the topics' state, worth skipping when empty; None when no run is left.
+    Pure and lazy.
+    """
+    spark = managed_ledgers.sparkSession
+    parts: list[DataFrame] = []
+    if (QUOTA_TYPE_SIZE, None) in runs:
+        size_limits = status.where(enabled_limit(QUOTA_TYPE_SIZE)).select(*_TOPIC, "limit_size_bytes")
+        size = drop_backlog_for_size_limit(
+            managed_ledgers, ledgers, cursors, size_limits, pulsar_version, entries=entries
+        )
+        parts.append(_eviction_columns(size, QUOTA_TYPE_SIZE))
+    time_rows = status.where(enabled_limit(QUOTA_TYPE_TIME))
+    for precise in (False, True):
+        if (QUOTA_TYPE_TIME, precise) not in runs or not time_quota_supported(pulsar_version):
+            continue
+        limits = time_rows.where(F.col("precise_time_check") == F.lit(precise)).select(
+            *_TOPIC, "limit_time_seconds"
+        )
+        probe = entries
+        if precise and entries is None:  # no entry timestamps: every probe is undecidable (§3.7)
+            probe = spark.createDataFrame([], _ENTRY_FIELDS)
+        result = drop_backlog_for_time_limit(
+            managed_ledgers,
+            ledgers,
+            cursors,
+            limits,
+            entries=probe,
+            precise=precise,
+            pulsar_version=pulsar_version,
+        )
+        parts.append(_eviction_columns(result, QUOTA_TYPE_TIME))
+    if not parts:
+        return None
+    out = parts[0]
+    for part in parts[1:]:
+        out = out.unionByName(part, allowMissingColumns=True)
+    if entries is None:  # the empty stand-in frame reports 0 lost, but nothing is known
+        lost = ("lost_entries", "lost_messages", "lost_bytes")
+        out = out.select(
+            *[F.col(f"`{c}`") for c in out.columns if c not in lost],
+            *[F.lit(None).cast("long").alias(c) for c in lost],
+        )
+    policy = status.select(
+        *_TOPIC,
+        "quota_type",
+        F.col("policy").alias("configured_policy"),
+        "is_system_topic",
+        F.when(
+            F.coalesce(F.col("policy") == F.lit(POLICY_CONSUMER_BACKLOG_EVICTION), F.lit(False)),
+            F.col("is_handled"),
+        )
+        .otherwise(F.lit(False))
+        .alias("handled_now"),
+    )
+    return out.join(policy, [*_TOPIC, "quota_type"], "left")
+
+
+def eviction_kinds(status: DataFrame) -> DataFrame:
+    """One row per enabled limit of ``status``: ``quota_type`` and ``precise`` (time rows; null for size)."""
+    return status.where(enabled_limit(QUOTA_TYPE_SIZE) | enabled_limit(QUOTA_TYPE_TIME)).select(
+        "quota_type",
+        F.when(F.col("quota_type") == QUOTA_TYPE_TIME, F.col("precise_time_check")).alias("precise"),
+    )
+
+
+def _read_day(tables: DeltaTables, name: str, day: dict[str, dt.date]) -> DataFrame | None:
+    return tables.read(name, partition_filter=day) if tables.exists(name) else None
+
+
+@dataclass(frozen=True)
+class _VersionInputs:
+    """The run date's inputs restricted to the topics of one broker version, and their quota status."""
+
+    managed_ledgers: DataFrame
+    ledgers: DataFrame
+    cursors: DataFrame
+    entries: DataFrame | None
+    status: DataFrame
+
+
+def _version_inputs(
+    version: str,
+    managed: DataFrame,
+    ledgers: DataFrame,
+    cursors: DataFrame,
+    entries: DataFrame | None,
+    quotas: DataFrame,
+    backlog: DataFrame | None,
+) -> _VersionInputs:
+    """Scope the inputs to ``version``'s topics and compute their quota status (materialised, see below)."""
+    ml = managed.where(F.col("pulsar_version") == version)
+    scope = ml.select(*_TOPIC)
+    led = ledgers.join(scope, _TOPIC, "left_semi")
+    cur = cursors.join(scope, _TOPIC, "left_semi")
+    ent = entries.join(scope, _TOPIC, "left_semi") if entries is not None else None
+    exact = backlog.join(scope, _TOPIC, "left_semi") if backlog is not None else None
+    effective = effective_quotas(quotas, ml, version)
+    breaches = quota_breaches(
+        effective,
+        ml,
+        led,
+        cur,
+        entries=ent,
+        exact_backlog=exact.select(*_EXACT_COLUMNS) if exact is not None else None,
+        pulsar_version=version,
+    )
+    status = quota_status(effective, breaches)
+    if exact is not None:
+        status = status.join(exact_completeness(exact), _TOPIC, "left")
+    # status feeds all three tables and the choice of eviction runs: materialised once (eager) with its
+    # lineage cut - the breach plan is large, and re-planning it under every later operator costs far more
+    # than the data. The blocks live on the executors and are cleaned up once unreferenced.
+    return _VersionInputs(ml, led, cur, ent, status.localCheckpoint())
+
+
+def _eviction_runs_by_version(
+    statuses: dict[str, DataFrame],
+) -> dict[str, frozenset[tuple[str, bool | None]]]:
+    """The eviction calls each version needs: ``(quota_type, precise)`` of the enabled limits present
+    (``precise`` None for size), from one driver query on a tiny result (at most three rows per version).
+    """
+    if not statuses:
+        return {}
+    tagged = [
+        eviction_kinds(status).select(F.lit(version).alias("_version"), "*")
+        for version, status in statuses.items()
+    ]
+    rows = functools.reduce(DataFrame.unionByName, tagged).distinct().collect()
+    runs: dict[str, set[tuple[str, bool | None]]] = {version: set() for version in statuses}
+    for row in rows:
+        runs[row[0]].add((row[1], row[2]))
+    return {version: frozenset(kinds) for version, kinds in runs.items()}
+
+
+def run_quota_stage(
+    tables: DeltaTables, run_date: dt.date, default_version: str
+) -> tuple[dict[str, int], dict[str, int]]:
+    """Compute and write the stage's tables for ``run_date``; return (rows written, table versions).
+
+    Every table's ``run_date`` partition is replaced, also by an empty result (a rerun leaves no stale rows).
+    """
+    day = {"export_date": run_date}
+    managed = tables.read("managed_ledgers", partition_filter=day).withColumn(
+        "pulsar_version", F.coalesce("pulsar_version", F.lit(default_version))
+    )
+    ledgers = tables.read("ledgers", partition_filter=day)
+    cursors = tables.read("cursors", partition_filter=day)
+    entries = _read_day(tables, "entries", day)
+    quotas = _read_day(tables, "backlog_quotas", day)
+    if quotas is None:
+        quotas = tables.spark.createDataFrame([], contract("backlog_quotas").spark_schema)
+    # The exact-data view needs the backlog stage's exact columns, which exist only with an entries export.
+    backlog = _read_day(tables, "cursor_backlog", day) if entries is not None else None
+    # A handful of distinct version strings: each runs the transforms with its own semantics.
+    versions = sorted(r[0] for r in managed.select("pulsar_version").distinct().collect())
+    inputs = {v: _version_inputs(v, managed, ledgers, cursors, entries, quotas, backlog) for v in versions}
+    runs = _eviction_runs_by_version({v: i.status for v, i in inputs.items()})
+    outputs: dict[str, list[DataFrame]] = {name: [] for name in OUTPUT_TABLES}
+    for version, i in inputs.items():
+        parts = {
+            "quota_status": i.status,
+            "quota_evictions": quota_evictions(
+                i.status, i.managed_ledgers, i.ledgers, i.cursors, i.entries, version, runs[version]
+            ),
+            "quota_producer_outcomes": producer_outcomes(i.status, i.status, version),
+        }
+        ids = i.managed_ledgers.select(*_TOPIC, "export_id", "export_date", "pulsar_version")
+        for name, part in parts.items():
+            if part is not None:
+                outputs[name].append(part.join(ids, _TOPIC, "inner"))
+    writes = []
+    for name in OUTPUT_TABLES:
+        c = contract(name)
+        tables.create(name, c.spark_schema, c.partitioned_by, description=c.description)
+        df = functools.reduce(
+            lambda a, b: a.unionByName(b, allowMissingColumns=True),
+            outputs[name],
+            tables.spark.createDataFrame([], c.spark_schema),
+        )
+        writes.append(
+            TableWrite(
+                table=name,
+                df=conform(df, name),
+                mode="replace_partitions",
+                partition_values=day,
+                partition_by=c.partitioned_by,
+            )
+        )
+    versions_written = tables.write_all(writes)
+    rows = {name: tables.count_rows(name, partition_filter=day) for name in OUTPUT_TABLES}
+    log.info("quota stage %s: rows %s", run_date, rows)
+    return rows, versions_written
