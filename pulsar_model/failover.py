@@ -47,8 +47,10 @@ from pulsar_model.versions import PulsarVersion, VersionLike
 __all__ = [
     "FailoverRules",
     "active_consumers",
+    "compare_with_stats",
     "failover_balance",
     "failover_rules",
+    "failover_what_ifs",
     "java_sort_key",
     "murmur3_hash",
     "old_partition_index",
@@ -382,6 +384,142 @@ def what_if_active_consumers(
     """
     scenario = _Scenario(tuple((str(n), int(p)) for n, p in add), tuple(remove), what_if_consistent_hashing)
     return _run(consumers, consistent_hashing, pulsar_version, scenario)
+
+
+#: Scenarios of :func:`failover_what_ifs`.
+SCENARIO_REMOVE_CONSUMER: Final = "remove_consumer"
+SCENARIO_ADD_CONSUMER: Final = "add_consumer"
+SCENARIO_TOGGLE_CONSISTENT_HASHING: Final = "toggle_consistent_hashing"
+#: Name given to the consumer the ``add_consumer`` scenario connects.
+DEFAULT_ADDED_CONSUMER: Final = "what-if-consumer"
+
+
+def _what_if_rows(
+    keys: list[str],
+    rules: FailoverRules,
+    consistent_hashing: bool,
+    added_consumer: str,
+) -> Callable[[pd.DataFrame], pd.DataFrame]:
+    def fn(pdf: pd.DataFrame) -> pd.DataFrame:
+        topic = str(pdf["topic"].iloc[0])
+        key_values = {k: pdf[k].iloc[0] for k in keys}
+        base = _assign(pdf, topic, rules, consistent_hashing)
+        top_priority = int(base["top_priority_level"])  # type: ignore[call-overload]
+        ordered = pdf.sort_values("connect_order", kind="stable")
+        scenarios: list[tuple[str, str | None, _Scenario]] = [
+            (SCENARIO_REMOVE_CONSUMER, name, _Scenario(remove=(name,)))
+            for name in dict.fromkeys(str(x) for x in ordered["consumer_name"])
+        ]
+        scenarios.append(
+            (SCENARIO_ADD_CONSUMER, added_consumer, _Scenario(add=((added_consumer, top_priority),)))
+        )
+        scenarios.append(
+            (SCENARIO_TOGGLE_CONSISTENT_HASHING, None, _Scenario(consistent_hashing=not consistent_hashing))
+        )
+        rows = []
+        for scenario, consumer, change in scenarios:
+            changed = _apply_scenario(pdf, change)
+            hashing = consistent_hashing if change.consistent_hashing is None else change.consistent_hashing
+            alt = _assign(changed, topic, rules, hashing) if len(changed) else None
+            what_if_name = None if alt is None else alt["active_consumer_name"]
+            rows.append(
+                {
+                    **key_values,
+                    "partition_index": base["partition_index"],
+                    "scenario": scenario,
+                    "scenario_consumer": consumer,
+                    "what_if_consistent_hashing": hashing,
+                    "baseline_active_consumer_name": base["active_consumer_name"],
+                    "baseline_selection_mode": base["selection_mode"],
+                    "what_if_active_consumer_name": what_if_name,
+                    "what_if_selection_mode": None if alt is None else alt["selection_mode"],
+                    "what_if_top_group_consumers": None if alt is None else alt["top_group_consumers"],
+                    "active_changed": what_if_name != base["active_consumer_name"],
+                }
+            )
+        return pd.DataFrame(rows)
+
+    return fn
+
+
+def failover_what_ifs(
+    consumers: DataFrame,
+    consistent_hashing: bool = False,
+    pulsar_version: VersionLike = DEFAULT_PULSAR_VERSION,
+    added_consumer: str = DEFAULT_ADDED_CONSUMER,
+) -> DataFrame:
+    """Standard what-if questions for every Failover subscription (SPEC §6.3, §6.4).
+
+    One row per (cluster, topic, subscription[, export], scenario, scenario_consumer):
+
+    * ``remove_consumer`` - once per distinct consumer name: every connection of that name leaves;
+    * ``add_consumer`` - ``added_consumer`` connects last at the subscription's top priority level (where
+      it lands in the sorted group, and so which partitions move, depends on its name and hash);
+    * ``toggle_consistent_hashing`` - ``activeConsumerFailoverConsistentHashing`` switched to the other
+      value (``what_if_consistent_hashing``; versions without PIP-392 ignore it, so nothing changes).
+
+    Columns: ``partition_index``, the baseline active consumer and selection mode, the what-if ones
+    (null when no consumer is left), ``what_if_top_group_consumers`` and ``active_changed``. Grouping by
+    the partitioned topic, scenario and consumer gives the topic-level effect (partitions that move).
+    Pure and lazy.
+    """
+    keys = _check_columns(consumers)
+    rules = failover_rules(pulsar_version)
+    source = consumers.select(
+        *keys,
+        F.col("consumer_name").cast("string").alias("consumer_name"),
+        F.col("priority_level").cast("int").alias("priority_level"),
+        F.col("connect_order").cast("int").alias("connect_order"),
+    )
+    key_fields = [f for f in source.schema.fields if f.name in keys]
+    schema = T.StructType(
+        [
+            *key_fields,
+            T.StructField("partition_index", T.IntegerType(), False),
+            T.StructField("scenario", T.StringType(), False),
+            T.StructField("scenario_consumer", T.StringType(), True),
+            T.StructField("what_if_consistent_hashing", T.BooleanType(), False),
+            T.StructField("baseline_active_consumer_name", T.StringType(), False),
+            T.StructField("baseline_selection_mode", T.StringType(), False),
+            T.StructField("what_if_active_consumer_name", T.StringType(), True),
+            T.StructField("what_if_selection_mode", T.StringType(), True),
+            T.StructField("what_if_top_group_consumers", T.ArrayType(T.StringType(), False), True),
+            T.StructField("active_changed", T.BooleanType(), False),
+        ]
+    )
+    fn = _what_if_rows(keys, rules, consistent_hashing, added_consumer)
+    return source.groupBy(*keys).applyInPandas(fn, schema)
+
+
+def compare_with_stats(assignments: DataFrame, cursors: DataFrame) -> DataFrame:
+    """Check the computed active consumers against the broker's ``activeConsumerName`` (SPEC §10.3).
+
+    ``assignments`` is :func:`active_consumers` output; ``cursors`` (cursors contract) gives
+    ``stats_active_consumer_name`` per (cluster, topic, cursor_name = subscription[, export]). Sets
+    ``stats_active_consumer_name`` to the cursor's value, else the consumer flagged ``is_active_in_stats``
+    (when the assignments carry it), and ``matches_stats`` (null when stats named no active consumer).
+    One row per assignment row. Pure and lazy.
+    """
+    shared = [k for k in EXPORT_KEYS if k in assignments.columns and k in cursors.columns]
+    keys = ["cluster", "topic", *shared]
+    stats = cursors.where(F.col("stats_active_consumer_name").isNotNull()).select(
+        *keys,
+        F.col("cursor_name").alias("subscription"),
+        F.col("stats_active_consumer_name").alias("_cursor_stats_name"),
+    )
+    joined = assignments.join(stats, on=[*keys, "subscription"], how="left")
+    flagged = (
+        F.col("stats_active_consumer_name")
+        if "stats_active_consumer_name" in assignments.columns
+        else F.lit(None).cast("string")
+    )
+    name = F.coalesce(F.col("_cursor_stats_name"), flagged)
+    kept = [c for c in assignments.columns if c not in ("stats_active_consumer_name", "matches_stats")]
+    return joined.select(
+        *kept,
+        name.alias("stats_active_consumer_name"),
+        F.when(name.isNotNull(), name == F.col("active_consumer_name")).alias("matches_stats"),
+    )
 
 
 def failover_balance(assignments: DataFrame) -> DataFrame:

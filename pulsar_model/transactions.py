@@ -213,8 +213,14 @@ def _limits(
         F.col("_oldest.txn_id").alias("oldest_open_txn_id"),
         F.col("_oldest.first_position").alias("_first_open"),
     )
+    nothing_open = F.col("last_position")
     if ledgers is not None and managed_ledgers is not None:
         targets = _previous_from_ledgers(targets, keys, ledgers, managed_ledgers)
+        # "maxReadPosition = LAC if ongoing empty" (SPEC §8.4): the LAC, when the topic's row has one
+        ml_keys = [k for k in keys if k in managed_ledgers.columns]
+        lac = managed_ledgers.select(*ml_keys, as_position(F.col("last_confirmed_entry")).alias("_lac"))
+        targets = targets.join(lac, on=ml_keys, how="left")
+        nothing_open = F.coalesce(F.col("_lac"), F.col("last_position"))
     else:
         targets = _previous_from_entries(targets, e, keys)
     summary = targets.select(
@@ -223,7 +229,7 @@ def _limits(
         "open_txn_count",
         "oldest_open_txn_id",
         F.col("_first_open").alias("oldest_open_first_position"),
-        F.when(F.col("_first_open").isNull(), F.col("last_position"))
+        F.when(F.col("_first_open").isNull(), nothing_open)
         .otherwise(F.col("_prev_open"))
         .alias("max_read_position"),
     )
@@ -242,10 +248,11 @@ def max_read_positions(
     * ``last_position``: the last exported entry (LAC when the export is complete);
     * ``open_txn_count``, ``oldest_open_txn_id`` and ``oldest_open_first_position``;
     * ``max_read_position`` = ``getPreviousPosition(oldest_open_first_position)`` while a transaction is
-      open, else ``last_position`` (a normal append or a commit/abort with nothing ongoing moves it to the
-      newest entry). ``getPreviousPosition`` uses ``ledgers``/``managed_ledgers`` when given (exact,
-      SPEC §1.3, via :mod:`pulsar_model.positions`; null when the topic has no managed-ledger row),
-      else the exported entries (see :func:`_previous_from_entries`);
+      open, else the LAC (``managed_ledgers.last_confirmed_entry`` when given, else ``last_position``: a
+      normal append or a commit/abort with nothing ongoing moves it to the newest entry).
+      ``getPreviousPosition`` uses ``ledgers``/``managed_ledgers`` when given (exact, SPEC §1.3, via
+      :mod:`pulsar_model.positions`; null when the topic has no managed-ledger row), else the exported
+      entries (see :func:`_previous_from_entries`);
     * ``held_back_entries``/``held_back_messages``: entries after ``max_read_position`` (transactional or
       not) that no dispatcher or replicator reads yet;
     * ``aborted_entries_skipped``/``aborted_messages_skipped``: data of aborted transactions at or before
@@ -328,7 +335,7 @@ def long_open_transactions(txn_states: DataFrame, now_ms: int, threshold_ms: int
     """Open transactions whose first message is more than ``threshold_ms`` older than ``now_ms`` (§8.4).
 
     ``txn_states`` is the output of :func:`transaction_states`; "now" is injected for determinism. One row
-    per such transaction with ``open_age_ms``, oldest first per topic. Pure and lazy.
+    per such transaction (the :func:`transaction_states` columns) plus ``open_age_ms``. Pure and lazy.
     """
     age = F.lit(int(now_ms)) - F.col("first_publish_time_ms")
     return (

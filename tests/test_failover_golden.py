@@ -14,8 +14,10 @@ from pyspark.sql import types as T
 
 from pulsar_model.failover import (
     active_consumers,
+    compare_with_stats,
     failover_balance,
     failover_rules,
+    failover_what_ifs,
     java_sort_key,
     murmur3_hash,
     old_partition_index,
@@ -248,6 +250,69 @@ def test_failover_balance_counts_partitions_and_idle(spark: SparkSession) -> Non
     assert got[ORDERS]["idle_consumers"] == []
     assert got[SUCCESS]["partitions_per_consumer"] == {"x": 1, "y": 1, "z": 0}
     assert got[SUCCESS]["idle_consumers"] == ["z"]
+
+
+def test_failover_what_ifs_every_scenario_golden(spark: SparkSession) -> None:
+    """SPEC §6.6.1 from [Cons1, Cons1, Cons2, Cons0] (partition 4, 4 % 4 = 0 -> Cons0): 'remove Cons2 ->
+    [Cons0, Cons1, Cons1], 4 % 3 = 1 -> Cons1'; removing Cons0 -> [Cons1, Cons1, Cons2], 4 % 3 = 1 -> Cons1;
+    removing both Cons1 -> [Cons0, Cons2], 4 % 2 = 0 -> Cons0; adding 'what-if-consumer' (sorts last) ->
+    4 % 5 = 4 -> it. SPEC §6.6.3 orders-partition-0 (c1, c2, c3): modulo c1, ring c2 (the toggle)."""
+    df = _frame(spark, [ADD_REMOVE[3], RING_CASES[7]])
+    got = {
+        (r["subscription"], r["scenario"], r["scenario_consumer"]): (
+            r["baseline_active_consumer_name"],
+            r["what_if_active_consumer_name"],
+            r["what_if_selection_mode"],
+            r["what_if_consistent_hashing"],
+            r["active_changed"],
+        )
+        for r in failover_what_ifs(df, pulsar_version="4.1.3").collect()
+    }
+    assert got == {
+        ("4-add-Cons0", "remove_consumer", "Cons1"): ("Cons0", "Cons0", "modulo", False, False),
+        ("4-add-Cons0", "remove_consumer", "Cons2"): ("Cons0", "Cons1", "modulo", False, True),
+        ("4-add-Cons0", "remove_consumer", "Cons0"): ("Cons0", "Cons1", "modulo", False, True),
+        ("4-add-Cons0", "add_consumer", "what-if-consumer"): (
+            "Cons0",
+            "what-if-consumer",
+            "modulo",
+            False,
+            True,
+        ),
+        # ring over {Cons0, Cons1, Cons1, Cons2} for successTopic-partition-4 (computed with the SPEC §6
+        # oracle, tests/oracle/failover.py): Cons0 again
+        ("4-add-Cons0", "toggle_consistent_hashing", None): ("Cons0", "Cons0", "hash_ring", True, False),
+        ("orders-P0", "remove_consumer", "c1"): ("c1", "c2", "modulo", False, True),  # [c2, c3], 0 % 2 = 0
+        ("orders-P0", "remove_consumer", "c2"): ("c1", "c1", "modulo", False, False),
+        ("orders-P0", "remove_consumer", "c3"): ("c1", "c1", "modulo", False, False),
+        ("orders-P0", "add_consumer", "what-if-consumer"): ("c1", "c1", "modulo", False, False),
+        ("orders-P0", "toggle_consistent_hashing", None): ("c1", "c2", "hash_ring", True, True),
+    }
+
+
+def test_compare_with_stats_prefers_cursor_active_consumer_name(spark: SparkSession) -> None:
+    """SPEC §10.3 activeConsumerName: from the cursor's stats when exported, else the flagged consumer."""
+    rows = [
+        ("c1", PART4, "s", "Cons1", 0, 0, True),  # flag says Cons1, the cursor's stats say Cons0
+        ("c1", PART4, "s", "Cons0", 0, 1, False),
+        ("c1", PTOPIC, "s", "Cons1", 0, 0, True),  # no cursor stats: the flag is used
+        ("c1", SUCCESS, "s", "Cons1", 0, 0, None),  # nothing exported
+    ]
+    schema = T.StructType([*CONSUMERS.fields, T.StructField("is_active_in_stats", T.BooleanType())])
+    cursors = spark.createDataFrame(
+        [("c1", PART4, "s", "Cons0"), ("c1", PART4, "other", "x"), ("c1", PTOPIC, "s", None)],
+        "cluster string, topic string, cursor_name string, stats_active_consumer_name string",
+    )
+    out = compare_with_stats(active_consumers(spark.createDataFrame(rows, schema=schema)), cursors)
+    got = {
+        r["topic"]: (r["active_consumer_name"], r["stats_active_consumer_name"], r["matches_stats"])
+        for r in out.collect()
+    }
+    assert got == {
+        PART4: ("Cons0", "Cons0", True),
+        PTOPIC: ("Cons1", "Cons1", True),
+        SUCCESS: ("Cons1", None, None),
+    }
 
 
 # --- no Spark ---------------------------------------------------------------------------------------------
