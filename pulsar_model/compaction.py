@@ -36,30 +36,42 @@ release/2.11.4). The current generation is assumed from 2.10.6, 2.11.4, 3.0.2, 3
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Literal
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
 
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from pulsar_model import DEFAULT_PULSAR_VERSION
+from pulsar_model.backlog import estimated_backlog_size, estimated_size_since_mark_delete
 from pulsar_model.columns import as_position, position
-from pulsar_model.contracts import conform
+from pulsar_model.contracts import contract
+from pulsar_model.errors import ConfigError
+from pulsar_model.quota.policy import is_system_topic, namespace_of, partitioned_topic_of
 from pulsar_model.versions import PulsarVersion, VersionLike
 
 __all__ = [
+    "COMPACTED_ENTRY_RECORD_SCHEMA",
+    "COMPACTION_CURSOR",
     "MESSAGE_ID_TYPE",
     "NON_BATCHED_INDEX",
+    "STAGE_COLUMNS",
+    "CompactionThresholds",
     "CompactorSemantics",
     "compact",
+    "compacted_entry_records",
     "compacted_ledger",
     "compacted_reader_diff",
     "compacted_reader_view",
     "compaction_horizons",
     "compaction_summary",
+    "compaction_trigger",
     "compactor_semantics",
     "message_id",
+    "trigger_rule",
 ]
 
 #: ``batch_index`` of a message that is not part of a batch, and of entry-level ids such as the horizon
@@ -81,6 +93,30 @@ _CURRENT_COMPACTOR_BACKPORTS: dict[tuple[int, int], int] = {(2, 10): 6, (2, 11):
 _RETAIN_NULL_KEY_FALSE_SINCE = PulsarVersion(3, 2, 0)
 
 Generation = Literal["old", "current"]
+
+#: Compactor.COMPACTION_SUBSCRIPTION: the cursor whose mark-delete is the last horizon (SPEC §5.2, §5.6).
+COMPACTION_CURSOR = "__compaction"
+#: Contract columns the nightly stage adds (export identity, the version applied); the library transforms
+#: return every other column of their contract.
+STAGE_COLUMNS = frozenset({"export_id", "export_date", "pulsar_version"})
+#: ``checkCompaction`` was read in a 2.8/2.9 copy (system topics bypass the checks through an operator
+#: precedence bug) and a 3.x copy (SPEC §5.3); the boundary between the two is assumed at 3.0.0.
+_TRIGGER_3X_SINCE = PulsarVersion(3, 0, 0)
+#: NamespaceService heartbeat namespaces (v1 ``pulsar/<cluster>/<host:port>``, v2 ``pulsar/<host:port>``):
+#: the 3.x trigger leaves system topics in them alone (SPEC §5.3).
+_HEARTBEAT_NAMESPACE_PATTERNS = (r"pulsar/[^/]+/[^:]+:\d+", r"pulsar/[^:]+:\d+")
+
+
+def _conform(df: DataFrame, table: str) -> DataFrame:
+    """Select and cast ``df`` to ``table``'s contract minus :data:`STAGE_COLUMNS` (missing columns: nulls)."""
+    available = set(df.columns)
+    return df.select(
+        *[
+            (F.col(c.name) if c.name in available else F.lit(None)).cast(c.data_type).alias(c.name)
+            for c in contract(table).columns
+            if c.name not in STAGE_COLUMNS
+        ]
+    )
 
 
 @dataclass(frozen=True)
@@ -142,11 +178,27 @@ def _entry_id_of(pos: Column) -> Column:
     )
 
 
-def _is_empty(columns: list[str]) -> Column:
-    """A message whose value is empty: tombstone when keyed (SPEC §5.4, §11 item 15)."""
+def _value_empty(columns: list[str]) -> Column:
+    """The message's value is empty (no payload bytes, or the ``null_value`` flag)."""
     empty = F.col("payload_size_bytes") <= 0
     if "is_null_value" in columns:
         empty = empty | F.coalesce(F.col("is_null_value"), F.lit(False))
+    return empty
+
+
+def _is_empty(columns: list[str]) -> Column:
+    """A message the compactor sees as empty: a tombstone when keyed (SPEC §5.4, §11 item 15).
+
+    With ``has_uncompressed_size`` in the input, a non-batched message whose entry lacks
+    ``uncompressed_size`` is never empty: the compactor then measures the entry buffer, metadata included
+    (SPEC §5.4, §12 item 16, open PR #25817), so such a null value is kept as an ordinary value.
+    """
+    empty = _value_empty(columns)
+    if "has_uncompressed_size" in columns:
+        measured_with_metadata = (F.col("batch_index") < 0) & ~F.coalesce(
+            F.col("has_uncompressed_size"), F.lit(True)
+        )
+        empty = empty & ~measured_with_metadata
     return empty
 
 
@@ -157,7 +209,11 @@ _TOPIC = ["cluster", "topic"]
 def _read_set(messages: DataFrame, start_positions: DataFrame | None) -> DataFrame:
     """Messages phase one reads: strictly after the topic's start position (the ``__compaction``
     cursor's mark-delete), or all of them when the topic has no start (SPEC §5.4)."""
-    optional = [c for c in ("is_null_value", "marker_type", "compacted_out") if c in messages.columns]
+    optional = [
+        c
+        for c in ("is_null_value", "marker_type", "compacted_out", "has_uncompressed_size")
+        if c in messages.columns
+    ]
     base = messages.select(
         *_TOPIC,
         F.col("ledger_id").cast("long").alias("ledger_id"),
@@ -219,6 +275,7 @@ def _phase_one(read: DataFrame, sem: CompactorSemantics) -> DataFrame:
         is_marker.alias("is_marker"),
         is_keyed.alias("is_keyed"),
         is_empty.alias("is_empty"),
+        _value_empty(read.columns).alias("value_empty"),
         is_batch.alias("is_batch"),
         slot_deleted.alias("_slot_deleted"),
         survives.alias("survives"),
@@ -275,7 +332,7 @@ def compaction_horizons(
     topics = messages.select(*_TOPIC)
     if start_positions is not None:
         topics = topics.unionByName(start_positions.select(*_TOPIC))
-    return conform(topics.distinct().join(ranges, _TOPIC, "left"), "compaction_horizons")
+    return _conform(topics.distinct().join(ranges, _TOPIC, "left"), "compaction_horizons")
 
 
 def _phase_two(flagged: DataFrame) -> DataFrame:
@@ -339,7 +396,7 @@ def compacted_ledger(
         (~F.col("survives")).alias("compacted_out"),
         F.when(F.col("is_batch"), F.col("slots")).otherwise(F.lit(1)).alias("batch_size"),
     )
-    return conform(written, "compaction_ledger")
+    return _conform(written, "compaction_ledger")
 
 
 def compact(
@@ -481,25 +538,32 @@ def compaction_summary(
     retain_null_key: bool | None = None,
     pulsar_version: VersionLike = DEFAULT_PULSAR_VERSION,
     start_positions: DataFrame | None = None,
+    trigger: DataFrame | None = None,
 ) -> DataFrame:
     """One row per topic with messages read by phase one: what compaction would keep and save (SPEC §5).
 
     Counts over the messages read (after the start position): ``distinct_keys`` (keys seen),
-    ``live_keys`` (keys whose latest message is a value), ``tombstones`` (empty keyed messages),
+    ``live_keys`` (keys whose latest message is a value), ``tombstones`` (keyed messages with an empty or
+    null value), ``tombstones_never_removed`` (those of them the compactor writes as values because their
+    size includes the metadata, SPEC §5.4 / §12 item 16: every later compaction keeps them again),
     ``null_key_messages`` with ``null_key_kept`` / ``null_key_dropped``, ``markers``; before/after:
     ``entries_before`` / ``messages_before`` / ``payload_bytes_before`` (markers and placeholders
     excluded from the message and byte counts) and ``entries_after`` / ``messages_after`` /
     ``payload_bytes_after`` of the compacted ledger; ``payload_bytes_saved`` and ``savings_ratio``
     (saved / before; null when nothing was read). Payload bytes are uncompressed message sizes.
+    ``trigger``: :func:`compaction_trigger` output; with it the grain is one row per trigger row (every
+    managed ledger), topics without messages read get zero counts; without it the trigger columns are null.
     """
     rows = _compacted(messages, retain_null_key, pulsar_version, start_positions)
     is_msg = ~F.col("is_marker") & ~F.coalesce(F.col("compacted_out"), F.lit(False))
     keyless = is_msg & ~F.col("is_keyed")
     kept = F.col("written") & F.col("survives") & ~F.col("is_marker")
+    keyed_empty = is_msg & F.col("is_keyed") & F.col("value_empty")
     entry = F.struct("ledger_id", "entry_id")
     joined = rows.groupBy(*_TOPIC).agg(
         F.count_distinct(F.when(F.col("is_keyed"), F.col("key"))).alias("distinct_keys"),
-        F.sum((F.col("is_keyed") & F.col("is_empty")).cast("long")).alias("tombstones"),
+        F.sum(keyed_empty.cast("long")).alias("tombstones"),
+        F.sum((keyed_empty & kept).cast("long")).alias("tombstones_never_removed"),
         F.sum(keyless.cast("long")).alias("null_key_messages"),
         F.sum(F.col("is_marker").cast("long")).alias("markers"),
         F.count_distinct(entry).alias("entries_before"),
@@ -518,6 +582,7 @@ def compaction_summary(
         "distinct_keys",
         F.coalesce(F.col("live_keys"), zero).alias("live_keys"),
         "tombstones",
+        "tombstones_never_removed",
         "null_key_messages",
         F.coalesce(F.col("null_key_kept"), zero).alias("null_key_kept"),
         (F.col("null_key_messages") - F.coalesce(F.col("null_key_kept"), zero)).alias("null_key_dropped"),
@@ -533,4 +598,333 @@ def compaction_summary(
             "savings_ratio"
         ),
     )
-    return conform(summary, "compaction_summary")
+    if trigger is not None:
+        counts = [c for c in summary.columns if c not in (*_TOPIC, "savings_ratio")]
+        extra = [c for c in trigger.columns if c not in summary.columns or c in _TOPIC]
+        joined_trigger = trigger.select(*extra).join(summary, _TOPIC, "left")
+        summary = joined_trigger.select(
+            *[
+                F.coalesce(F.col(c), zero).alias(c) if c in counts else F.col(c)
+                for c in joined_trigger.columns
+            ]
+        )
+    return _conform(summary, "compaction_summary")
+
+
+# --- the automatic trigger (SPEC §5.3) ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CompactionThresholds:
+    """Compaction thresholds in bytes (SPEC §5.2): topic policy > namespace policy > broker config.
+
+    ``broker_bytes`` is ``brokerServiceCompactionThresholdInBytes`` (default 0 = automatic compaction off);
+    ``namespaces`` maps ``tenant/ns`` to the namespace policy ``compaction_threshold``; ``topics`` maps a
+    topic (or a partitioned topic, which covers its partitions) to the topic policy ``compactionThreshold``.
+    The exports carry none of them, so they come from configuration.
+    """
+
+    broker_bytes: int = 0
+    namespaces: Mapping[str, int] = field(default_factory=dict)
+    topics: Mapping[str, int] = field(default_factory=dict)
+
+    @classmethod
+    def parse(
+        cls,
+        broker_bytes: int | str = 0,
+        namespaces: Mapping[str, int | str] | None = None,
+        topics: Mapping[str, int | str] | None = None,
+    ) -> CompactionThresholds:
+        """Validate config values (strings of integers accepted); a bad value raises :class:`ConfigError`."""
+
+        def _int(where: str, value: int | str) -> int:
+            if isinstance(value, bool):
+                raise ConfigError(
+                    f"{where} = {value!r} is not a byte count; write an integer, e.g. 104857600"
+                )
+            try:
+                return int(str(value).strip())
+            except ValueError:
+                raise ConfigError(
+                    f"{where} = {value!r} is not a byte count; write an integer, e.g. 104857600"
+                ) from None
+
+        return cls(
+            broker_bytes=_int("compaction.broker_threshold_bytes", broker_bytes),
+            namespaces={
+                k: _int(f"compaction.namespace_thresholds.{k}", v) for k, v in (namespaces or {}).items()
+            },
+            topics={k: _int(f"compaction.topic_thresholds.{k}", v) for k, v in (topics or {}).items()},
+        )
+
+
+def trigger_rule(pulsar_version: VersionLike) -> Literal["2.x", "3.x"]:
+    """Which ``checkCompaction`` the version runs (SPEC §5.3; the boundary is assumed at 3.0.0)."""
+    return "3.x" if PulsarVersion.parse(pulsar_version) >= _TRIGGER_3X_SINCE else "2.x"
+
+
+def _lookup(mapping: Mapping[str, int], key: Column) -> Column:
+    if not mapping:
+        return F.lit(None).cast("long")
+    literal = F.create_map(*[F.lit(x) for k, v in sorted(mapping.items()) for x in (k, v)])
+    return F.element_at(literal.cast("map<string,bigint>"), key)
+
+
+def compaction_trigger(
+    managed_ledgers: DataFrame,
+    ledgers: DataFrame,
+    cursors: DataFrame,
+    thresholds: CompactionThresholds | None = None,
+    pulsar_version: VersionLike = DEFAULT_PULSAR_VERSION,
+    entries: DataFrame | None = None,
+) -> DataFrame:
+    """Would the broker's periodic ``checkCompaction`` start a compaction now (SPEC §5.3)? One row per topic.
+
+    One row per ``managed_ledgers`` row: ``threshold_bytes`` and ``threshold_source`` (topic > namespace >
+    broker), ``backlog_estimate_bytes`` and ``estimate_source``: ``compaction_cursor`` (the ``__compaction``
+    subscription's estimated size since its mark-delete, SPEC §2.5), else ``total_size`` (no durable
+    subscription: ``ML.getTotalSize()``), else ``backlog_size`` (``getEstimatedBacklogSize()``, §2.3);
+    ``trigger_enabled`` (3.x: threshold > 0, or a system topic outside the heartbeat namespaces; 2.8/2.9:
+    a system topic or threshold != 0) and ``would_trigger`` (enabled and estimate ``>`` threshold, strict;
+    assumes no compaction is running, which the export cannot show). The dirty part since the last
+    horizon (the ``__compaction`` mark-delete, ``last_horizon``; everything when never compacted):
+    ``dirty_entries`` / ``dirty_bytes`` from the exported ``entries`` (null without them), beside
+    ``compacted_ledger_size_bytes`` (stats-internal ``compactedLedger.size``), and ``dirty_ratio`` =
+    dirty / (dirty + compacted ledger bytes), null when both are 0 or unknown. Pure and lazy.
+    """
+    thresholds = thresholds or CompactionThresholds()
+    topic = F.col("topic")
+    topic_threshold = F.coalesce(
+        _lookup(thresholds.topics, topic), _lookup(thresholds.topics, partitioned_topic_of(topic))
+    )
+    namespace_threshold = _lookup(thresholds.namespaces, namespace_of(topic))
+    is_compaction = F.col("cursor_name") == F.lit(COMPACTION_CURSOR)
+    compaction_cursor = cursors.where(is_compaction)
+    since_md = estimated_size_since_mark_delete(
+        compaction_cursor, ledgers, managed_ledgers, str(pulsar_version)
+    ).select(
+        *_TOPIC,
+        as_position(F.col("mark_delete_position")).alias("last_horizon"),
+        F.col("estimated_size_since_mark_delete_bytes").alias("_compaction_estimate"),
+        F.lit(True).alias("_has_compaction"),
+    )
+    durable_subs = (
+        cursors.where(
+            (F.col("cursor_kind") == F.lit("subscription")) & F.coalesce(F.col("is_durable"), F.lit(False))
+        )
+        .select(*_TOPIC)
+        .distinct()
+        .select(*_TOPIC, F.lit(True).alias("_has_durable_subscription"))
+    )
+    backlog = estimated_backlog_size(managed_ledgers, ledgers, cursors, str(pulsar_version)).select(
+        *_TOPIC, F.col("estimated_backlog_size_bytes").alias("_backlog_estimate")
+    )
+    base = (
+        managed_ledgers.select(*_TOPIC, "total_size_bytes", "compacted_ledger_size_bytes")
+        .join(since_md, _TOPIC, "left")
+        .join(durable_subs, _TOPIC, "left")
+        .join(backlog, _TOPIC, "left")
+    )
+    if entries is not None:
+        horizons = base.select(*_TOPIC, "last_horizon")
+        dirty = (
+            entries.join(horizons, _TOPIC, "inner")
+            .where(
+                F.col("last_horizon").isNull()
+                | (position(F.col("ledger_id"), F.col("entry_id")) > F.col("last_horizon"))
+            )
+            .groupBy(*_TOPIC)
+            .agg(
+                F.count(F.lit(1)).alias("dirty_entries"),
+                F.sum(F.col("entry_size_bytes").cast("long")).alias("dirty_bytes"),
+            )
+        )
+        base = base.join(dirty, _TOPIC, "left").select(
+            *[c for c in base.columns],
+            F.coalesce(F.col("dirty_entries"), F.lit(0).cast("long")).alias("dirty_entries"),
+            F.coalesce(F.col("dirty_bytes"), F.lit(0).cast("long")).alias("dirty_bytes"),
+        )
+    else:
+        base = base.select(
+            "*",
+            F.lit(None).cast("long").alias("dirty_entries"),
+            F.lit(None).cast("long").alias("dirty_bytes"),
+        )
+    has_compaction = F.coalesce(F.col("_has_compaction"), F.lit(False))
+    has_durable = F.coalesce(F.col("_has_durable_subscription"), F.lit(False))
+    threshold = F.coalesce(topic_threshold, namespace_threshold, F.lit(thresholds.broker_bytes).cast("long"))
+    source = (
+        F.when(topic_threshold.isNotNull(), F.lit("topic"))
+        .when(namespace_threshold.isNotNull(), F.lit("namespace"))
+        .otherwise(F.lit("broker"))
+    )
+    estimate = (
+        F.when(has_compaction, F.col("_compaction_estimate"))
+        .when(~has_durable, F.col("total_size_bytes").cast("long"))
+        .otherwise(F.col("_backlog_estimate"))
+    )
+    estimate_source = (
+        F.when(has_compaction, F.lit("compaction_cursor"))
+        .when(~has_durable, F.lit("total_size"))
+        .otherwise(F.lit("backlog_size"))
+    )
+    system = is_system_topic(topic)
+    heartbeat = _any_of([namespace_of(topic).rlike(f"^(?:{p})$") for p in _HEARTBEAT_NAMESPACE_PATTERNS])
+    if trigger_rule(pulsar_version) == "3.x":
+        enabled = (threshold > 0) | (system & ~heartbeat)
+    else:  # 2.8/2.9: ``isSystemTopic() || threshold != 0 && notRunning`` (SPEC §5.3, §12 item 10)
+        enabled = system | (threshold != 0)
+    clean = F.coalesce(F.col("compacted_ledger_size_bytes"), F.lit(0).cast("long"))
+    dirty_total = F.col("dirty_bytes") + clean
+    return base.select(
+        *_TOPIC,
+        threshold.alias("threshold_bytes"),
+        source.alias("threshold_source"),
+        estimate.alias("backlog_estimate_bytes"),
+        estimate_source.alias("estimate_source"),
+        enabled.alias("trigger_enabled"),
+        (enabled & F.coalesce(estimate > threshold, F.lit(False))).alias("would_trigger"),
+        "last_horizon",
+        "compacted_ledger_size_bytes",
+        "dirty_entries",
+        "dirty_bytes",
+        F.when(dirty_total > 0, F.col("dirty_bytes") / dirty_total).alias("dirty_ratio"),
+    )
+
+
+def _any_of(conditions: list[Column]) -> Column:
+    """OR of ``conditions`` (``False`` when empty)."""
+    out = F.lit(False)
+    for c in conditions:
+        out = out | c
+    return out
+
+
+# --- the compacted ledger in the stored-entry format (SPEC §5.5) --------------------------------------------
+
+#: One compacted entry as a dump record: the fields of an ``entries/`` line (README "Export layout") plus
+#: the cluster, whose folder the line goes to.
+COMPACTED_ENTRY_RECORD_SCHEMA = T.StructType(
+    [
+        T.StructField("cluster", T.StringType(), False),
+        T.StructField("topic", T.StringType(), False),
+        T.StructField("ledger_id", T.LongType(), False),
+        T.StructField("entry_id", T.LongType(), False),
+        T.StructField("data", T.StringType(), False),
+    ]
+)
+
+
+def _encode_entries(key: tuple[Any, ...], pdf: Any) -> Any:
+    """applyInPandas body: the slots of ONE compacted entry -> its dump record (SPEC §5.5 rebatch)."""
+    import base64
+
+    import pandas as pd
+
+    from pulsar_model.wire.codec import BatchItem, encode_batch_entry, encode_message_entry
+
+    def _opt_int(value: Any) -> int | None:
+        return None if value is None or pd.isna(value) else int(value)
+
+    def _props(text: Any) -> dict[str, str]:
+        return {} if text is None or (isinstance(text, float) and pd.isna(text)) else dict(json.loads(text))
+
+    pdf = pdf.sort_values("batch_index")
+    first = pdf.iloc[0]
+    most, least = _opt_int(first["txnid_most_bits"]), _opt_int(first["txnid_least_bits"])
+    replicate_to = first["replicate_to"]
+    common: dict[str, Any] = {
+        "producer_name": str(first["producer_name"]),
+        "sequence_id": int(first["entry_sequence_id"]) % (1 << 64),
+        "publish_time_ms": int(first["publish_time_ms"]),
+        "replicated_from": None if pd.isna(first["replicated_from"]) else str(first["replicated_from"]),
+        "replicate_to": [] if replicate_to is None else [str(x) for x in replicate_to],
+        "txn_id": None if most is None or least is None else (most % (1 << 64), least % (1 << 64)),
+        "compression": str(first["compression"]),
+        "schema_version": None if first["schema_version"] is None else bytes(first["schema_version"]),
+    }
+    if bool(first["is_batch"]):
+        items = []
+        for row in pdf.itertuples(index=False):
+            placeholder = bool(row.compacted_out)
+            null_value = bool(row.is_null_value) and not placeholder
+            size = 0 if placeholder or null_value else int(row.payload_size_bytes)
+            items.append(
+                BatchItem(
+                    key=None if placeholder or row.key is None else str(row.key),
+                    payload=bytes(size),
+                    null_value=null_value,
+                    compacted_out=placeholder,
+                    properties={} if placeholder else _props(row.properties_json),
+                    sequence_id=None if placeholder else _opt_int(row.sequence_id),
+                    event_time_ms=None if placeholder else _opt_int(row.event_time_ms),
+                    key_b64_encoded=bool(row.key_b64_encoded) and not placeholder,
+                )
+            )
+        data = encode_batch_entry(items=items, **common)
+    else:
+        null_value = bool(first["is_null_value"])
+        data = encode_message_entry(
+            payload=bytes(0 if null_value else int(first["payload_size_bytes"])),
+            key=None if first["key"] is None else str(first["key"]),
+            properties=_props(first["properties_json"]),
+            event_time_ms=_opt_int(first["event_time_ms"]),
+            null_value=null_value,
+            set_uncompressed_size=bool(first["has_uncompressed_size"]),
+            key_b64_encoded=bool(first["key_b64_encoded"]),
+            **common,
+        )
+    return pd.DataFrame(
+        {
+            "cluster": [key[0]],
+            "topic": [key[1]],
+            "ledger_id": [key[2]],
+            "entry_id": [key[3]],
+            "data": [base64.b64encode(data).decode("ascii")],
+        }
+    )
+
+
+def compacted_entry_records(compacted: DataFrame, messages: DataFrame, entries: DataFrame) -> DataFrame:
+    """The compacted ledger as stored entries: one row per written entry with its dump line (SPEC §5.5).
+
+    ``compacted``: :func:`compacted_ledger` output; ``messages`` / ``entries``: the input tables it was
+    computed from (entry metadata and per-slot metadata are copied from them). Returns
+    :data:`COMPACTED_ENTRY_RECORD_SCHEMA`: ``topic, ledger_id, entry_id, data`` are the fields of an
+    ``entries/`` dump line (``data``: base64 of the stored entry, CRC32C magic + ``MessageMetadata`` +
+    payload) that the ingest decodes back to the same messages. A batch keeps its slot count; a slot
+    that did not survive is an empty ``compacted_out`` placeholder without key (§5.5
+    ``rebatchMessage``). The tables never hold payload bytes, so every payload is written as zero bytes
+    of the recorded (uncompressed) size with the entry's original compression; marker entries (copied
+    only by the old compactor) are not written (their payload is in ``markers``, not re-encoded here).
+    Pure and lazy (one grouped Arrow pass).
+    """
+    entry_key = [*_TOPIC, "ledger_id", "entry_id"]
+    slot_key = [*entry_key, "batch_index"]
+    slots = compacted.where(F.col("marker_type").isNull()).select(
+        *slot_key, "key", "payload_size_bytes", "compacted_out"
+    )
+    slot_meta = messages.select(
+        *slot_key,
+        F.coalesce(F.col("is_null_value"), F.lit(False)).alias("is_null_value"),
+        F.coalesce(F.col("key_b64_encoded"), F.lit(False)).alias("key_b64_encoded"),
+        F.col("sequence_id").cast("long").alias("sequence_id"),
+        F.col("event_time_ms").cast("long").alias("event_time_ms"),
+        F.when(F.size(F.col("properties")) > 0, F.to_json(F.col("properties"))).alias("properties_json"),
+    )
+    entry_meta = entries.select(
+        *entry_key,
+        "producer_name",
+        F.col("sequence_id").cast("long").alias("entry_sequence_id"),
+        F.col("publish_time_ms").cast("long").alias("publish_time_ms"),
+        "replicated_from",
+        "replicate_to",
+        "compression",
+        "schema_version",
+        F.col("txnid_most_bits").cast("long").alias("txnid_most_bits"),
+        F.col("txnid_least_bits").cast("long").alias("txnid_least_bits"),
+        "is_batch",
+        F.col("uncompressed_size").isNotNull().alias("has_uncompressed_size"),
+    )
+    joined = slots.join(slot_meta, slot_key, "left").join(entry_meta, entry_key, "inner")
+    return joined.groupBy(*entry_key).applyInPandas(_encode_entries, COMPACTED_ENTRY_RECORD_SCHEMA)

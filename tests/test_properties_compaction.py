@@ -1,7 +1,8 @@
 """Property tests: pulsar_model.compaction agrees with the plain-Python oracle (SPEC §5.4, §5.5).
 
-Each hypothesis example is 30-45 random topics (non-batched messages, batches of 1-4 slots with the odd
-``compacted_out`` slot, tombstones (empty payloads and null values), key-less messages, markers, ledger
+Each hypothesis example is 30-45 random topics (non-batched messages, a quarter of them without
+``uncompressed_size`` (SPEC §5.4 size fallback), batches of 1-4 slots with the odd ``compacted_out``
+slot, tombstones (empty payloads and null values), key-less messages, markers, ledger
 roll-overs, and a ``__compaction`` start position before, inside or after the topic, or none), ONE
 messages DataFrame for all of them, three compactor configurations unioned and collected once:
 
@@ -15,6 +16,7 @@ Compared per topic: ``horizon``/``from_position``/``to_position`` and every slot
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import json
 import os
@@ -27,6 +29,7 @@ from hypothesis import HealthCheck, Phase, Verbosity, assume, given, settings
 from hypothesis import strategies as st
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql import types as T
 
 from pulsar_model import compaction as C
 from pulsar_model.contracts import spark_schema
@@ -78,7 +81,10 @@ def topics_st(draw: st.DrawFn) -> Case:
             entry = 0
         kind = draw(st.sampled_from(["single", "single", "single", "batch", "batch", "marker"]))
         if kind == "single":
-            entries.append(O.Entry(ledger, entry, (draw(messages_st(False)),)))
+            single = draw(messages_st(False))
+            if draw(st.integers(0, 3)) == 0:  # a non-Java client left uncompressed_size out (§5.4, §12.16)
+                single = dataclasses.replace(single, uncompressed_size_set=False)
+            entries.append(O.Entry(ledger, entry, (single,)))
         elif kind == "batch":
             slots = draw(st.lists(messages_st(True), min_size=1, max_size=4))
             entries.append(O.Entry(ledger, entry, tuple(slots), batched=True))
@@ -99,7 +105,7 @@ def topic_name(i: int) -> str:
 
 
 def messages_frame(spark: SparkSession, cases: list[Case]) -> DataFrame:
-    schema = spark_schema("messages")
+    schema = spark_schema("messages").add("has_uncompressed_size", T.BooleanType(), False)
     rows: list[tuple[Any, ...]] = []
     for i, (entries, _) in enumerate(cases):
         for e in entries:
@@ -122,6 +128,7 @@ def messages_frame(spark: SparkSession, cases: list[Case]) -> DataFrame:
                     "producer_name": "pulsar.marker" if e.marker_type is not None else "p",
                     "sequence_id": e.entry_id,
                     "publish_time_ms": 0,
+                    "has_uncompressed_size": m.uncompressed_size_set,
                 }
                 rows.append(tuple(row.get(f.name) for f in schema.fields))
     return spark.createDataFrame(rows, schema)

@@ -34,11 +34,19 @@ class Message:
     payload_size: int
     null_value: bool = False
     compacted_out: bool = False
+    # Non-batched only: the entry's metadata sets uncompressed_size. SPEC §5.4 compact_single: "size =
+    # uncompressed_size if set, else the readable bytes of the entry buffer" (metadata included, > 0).
+    uncompressed_size_set: bool = True
 
     @property
     def empty(self) -> bool:
         # SPEC §5.4: size <= 0 is a tombstone; a null value has no payload.
         return self.payload_size <= 0 or self.null_value
+
+    @property
+    def single_size_empty(self) -> bool:
+        """compact_single's size test: without uncompressed_size the size is the whole entry (> 0)."""
+        return self.empty and self.uncompressed_size_set
 
 
 @dataclass(frozen=True)
@@ -112,7 +120,7 @@ def compact(
         m = e.messages[0]
         if m.key is None:
             return not keep_null_key if current else False
-        if not m.empty:
+        if not m.single_size_empty:
             latest[m.key] = e.id
             return False
         latest.pop(m.key, None)
@@ -188,7 +196,7 @@ def compact(
                 if keep_null_key:
                     result.written.append(WrittenEntry(e.ledger_id, e.entry_id, False, [(NOT_BATCHED, True)]))
             elif latest.get(m.key) == e.id:
-                if m.empty:
+                if m.single_size_empty:
                     raise AssertionError("Compaction phase found empty record from sorted key-map")
                 result.written.append(WrittenEntry(e.ledger_id, e.entry_id, False, [(NOT_BATCHED, True)]))
         if e.id == result.to_id:

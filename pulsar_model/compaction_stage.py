@@ -1,0 +1,193 @@
+"""The nightly ``compaction`` stage: compaction preview, trigger decision and savings per topic (SPEC §5).
+
+Driver-side orchestration only (reads, a tiny ``distinct`` of the Pulsar versions present, writes); the logic
+is the pure transforms of :mod:`pulsar_model.compaction`, applied once per broker version so that every
+cluster gets its own compactor generation and trigger rule (SPEC §5.3-5.5). Output tables, partitioned by
+``export_date``:
+
+* ``compaction_horizons`` - one row per (cluster, topic, export) with messages or a ``__compaction`` cursor:
+  the horizon and the phase-two range the compactor would use now (§5.4);
+* ``compaction_ledger`` - one row per slot of every entry the compactor would write (§5.5), placeholders
+  included;
+* ``compaction_summary`` - one row per (cluster, topic, export): keys, tombstones (also those that never
+  leave the compacted ledger), key-less messages, savings, the dirty part since the last horizon and the
+  automatic trigger's decision (§5.3).
+
+Inputs: the run date's ``managed_ledgers``, ``ledgers``, ``cursors`` and, when the export had entry dumps,
+``messages`` and ``entries``. Phase one starts after the ``__compaction`` cursor's mark-delete (the last
+horizon), at the topic start when there is none (§5.4). Thresholds come from configuration
+(:class:`~pulsar_model.compaction.CompactionThresholds`; the exports carry none), defaulting to the
+broker's ``brokerServiceCompactionThresholdInBytes = 0`` (automatic compaction off).
+
+:func:`write_compacted_entries` writes a compacted ledger in the stored-entry dump format the ingest reads.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import functools
+import logging
+from pathlib import Path
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from pulsar_model.compaction import (
+    COMPACTION_CURSOR,
+    CompactionThresholds,
+    compacted_entry_records,
+    compacted_ledger,
+    compaction_horizons,
+    compaction_summary,
+    compaction_trigger,
+)
+from pulsar_model.contracts import conform, contract
+from pulsar_model.delta_io import DeltaTables, TableWrite
+
+log = logging.getLogger(__name__)
+
+#: Output tables of the stage.
+OUTPUT_TABLES = ("compaction_horizons", "compaction_ledger", "compaction_summary")
+_TOPIC = ["cluster", "topic"]
+_ENTRY = ["cluster", "topic", "export_id", "ledger_id", "entry_id"]
+
+
+def _read_day(tables: DeltaTables, name: str, day: dict[str, dt.date]) -> DataFrame | None:
+    return tables.read(name, partition_filter=day) if tables.exists(name) else None
+
+
+def compaction_start_positions(cursors: DataFrame) -> DataFrame:
+    """One row per topic with a ``__compaction`` cursor: ``cluster, topic, position`` = its mark-delete,
+    the last horizon, where phase one starts reading (SPEC §5.4, §5.6). Pure and lazy."""
+    return cursors.where(F.col("cursor_name") == F.lit(COMPACTION_CURSOR)).select(
+        *_TOPIC, F.col("mark_delete_position").alias("position")
+    )
+
+
+def with_uncompressed_size_flag(messages: DataFrame, entries: DataFrame) -> DataFrame:
+    """Add ``has_uncompressed_size`` (the entry's metadata sets ``uncompressed_size``) to every message.
+
+    The compactor sizes a non-batched message by ``uncompressed_size`` when set, else by the whole entry
+    buffer (SPEC §5.4, §12 item 16). Pure and lazy.
+    """
+    flags = entries.select(*_ENTRY, F.col("uncompressed_size").isNotNull().alias("has_uncompressed_size"))
+    return messages.join(flags, _ENTRY, "left")
+
+
+def _version_outputs(
+    version: str,
+    managed: DataFrame,
+    ledgers: DataFrame,
+    cursors: DataFrame,
+    messages: DataFrame | None,
+    entries: DataFrame | None,
+    thresholds: CompactionThresholds,
+    retain_null_key: bool | None,
+) -> dict[str, DataFrame | None]:
+    """The three tables for the topics of one broker version (before the export identity is added)."""
+    ml = managed.where(F.col("pulsar_version") == version)
+    scope = ml.select(*_TOPIC)
+    led = ledgers.join(scope, _TOPIC, "left_semi")
+    cur = cursors.join(scope, _TOPIC, "left_semi")
+    ent = entries.join(scope, _TOPIC, "left_semi") if entries is not None else None
+    starts = compaction_start_positions(cur)
+    trigger = compaction_trigger(ml, led, cur, thresholds, version, entries=ent)
+    if messages is None:
+        return {"compaction_horizons": None, "compaction_ledger": None, "compaction_summary": trigger}
+    msg = messages.join(scope, _TOPIC, "left_semi")
+    return {
+        "compaction_horizons": compaction_horizons(msg, retain_null_key, version, starts),
+        "compaction_ledger": compacted_ledger(msg, retain_null_key, version, starts),
+        "compaction_summary": compaction_summary(msg, retain_null_key, version, starts, trigger=trigger),
+    }
+
+
+def run_compaction_stage(
+    tables: DeltaTables,
+    run_date: dt.date,
+    default_version: str,
+    thresholds: CompactionThresholds | None = None,
+    retain_null_key: bool | None = None,
+) -> tuple[dict[str, int], dict[str, int]]:
+    """Compute and write the stage's tables for ``run_date``; return (rows written, table versions).
+
+    ``thresholds``: the configured compaction thresholds (default: broker 0, no policies);
+    ``retain_null_key``: ``topicCompactionRetainNullKey`` for every cluster, ``None`` = each version's
+    broker default (SPEC §5.2). Every table's ``run_date`` partition is replaced, also by an empty result
+    (a rerun leaves no stale rows). Without an entries export only ``compaction_summary`` gets rows (the
+    trigger; zero counts, null dirty columns).
+    """
+    thresholds = thresholds or CompactionThresholds()
+    day = {"export_date": run_date}
+    managed = tables.read("managed_ledgers", partition_filter=day).withColumn(
+        "pulsar_version", F.coalesce("pulsar_version", F.lit(default_version))
+    )
+    ledgers = tables.read("ledgers", partition_filter=day)
+    cursors = tables.read("cursors", partition_filter=day)
+    entries = _read_day(tables, "entries", day)
+    messages = _read_day(tables, "messages", day)
+    if messages is not None and entries is not None:
+        messages = with_uncompressed_size_flag(messages, entries)
+    # A handful of distinct version strings: each runs the transforms with its own semantics.
+    versions = sorted(r[0] for r in managed.select("pulsar_version").distinct().collect())
+    outputs: dict[str, list[DataFrame]] = {name: [] for name in OUTPUT_TABLES}
+    for version in versions:
+        parts = _version_outputs(
+            version, managed, ledgers, cursors, messages, entries, thresholds, retain_null_key
+        )
+        ids = managed.where(F.col("pulsar_version") == version).select(
+            *_TOPIC, "export_id", "export_date", "pulsar_version"
+        )
+        for name, part in parts.items():
+            if part is not None:
+                outputs[name].append(part.join(ids, _TOPIC, "inner"))
+    writes = []
+    for name in OUTPUT_TABLES:
+        c = contract(name)
+        tables.create(name, c.spark_schema, c.partitioned_by, description=c.description)
+        df = functools.reduce(
+            lambda a, b: a.unionByName(b, allowMissingColumns=True),
+            outputs[name],
+            tables.spark.createDataFrame([], c.spark_schema),
+        )
+        writes.append(
+            TableWrite(
+                table=name,
+                df=conform(df, name),
+                mode="replace_partitions",
+                partition_values=day,
+                partition_by=c.partitioned_by,
+            )
+        )
+    versions_written = tables.write_all(writes)
+    rows = {name: tables.count_rows(name, partition_filter=day) for name in OUTPUT_TABLES}
+    log.info("compaction stage %s: rows %s", run_date, rows)
+    return rows, versions_written
+
+
+def write_compacted_entries(
+    compacted: DataFrame, messages: DataFrame, entries: DataFrame, out_dir: str | Path
+) -> list[str]:
+    """Write ``compacted`` (:func:`~pulsar_model.compaction.compacted_ledger` rows) as entry dumps.
+
+    Layout: ``<out_dir>/<cluster>/entries/part-*.json``, one stored entry per line
+    ``{"topic", "ledger_id", "entry_id", "data": base64}`` - what ``ingest`` reads (README "Export layout"),
+    so ingesting ``out_dir`` gives back the compacted entries (see
+    :func:`~pulsar_model.compaction.compacted_entry_records` for what is re-encoded). The encoding runs on
+    the executors; the driver only lists the clusters (one Spark file write per cluster, as the layout
+    needs one folder per cluster). Existing ``entries`` folders of those clusters are replaced. Returns the
+    folders written.
+    """
+    records = compacted_entry_records(compacted, messages, entries).persist()
+    try:
+        clusters = sorted(r[0] for r in records.select("cluster").distinct().collect())
+        written = []
+        for cluster in clusters:
+            folder = f"{str(out_dir).rstrip('/')}/{cluster}/entries"
+            records.where(F.col("cluster") == F.lit(cluster)).select(
+                "topic", "ledger_id", "entry_id", "data"
+            ).write.mode("overwrite").json(folder)
+            written.append(folder)
+        return written
+    finally:
+        records.unpersist()
