@@ -1,0 +1,314 @@
+"""Failover duplicates of replicated subscriptions: what a switch to another cluster redelivers (SPEC §4.8).
+
+If the consumers of a replicated subscription moved from the *source* cluster to a *target* cluster now,
+the target redelivers every message after the target's mark-delete that is not individually acked there
+(individual acks are never replicated, §4.8) - and each of those the source had already acknowledged is a
+duplicate. Markers never count (they are never delivered, §4.3, §8.5).
+
+Exact, from the exported entries (:func:`failover_duplicates`, ``method = exact``): a replicated message
+keeps its producer name and sequence id on every cluster (§4.7 rule 9 forwards the entry unchanged), so a
+message is identified by ``(producer_name, sequence_id)``; a batch entry of ``n`` messages holds sequence
+ids ``sequence_id .. sequence_id + n - 1`` (the broker's assignment; the entry bytes are forwarded as they
+are, so both clusters derive the same ids). A message is acknowledged on the source when its entry is at or
+before the source mark-delete or inside one of its individually-deleted ranges, or when it was trimmed from
+the source: a sequence id below the smallest one the source's export holds for that producer (ledgers are
+trimmed only below every durable cursor's mark-delete, SPEC §0.2; a producer absent from the source's
+export altogether is not credited, so the count is then a lower bound).
+
+Bounds from the ledgers and the snapshot markers alone (every row, also without an entry dump), in
+*entries* (marker entries included: without the dump they cannot be told apart):
+
+* ``consumed_on_source_entries_lower_bound`` - target entries in ``(target md, P]`` not individually acked
+  on the target, where ``P`` is the target's position in the newest SNAPSHOT whose ``local_message_id``
+  the source mark-delete has passed. By the snapshot guarantee (§4.5) every message the target held before
+  ``P`` is stored on the source before ``local_message_id``, hence acknowledged there: every *data* entry
+  in that range is a duplicate. 0 when no passed snapshot names the target.
+* ``consumed_on_source_entries_upper_bound`` - target entries in ``(target md, LAC]`` not individually
+  acked on the target: nothing else can be redelivered.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+
+from pulsar_model.columns import POSITION_SQL_TYPE, as_position, null_position
+from pulsar_model.replication.translation import (
+    MARKER_COLUMNS,
+    MARKER_SNAPSHOT,
+    PAIR_KEY,
+    existing_entries_between,
+    last_cluster_position,
+    replicated_pairs,
+    require,
+)
+
+__all__ = ["ENTRY_COLUMNS", "METHOD_EXACT", "METHOD_SNAPSHOT_BOUNDS", "failover_duplicates"]
+
+METHOD_EXACT: Final = "exact"
+METHOD_SNAPSHOT_BOUNDS: Final = "snapshot_bounds"
+
+ENTRY_COLUMNS: Final = (
+    "cluster",
+    "topic",
+    "position",
+    "entry_size_bytes",
+    "producer_name",
+    "sequence_id",
+    "message_count",
+    "marker_type",
+)
+
+
+def _in_ranges(pos: Column, ranges: Column) -> Column:
+    """``pos`` lies inside one of the open-closed ``(lower, upper]`` ranges (null array = none)."""
+    return F.coalesce(
+        F.exists(ranges, lambda r: (pos > as_position(r["lower"])) & (pos <= as_position(r["upper"]))),
+        F.lit(False),
+    )
+
+
+def _data_messages(entries: DataFrame) -> DataFrame:
+    """One row per data message of the exported entries: ``cluster, topic, _pos, _bytes, _msgs, producer,
+    _seq`` (batch slot ``i`` has ``sequence_id + i``); marker entries are left out."""
+    data = entries.where(F.col("marker_type").isNull()).select(
+        "cluster",
+        "topic",
+        as_position(F.col("position")).alias("_pos"),
+        F.col("entry_size_bytes").cast("long").alias("_bytes"),
+        F.greatest(F.coalesce(F.col("message_count").cast("long"), F.lit(1).cast("long")), F.lit(1)).alias(
+            "_msgs"
+        ),
+        F.col("producer_name").alias("_producer"),
+        F.col("sequence_id").cast("long").alias("_seq0"),
+    )
+    slots = data.select("*", F.explode(F.sequence(F.lit(0).cast("long"), F.col("_msgs") - 1)).alias("_slot"))
+    return slots.select(*data.columns, (F.col("_seq0") + F.col("_slot")).alias("_seq"))
+
+
+def _passed_snapshot_positions(markers: DataFrame, pairs: DataFrame) -> DataFrame:
+    """Per pair: ``_passed_position`` - the target's position in the newest SNAPSHOT of the source whose
+    ``local_position`` is at or before the source mark-delete (§4.5, §4.6)."""
+    snaps = markers.where(
+        (F.col("marker_type") == MARKER_SNAPSHOT)
+        & F.col("replicated_from").isNull()
+        & F.col("local_position").isNotNull()
+    ).select(
+        F.col("cluster").alias("source_cluster"),
+        "topic",
+        as_position(F.col("local_position")).alias("_local"),
+        F.coalesce(F.col("clusters"), F.array()).alias("_clusters"),
+    )
+    cand = pairs.select(*PAIR_KEY, "source_mark_delete_position").join(
+        snaps, ["source_cluster", "topic"], "inner"
+    )
+    cand = cand.where(F.col("_local") <= F.col("source_mark_delete_position")).select(
+        *PAIR_KEY, "_local", last_cluster_position(F.col("_clusters"), F.col("target_cluster")).alias("_p")
+    )
+    cand = cand.where(F.col("_p").isNotNull())
+    return cand.groupBy(*PAIR_KEY).agg(F.max_by(F.col("_p"), F.col("_local")).alias("_passed_position"))
+
+
+def failover_duplicates(
+    cursors: DataFrame,
+    entries: DataFrame | None,
+    markers: DataFrame | None,
+    ledgers: DataFrame,
+    managed_ledgers: DataFrame,
+) -> DataFrame:
+    """Messages a failover from source to target would redeliver although the source acked them (SPEC §4.8).
+
+    One row per (topic, subscription, source cluster, target cluster) of :func:`replicated_pairs`.
+    ``method``: ``exact`` when both clusters' topics have exported entries, else ``snapshot_bounds`` (the
+    exact columns are then null). Exact columns (target entries in ``(target md, target LAC]`` outside the
+    target's individually-deleted ranges, data only): ``remote_data_entries_after_mark_delete``,
+    ``remote_data_messages_after_mark_delete``, ``failover_duplicate_messages`` (acked on the source, see the
+    module docstring), ``failover_duplicate_entries`` (entries holding at least one), and
+    ``failover_duplicate_bytes`` (their stored ``entry_size_bytes``: the broker redelivers whole entries).
+    ``target_entries_complete``: the export holds every entry the ledger list says exists in that range.
+    Bounds (module docstring): ``passed_snapshot_remote_position``,
+    ``consumed_on_source_entries_lower_bound``, ``consumed_on_source_entries_upper_bound``. Every count is
+    null when the target has no cursor for the subscription (it would be created at its initial position).
+    Pure and lazy.
+    """
+    pairs = replicated_pairs(cursors, managed_ledgers)
+    zero = F.lit(0).cast("long")
+    ranges_type = f"array<struct<lower:{POSITION_SQL_TYPE},upper:{POSITION_SQL_TYPE}>>"
+
+    # --- bounds from the ledgers and snapshots --------------------------------------------------------------
+    if markers is not None:
+        require(markers, MARKER_COLUMNS, "markers")
+        passed = _passed_snapshot_positions(markers, pairs)
+        with_passed = pairs.join(passed, list(PAIR_KEY), "left")
+    else:
+        with_passed = pairs.withColumn("_passed_position", null_position())
+    pkeys = [f"_p_{k}" for k in PAIR_KEY]
+    md, lac = F.col("target_mark_delete_position"), F.col("target_last_confirmed_entry")
+    target_acked = F.col("target_individually_deleted").cast(ranges_type)
+    lower_req = with_passed.select(
+        F.col("target_cluster").alias("cluster"),
+        "topic",
+        *[F.col(k).alias(f"_p_{k}") for k in PAIR_KEY],
+        md.alias("lower"),
+        F.least(F.greatest(md, F.col("_passed_position")), lac).alias("upper"),
+        target_acked.alias("acked"),
+    )
+    upper_req = with_passed.select(
+        F.col("target_cluster").alias("cluster"),
+        "topic",
+        *[F.col(k).alias(f"_p_{k}") for k in PAIR_KEY],
+        md.alias("lower"),
+        lac.alias("upper"),
+        target_acked.alias("acked"),
+    )
+    low = existing_entries_between(lower_req, ledgers, managed_ledgers, pkeys, out="_low").select(
+        *pkeys, "_low"
+    )
+    high = existing_entries_between(upper_req, ledgers, managed_ledgers, pkeys, out="_high").select(
+        *pkeys, "_high"
+    )
+    on = [F.col(k) == F.col(f"_p_{k}") for k in PAIR_KEY]
+    bounded = with_passed.join(low, on, "left").drop(*pkeys).join(high, on, "left").drop(*pkeys)
+
+    # --- exact, from the exported entries -------------------------------------------------------------------
+    if entries is None:
+        exact = None
+    else:
+        require(entries, ENTRY_COLUMNS, "entries")
+        messages = _data_messages(entries)
+        exported = entries.select("cluster", "topic").distinct()
+        src_cursor = pairs.select(
+            "source_cluster",
+            "topic",
+            "subscription",
+            "source_mark_delete_position",
+            "source_individually_deleted",
+        ).distinct()
+        src_msgs = messages.withColumnRenamed("cluster", "source_cluster")
+        acked = (
+            src_msgs.join(src_cursor, ["source_cluster", "topic"], "inner")
+            .where(
+                (F.col("_pos") <= F.col("source_mark_delete_position"))
+                | _in_ranges(F.col("_pos"), F.col("source_individually_deleted"))
+            )
+            .select("source_cluster", "topic", "subscription", "_producer", "_seq")
+            .distinct()
+            .withColumn("_acked", F.lit(True))
+        )
+        first_seq = src_msgs.groupBy("source_cluster", "topic", "_producer").agg(
+            F.min("_seq").alias("_first_seq")
+        )
+        tgt_msgs = messages.withColumnRenamed("cluster", "target_cluster")
+        cand = (
+            tgt_msgs.join(
+                pairs.where(F.col("target_cursor_exists")).select(
+                    *PAIR_KEY,
+                    "target_mark_delete_position",
+                    "target_individually_deleted",
+                    "target_last_confirmed_entry",
+                ),
+                ["target_cluster", "topic"],
+                "inner",
+            )
+            .where(
+                (F.col("_pos") > F.col("target_mark_delete_position"))
+                & (F.col("_pos") <= F.col("target_last_confirmed_entry"))
+                & ~_in_ranges(F.col("_pos"), F.col("target_individually_deleted"))
+            )
+            .join(acked, ["source_cluster", "topic", "subscription", "_producer", "_seq"], "left")
+            .join(first_seq, ["source_cluster", "topic", "_producer"], "left")
+        )
+        dup = F.coalesce(F.col("_acked"), F.lit(False)) | F.coalesce(
+            F.col("_seq") < F.col("_first_seq"), F.lit(False)
+        )
+        per_entry = cand.groupBy(*PAIR_KEY, "_pos").agg(
+            F.count(F.lit(1)).alias("_n"),
+            F.sum(dup.cast("long")).alias("_dups"),
+            F.first("_bytes").alias("_bytes"),
+        )
+        exact = per_entry.groupBy(*PAIR_KEY).agg(
+            F.count(F.lit(1)).alias("_x_entries"),
+            F.sum("_n").alias("_x_messages"),
+            F.sum("_dups").alias("_x_dup_messages"),
+            F.sum((F.col("_dups") > 0).cast("long")).alias("_x_dup_entries"),
+            F.sum(F.when(F.col("_dups") > 0, F.col("_bytes")).otherwise(zero)).alias("_x_dup_bytes"),
+        )
+        # completeness of the target range: exported entries (any kind) vs the ledger list
+        tgt_entries = entries.select(
+            F.col("cluster").alias("target_cluster"), "topic", as_position(F.col("position")).alias("_pos")
+        ).distinct()
+        got = (
+            tgt_entries.join(
+                pairs.where(F.col("target_cursor_exists")).select(
+                    *PAIR_KEY,
+                    "target_mark_delete_position",
+                    "target_individually_deleted",
+                    "target_last_confirmed_entry",
+                ),
+                ["target_cluster", "topic"],
+                "inner",
+            )
+            .where(
+                (F.col("_pos") > F.col("target_mark_delete_position"))
+                & (F.col("_pos") <= F.col("target_last_confirmed_entry"))
+                & ~_in_ranges(F.col("_pos"), F.col("target_individually_deleted"))
+            )
+            .groupBy(*PAIR_KEY)
+            .agg(F.count(F.lit(1)).alias("_x_exported"))
+        )
+        exact = exact.join(got, list(PAIR_KEY), "full")
+        src_exported = exported.select(
+            F.col("cluster").alias("source_cluster"), "topic", F.lit(True).alias("_src_x")
+        )
+        tgt_exported = exported.select(
+            F.col("cluster").alias("target_cluster"), "topic", F.lit(True).alias("_tgt_x")
+        )
+        bounded = (
+            bounded.join(src_exported, ["source_cluster", "topic"], "left")
+            .join(tgt_exported, ["target_cluster", "topic"], "left")
+            .join(exact, list(PAIR_KEY), "left")
+        )
+    if exact is None:
+        bounded = bounded.select(
+            "*",
+            F.lit(False).alias("_src_x"),
+            F.lit(False).alias("_tgt_x"),
+            *[
+                F.lit(None).cast("long").alias(c)
+                for c in (
+                    "_x_entries",
+                    "_x_messages",
+                    "_x_dup_messages",
+                    "_x_dup_entries",
+                    "_x_dup_bytes",
+                    "_x_exported",
+                )
+            ],
+        )
+    is_exact = F.coalesce(F.col("_src_x"), F.lit(False)) & F.coalesce(F.col("_tgt_x"), F.lit(False))
+    has_cursor = F.col("target_cursor_exists")
+
+    def exact_count(name: str) -> Column:
+        return F.when(is_exact & has_cursor, F.coalesce(F.col(name), zero))
+
+    return bounded.select(
+        *PAIR_KEY,
+        F.when(is_exact, F.lit(METHOD_EXACT)).otherwise(F.lit(METHOD_SNAPSHOT_BOUNDS)).alias("method"),
+        F.col("source_mark_delete_position"),
+        F.col("target_cursor_exists"),
+        F.col("target_mark_delete_position").alias("target_mark_delete_position"),
+        F.col("target_last_confirmed_entry"),
+        exact_count("_x_entries").alias("remote_data_entries_after_mark_delete"),
+        exact_count("_x_messages").alias("remote_data_messages_after_mark_delete"),
+        exact_count("_x_dup_messages").alias("failover_duplicate_messages"),
+        exact_count("_x_dup_entries").alias("failover_duplicate_entries"),
+        exact_count("_x_dup_bytes").alias("failover_duplicate_bytes"),
+        F.when(is_exact & has_cursor, F.coalesce(F.col("_x_exported"), zero) == F.col("_high")).alias(
+            "target_entries_complete"
+        ),
+        F.col("_passed_position").alias("passed_snapshot_remote_position"),
+        F.when(has_cursor, F.coalesce(F.col("_low"), zero)).alias("consumed_on_source_entries_lower_bound"),
+        F.when(has_cursor, F.col("_high")).alias("consumed_on_source_entries_upper_bound"),
+    )
