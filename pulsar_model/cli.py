@@ -4,6 +4,14 @@ Subcommands:
   generate-demo   write a deterministic demo export of N simulated Pulsar clusters
   ingest          read an export folder into the input Delta tables
   nightly         ingest + every analytics stage for a run date (``--stages`` for a subset)
+  backlog         the backlog stage alone: exact and estimated backlog per cursor, pinning per topic
+  quota           the quota stage alone: effective quotas, breaches, what-if eviction, producer outcomes
+  replication     the replication stage alone: remote cursor translation, failover duplicates, findings
+  compaction      the compaction stage alone: preview, trigger, savings
+  failover        the failover stage alone: active consumers, balance, what-ifs
+  transactions    the transactions stage alone: transaction states, maxReadPosition hold-back
+  schemas         the schemas stage alone: registration verdicts, compatibility matrix
+  skip-plan       the plans stage alone: dry-run skip / clear-backlog / reset / reader-start requests
   cleanup         remove staging folders left behind by killed writers
 """
 
@@ -44,6 +52,54 @@ def _common(parser: argparse.ArgumentParser) -> None:
         "--warehouse", default=None, help="warehouse folder/URI (overrides storage.warehouse)"
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="log at INFO level")
+
+
+#: Subcommands that run one analytics stage on already-ingested tables: name -> (help, description).
+STAGE_COMMANDS: dict[str, tuple[str, str]] = {
+    "backlog": (
+        "exact and estimated backlog per cursor, pinning per topic, for a run date",
+        "Run the backlog stage on already-ingested tables: cursor_backlog, topic_backlog, topic_pinning and "
+        "unmoved_cursors for the run date (default: the newest ingested export date).",
+    ),
+    "quota": (
+        "effective backlog quotas, breaches, what-if eviction and producer outcomes for a run date",
+        "Run the quota stage on already-ingested tables (after the backlog stage): quota_status, "
+        "quota_evictions and quota_producer_outcomes for the run date (default: the newest export date).",
+    ),
+    "replication": (
+        "replicated subscriptions: remote cursor translation, failover duplicates, findings, for a run date",
+        "Run the replication stage on already-ingested tables of all clusters: replication_positions "
+        "(source mark-delete, the snapshot that applies, expected vs actual remote cursor), "
+        "replication_failover_duplicates (messages a failover would redeliver), replication_findings "
+        "(stall and risk detectors) and replication_snapshots (snapshot assembly) for the run date "
+        "(default: the newest export date).",
+    ),
+    "compaction": (
+        "compaction preview, automatic-trigger decision and savings per topic, for a run date",
+        "Run the compaction stage on already-ingested tables: compaction_horizons, compaction_ledger (what "
+        "the compactor would write, placeholders included) and compaction_summary (keys, tombstones, "
+        "savings, dirty ratio, whether the threshold trigger fires) for the run date (default: the newest "
+        "export date).",
+    ),
+    "failover": (
+        "active consumer of every Failover subscription, balance and what-ifs for a run date",
+        "Run the failover stage on already-ingested tables: failover_assignments (active consumer checked "
+        "against the stats), failover_balance and failover_what_ifs (consumer added/removed, consistent "
+        "hashing switched) for the run date (default: the newest export date).",
+    ),
+    "transactions": (
+        "transaction states and what maxReadPosition holds back, for a run date",
+        "Run the transactions stage on already-ingested tables: transactions (state, positions, messages, "
+        "duration, long-open flag) and transaction_holdback (maxReadPosition per topic and what it holds "
+        "back from dispatch) for the run date (default: the newest export date).",
+    ),
+    "schemas": (
+        "schema registration verdicts and the compatibility matrix, for a run date",
+        "Run the schemas stage on already-ingested tables: schema_verdicts (would each version be accepted "
+        "in order, and why) and schema_compatibility (every version pair, both directions, with reasons) "
+        "for the run date (default: the newest export date).",
+    ),
+}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -88,6 +144,35 @@ def build_parser() -> argparse.ArgumentParser:
         "--export-date", type=_date, default=None, help="run date (default: from the export)"
     )
     nightly.add_argument("--stages", default=None, help="comma-separated subset of stages to run")
+    nightly.add_argument(
+        "--requests",
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="plan request file (JSON / JSON Lines, see README 'Plan requests'); repeatable",
+    )
+
+    for name, (help_text, description) in STAGE_COMMANDS.items():
+        stage = sub.add_parser(name, help=help_text, description=description)
+        _common(stage)
+        stage.add_argument(
+            "--export-date", type=_date, default=None, help="run date (default: newest export)"
+        )
+
+    plans = sub.add_parser(
+        "skip-plan",
+        help="dry-run skip / clear-backlog / reset / reader-start requests for a run date",
+        description="Run the plans stage on already-ingested tables: answer the requests of --requests FILE, "
+        "of plans.requests_file and of the plan_requests table into skip_plans and reader_starts.",
+    )
+    _common(plans)
+    plans.add_argument("--export-date", type=_date, default=None, help="run date (default: newest export)")
+    plans.add_argument(
+        "--requests", action="append", default=[], metavar="FILE", help="plan request file; repeatable"
+    )
+    plans.add_argument(
+        "--export-dir", default=None, help="export folder whose _requests/plan_requests.json to include"
+    )
 
     cleanup = sub.add_parser(
         "cleanup",
@@ -166,10 +251,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         stages: list[str] | None = None
         if args.command == "ingest":
             stages = ["ingest"]
+        elif args.command == "skip-plan":
+            stages = ["plans"]
+        elif args.command in STAGE_COMMANDS:
+            stages = [args.command]
         elif args.stages:
             stages = [s.strip() for s in str(args.stages).split(",") if s.strip()]
         outcomes = run_nightly(
-            spark, config, export_dir=args.export_dir, export_date=args.export_date, stages=stages
+            spark,
+            config,
+            export_dir=getattr(args, "export_dir", None),
+            export_date=args.export_date,
+            stages=stages,
+            request_files=getattr(args, "requests", []),
         )
         print(format_summary(outcomes))
         return 0

@@ -61,6 +61,48 @@ class DemoConfig:
 
 
 @dataclass(frozen=True)
+class PlansConfig:
+    """Where the ``plans`` stage finds dry-run requests (skip, clear-backlog, reset, reader start).
+
+    ``requests_file``: a JSON / JSON Lines file of requests (see README "Plan requests"); ``requests_table``:
+    a Delta table of the ``plan_requests`` contract maintained by operators. Both are optional; an export
+    may also carry ``_requests/plan_requests.json``. Without any request the stage writes empty tables.
+    """
+
+    requests_file: str | None = None
+    requests_table: str = "plan_requests"
+
+
+@dataclass(frozen=True)
+class CompactionConfig:
+    """Compaction thresholds in bytes (SPEC §5.2, §5.3); the exports carry none.
+
+    ``broker_threshold_bytes``: ``brokerServiceCompactionThresholdInBytes`` (0 = automatic compaction off);
+    ``namespace_thresholds``: ``tenant/ns`` -> bytes; ``topic_thresholds``: topic or partitioned-topic name ->
+    bytes. Topic beats namespace beats broker (§5.3).
+    """
+
+    broker_threshold_bytes: int = 0
+    namespace_thresholds: Mapping[str, str] = field(default_factory=dict)
+    topic_thresholds: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class BrokerConfig:
+    """Broker settings (``broker.conf``) that no export carries, applied to every cluster.
+
+    ``active_consumer_failover_consistent_hashing``: ``activeConsumerFailoverConsistentHashing`` (SPEC §6.3,
+    versions that have it); ``schema_compatibility_strategy``: ``schemaCompatibilityStrategy``, the broker
+    level of SPEC §9.3 (FULL, BACKWARD, ..., ALWAYS_COMPATIBLE); ``transaction_long_open_threshold_ms``: a
+    transaction open longer than this is reported as long-open (§8, not a broker setting).
+    """
+
+    active_consumer_failover_consistent_hashing: bool = False
+    schema_compatibility_strategy: str = "FULL"
+    transaction_long_open_threshold_ms: int = 3_600_000
+
+
+@dataclass(frozen=True)
 class AppConfig:
     """The whole configuration."""
 
@@ -68,6 +110,9 @@ class AppConfig:
     storage: StorageConfig = field(default_factory=StorageConfig)
     pulsar: PulsarConfig = field(default_factory=PulsarConfig)
     demo: DemoConfig = field(default_factory=DemoConfig)
+    plans: PlansConfig = field(default_factory=PlansConfig)
+    broker: BrokerConfig = field(default_factory=BrokerConfig)
+    compaction: CompactionConfig = field(default_factory=CompactionConfig)
     report_dir: str = "reports"
 
 
@@ -128,6 +173,20 @@ def validate(config: AppConfig) -> AppConfig:
         raise ConfigError(
             f"storage.delta_backend = {config.storage.delta_backend!r}; use 'auto', 'spark' or 'bridge'"
         )
+    if config.broker.transaction_long_open_threshold_ms <= 0:
+        raise ConfigError(
+            "broker.transaction_long_open_threshold_ms = "
+            f"{config.broker.transaction_long_open_threshold_ms} must be positive, e.g. 3600000 (one hour)"
+        )
+    for where, mapping in (
+        ("compaction.namespace_thresholds", config.compaction.namespace_thresholds),
+        ("compaction.topic_thresholds", config.compaction.topic_thresholds),
+    ):
+        for name, value in mapping.items():
+            if not re.fullmatch(r"-?\d+", str(value).strip()):
+                raise ConfigError(
+                    f"{where}.{name} = {value!r} is not a byte count; write an integer, e.g. 104857600"
+                )
     if not config.storage.warehouse:
         raise ConfigError("storage.warehouse is empty; set it to a folder or URI for the Delta tables")
     return config

@@ -16,6 +16,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
 
 from pulsar_model import __version__
 from pulsar_model.config import AppConfig
@@ -36,6 +37,21 @@ class StageContext:
     run_id: str
     export_dir: str | None
     export_date: dt.date | None
+    request_files: tuple[str, ...] = ()
+
+    def run_date(self, stage: str) -> dt.date:
+        """The date this stage works on: the given/ingested one, else the newest ingested export date."""
+        if self.export_date is not None:
+            return self.export_date
+        if self.tables.exists("managed_ledgers"):
+            newest = self.tables.read("managed_ledgers").agg(F.max("export_date")).first()
+            if newest is not None and newest[0] is not None:
+                value: dt.date = newest[0]
+                return value
+        raise ConfigError(
+            f"The {stage} stage needs a run date: pass --export-date YYYY-MM-DD, or ingest an export first "
+            "(no managed_ledgers table with data was found in the warehouse)"
+        )
 
 
 @dataclass(frozen=True)
@@ -76,13 +92,10 @@ def _stage_ingest(ctx: StageContext) -> StageOutcome:
 def _stage_backlog(ctx: StageContext) -> StageOutcome:
     from pulsar_model.backlog_stage import run_backlog_stage
 
-    if ctx.export_date is None:
-        raise ConfigError(
-            "The backlog stage needs a run date: pass --export-date or run the ingest stage first"
-        )
-    rows, versions = run_backlog_stage(ctx.tables, ctx.export_date, ctx.config.pulsar.default_version)
+    run_date = ctx.run_date("backlog")
+    rows, versions = run_backlog_stage(ctx.tables, run_date, ctx.config.pulsar.default_version)
     return StageOutcome(
-        run_date=ctx.export_date,
+        run_date=run_date,
         export_id=None,
         rows_in={},
         rows_accepted={},
@@ -92,10 +105,133 @@ def _stage_backlog(ctx: StageContext) -> StageOutcome:
     )
 
 
+def _stage_plans(ctx: StageContext) -> StageOutcome:
+    from pulsar_model.plans_stage import run_plans_stage
+
+    run_date = ctx.run_date("plans")
+    files = list(ctx.request_files)
+    if ctx.config.plans.requests_file and ctx.config.plans.requests_file not in files:
+        files.append(ctx.config.plans.requests_file)
+    rows, versions, counts = run_plans_stage(
+        ctx.tables,
+        run_date,
+        ctx.config.pulsar.default_version,
+        run_id=ctx.run_id,
+        request_files=files,
+        export_dir=ctx.export_dir,
+        requests_table=ctx.config.plans.requests_table,
+    )
+    n_in, n_bad = counts["plan_requests_in"], counts["plan_requests_quarantined"]
+    return StageOutcome(
+        run_date=run_date,
+        export_id=None,
+        rows_in={"plan-requests": n_in},
+        rows_accepted={"plan-requests": n_in - n_bad},
+        rows_quarantined={"plan-requests": n_bad},
+        rows_out=rows,
+        table_versions=versions,
+    )
+
+
+def _stage_quota(ctx: StageContext) -> StageOutcome:
+    from pulsar_model.quota_stage import run_quota_stage
+
+    run_date = ctx.run_date("quota")
+    rows, versions = run_quota_stage(ctx.tables, run_date, ctx.config.pulsar.default_version)
+    return StageOutcome(
+        run_date=run_date,
+        export_id=None,
+        rows_in={},
+        rows_accepted={},
+        rows_quarantined={},
+        rows_out=rows,
+        table_versions=versions,
+    )
+
+
+def _outcome(run_date: dt.date, rows: dict[str, int], versions: dict[str, int]) -> StageOutcome:
+    """The outcome of an analytics stage that reads tables only (no input counts, no quarantine)."""
+    return StageOutcome(
+        run_date=run_date,
+        export_id=None,
+        rows_in={},
+        rows_accepted={},
+        rows_quarantined={},
+        rows_out=rows,
+        table_versions=versions,
+    )
+
+
+def _stage_replication(ctx: StageContext) -> StageOutcome:
+    from pulsar_model.replication_stage import run_replication_stage
+
+    run_date = ctx.run_date("replication")
+    return _outcome(run_date, *run_replication_stage(ctx.tables, run_date, ctx.config.pulsar.default_version))
+
+
+def _stage_compaction(ctx: StageContext) -> StageOutcome:
+    from pulsar_model.compaction import CompactionThresholds
+    from pulsar_model.compaction_stage import run_compaction_stage
+
+    run_date = ctx.run_date("compaction")
+    cfg = ctx.config.compaction
+    thresholds = CompactionThresholds.parse(
+        cfg.broker_threshold_bytes, cfg.namespace_thresholds, cfg.topic_thresholds
+    )
+    return _outcome(
+        run_date,
+        *run_compaction_stage(ctx.tables, run_date, ctx.config.pulsar.default_version, thresholds),
+    )
+
+
+def _stage_failover(ctx: StageContext) -> StageOutcome:
+    from pulsar_model.audit_stage import run_failover_stage
+
+    run_date = ctx.run_date("failover")
+    consistent = ctx.config.broker.active_consumer_failover_consistent_hashing
+    return _outcome(
+        run_date,
+        *run_failover_stage(
+            ctx.tables, run_date, ctx.config.pulsar.default_version, consistent_hashing=consistent
+        ),
+    )
+
+
+def _stage_transactions(ctx: StageContext) -> StageOutcome:
+    from pulsar_model.audit_stage import run_transactions_stage
+
+    run_date = ctx.run_date("transactions")
+    threshold = ctx.config.broker.transaction_long_open_threshold_ms
+    return _outcome(
+        run_date,
+        *run_transactions_stage(
+            ctx.tables, run_date, ctx.config.pulsar.default_version, long_open_threshold_ms=threshold
+        ),
+    )
+
+
+def _stage_schemas(ctx: StageContext) -> StageOutcome:
+    from pulsar_model.audit_stage import run_schema_stage
+
+    run_date = ctx.run_date("schemas")
+    strategy = ctx.config.broker.schema_compatibility_strategy
+    return _outcome(
+        run_date,
+        *run_schema_stage(ctx.tables, run_date, ctx.config.pulsar.default_version, broker_strategy=strategy),
+    )
+
+
 #: Stages in run order. Analytics stages register here as they land.
 STAGES: dict[str, Callable[[StageContext], StageOutcome]] = {
     "ingest": _stage_ingest,
     "backlog": _stage_backlog,
+    "plans": _stage_plans,
+    "quota": _stage_quota,
+    "replication": _stage_replication,
+    "compaction": _stage_compaction,
+    "failover": _stage_failover,
+    "transactions": _stage_transactions,
+    "schemas": _stage_schemas,
 }
 
 
@@ -107,6 +243,7 @@ def run_nightly(
     export_date: dt.date | None = None,
     stages: Sequence[str] | None = None,
     run_id: str | None = None,
+    request_files: Sequence[str] = (),
     echo: Callable[[str], None] = print,
 ) -> list[StageOutcome]:
     """Run ``stages`` (default: all) in order; stop at the first failure (after logging it)."""
@@ -123,7 +260,7 @@ def run_nightly(
     )
     outcomes: list[StageOutcome] = []
     for number, name in enumerate(chosen, start=1):
-        ctx = StageContext(spark, tables, config, run_id, export_dir, export_date)
+        ctx = StageContext(spark, tables, config, run_id, export_dir, export_date, tuple(request_files))
         echo(f"[{number}/{len(chosen)}] {name} ...")
         spark.sparkContext.setJobDescription(f"{run_id} stage {number}/{len(chosen)}: {name}")
         started = dt.datetime.now(dt.UTC)

@@ -45,3 +45,22 @@ def test_load_config_never_executes_code(tmp_path):
     with pytest.raises(ConfigError, match="not valid YAML"):
         load_config(p)
     assert not (tmp_path / "pwned").exists()
+
+
+def test_load_config_broker_and_compaction_sections():
+    config = load_config(
+        "conf/local.yaml",
+        [
+            "broker.active_consumer_failover_consistent_hashing=true",
+            "compaction.namespace_thresholds={acme/orders: 1048576}",
+        ],
+    )
+    assert config.broker.active_consumer_failover_consistent_hashing is True
+    assert config.broker.schema_compatibility_strategy == "FULL"
+    assert config.compaction.namespace_thresholds == {"acme/orders": "1048576"}
+    with pytest.raises(ConfigError, match=r"compaction.topic_thresholds.t = '1 MB' is not a byte count"):
+        load_config(None, ["compaction.topic_thresholds={t: 1 MB}"])
+    with pytest.raises(ConfigError, match="transaction_long_open_threshold_ms = 0 must be positive"):
+        load_config(None, ["broker.transaction_long_open_threshold_ms=0"])
+    with pytest.raises(ConfigError, match="must be true or false"):
+        load_config(None, ["broker.active_consumer_failover_consistent_hashing=yes please"])

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
-from pulsar_model.cli import build_parser, main
+from pulsar_model.cli import STAGE_COMMANDS, build_parser, main
 from pulsar_model.config import load_config
 from pulsar_model.delta_io import DeltaTables
 from pulsar_model.errors import ConfigError, ExportLayoutError
@@ -16,8 +17,9 @@ from pulsar_model.nightly import STAGES, run_nightly
 
 def test_cli_help_lists_every_subcommand():
     text = build_parser().format_help()
-    for command in ("generate-demo", "ingest", "nightly", "cleanup"):
+    for command in ("generate-demo", "ingest", "nightly", "skip-plan", "cleanup", *STAGE_COMMANDS):
         assert command in text
+    assert set(STAGE_COMMANDS) <= set(STAGES), "every stage subcommand runs a nightly stage"
 
 
 def test_cli_bad_config_key_exits_2_with_message(capsys):
@@ -45,6 +47,16 @@ def test_run_nightly_failed_stage_is_logged_and_raised(spark, tmp_path):
 
 
 def test_jobs_entry_points_show_help():
-    for job in ("jobs/ingest.py", "jobs/nightly.py"):
+    special = {"ingest": "--export-dir", "nightly": "--requests", "skip_plan": "--requests"}
+    jobs = sorted(Path("jobs").glob("*.py"))
+    assert {j.stem for j in jobs} >= {"ingest", "nightly", "skip_plan", *STAGE_COMMANDS}
+    for path in jobs:
+        job, option = str(path), special.get(path.stem, "--export-date")
         out = subprocess.run([sys.executable, job, "--help"], capture_output=True, text=True, check=False)
-        assert out.returncode == 0 and "--export-dir" in out.stdout, out.stderr
+        assert out.returncode == 0 and option in out.stdout, (job, out.stderr)
+
+
+def test_stage_without_run_date_or_tables_names_the_fix(spark, tmp_path):
+    config = load_config(None, [f"storage.warehouse={tmp_path / 'empty'}"])
+    with pytest.raises(ConfigError, match="pass --export-date"):
+        run_nightly(spark, config, export_dir=None, stages=["backlog"], echo=lambda _: None)
