@@ -177,10 +177,16 @@ def build_parser() -> argparse.ArgumentParser:
     cleanup = sub.add_parser(
         "cleanup",
         help="remove staging folders left by killed writers",
-        description="Delete orphaned staging folders inside the warehouse tables (never committed data).",
+        description="Delete orphaned staging folders inside the warehouse tables (never committed data) and, "
+        "with --break-lock, the run lock a killed run on another host left behind.",
     )
     _common(cleanup)
     cleanup.add_argument("--older-than", type=float, default=3600.0, help="only folders older than N seconds")
+    cleanup.add_argument(
+        "--break-lock",
+        action="store_true",
+        help="also remove the warehouse's run lock left by a run that is known to be gone",
+    )
     return parser
 
 
@@ -237,9 +243,23 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 0
         if args.command == "cleanup":
             from pulsar_model.delta_io import DeltaTables
+            from pulsar_model.run_lock import break_lock
+
+            if args.break_lock:
+                holder = break_lock(config.storage.warehouse)
+                print(
+                    "no run lock"
+                    if holder is None
+                    else f"removed the run lock of {holder.get('run_id', '?')}"
+                )
 
             spark = _session(config)
-            tables = DeltaTables(spark, config.storage.warehouse, config.storage.table_locations)
+            tables = DeltaTables(
+                spark,
+                config.storage.warehouse,
+                config.storage.table_locations,
+                backend=config.storage.delta_backend,  # type: ignore[arg-type]
+            )
             removed = tables.cleanup_staging(older_than_seconds=args.older_than)
             print(f"removed {len(removed)} staging folder(s)")
             for path in removed:

@@ -23,6 +23,7 @@ from pulsar_model.config import AppConfig
 from pulsar_model.delta_io import DeltaTables
 from pulsar_model.errors import ConfigError
 from pulsar_model.ingest.pipeline import IngestResult, append_run_log, ingest_export
+from pulsar_model.run_lock import warehouse_run_lock
 
 log = logging.getLogger(__name__)
 
@@ -246,7 +247,11 @@ def run_nightly(
     request_files: Sequence[str] = (),
     echo: Callable[[str], None] = print,
 ) -> list[StageOutcome]:
-    """Run ``stages`` (default: all) in order; stop at the first failure (after logging it)."""
+    """Run ``stages`` (default: all) in order; stop at the first failure (after logging it).
+
+    The run holds the warehouse's run lock (:mod:`pulsar_model.run_lock`) throughout: a concurrent run
+    against the same warehouse fails at once with ``RunLockedError`` and writes nothing.
+    """
     chosen = list(stages) if stages else list(STAGES)
     unknown = [s for s in chosen if s not in STAGES]
     if unknown:
@@ -258,6 +263,23 @@ def run_nightly(
         table_locations=config.storage.table_locations,
         backend=config.storage.delta_backend,  # type: ignore[arg-type]
     )
+    with warehouse_run_lock(config.storage.warehouse, run_id):
+        return _run_stages(
+            spark, tables, config, chosen, run_id, export_dir, export_date, request_files, echo
+        )
+
+
+def _run_stages(
+    spark: SparkSession,
+    tables: DeltaTables,
+    config: AppConfig,
+    chosen: Sequence[str],
+    run_id: str,
+    export_dir: str | None,
+    export_date: dt.date | None,
+    request_files: Sequence[str],
+    echo: Callable[[str], None],
+) -> list[StageOutcome]:
     outcomes: list[StageOutcome] = []
     for number, name in enumerate(chosen, start=1):
         ctx = StageContext(spark, tables, config, run_id, export_dir, export_date, tuple(request_files))
