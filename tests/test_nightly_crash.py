@@ -1,0 +1,160 @@
+"""A nightly run killed (SIGKILL) in the middle of a stage's table writes leaves every table readable at its
+previous version; ``cleanup`` removes the orphaned staging files; the next run succeeds and a rerun of the
+date gives identical outputs (issue 8; DESIGN.md "Idempotent nightly runs"). Two runs started together:
+one wins, the other fails at once naming the holder of the warehouse lock (issue 9 point 3).
+
+Each run is a real ``pulsar-analytics nightly`` process (its own JVM), so the kill is a real crash: no
+``finally`` block, no rollback code gets to run. The tables are read with ``deltalake`` (no Spark here).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from deltalake import DeltaTable
+
+from pulsar_model.backlog_stage import OUTPUT_TABLES as BACKLOG_TABLES
+from pulsar_model.delta_io._bridge import STAGING_DIR
+from pulsar_model.demo import DemoSpec, generate_demo
+
+pytestmark = pytest.mark.slow
+
+TINY = dataclasses.replace(
+    DemoSpec(),
+    clusters=("us-east", "us-west"),
+    namespaces=("acme/orders",),
+    topics_per_namespace=2,
+    replicated_topics=1,
+    partitions=2,
+    replicated_partitions=2,
+    messages_per_topic=(20, 40),
+)
+#: The stage whose writes the crash interrupts, and one of the tables it writes.
+KILLED_STAGE = "backlog"
+WATCHED_TABLE = "cursor_backlog"
+
+
+def _command(export: Path, warehouse: Path, stages: str) -> list[str]:
+    return [
+        sys.executable,
+        "-m",
+        "pulsar_model.cli",
+        "nightly",
+        "--export-dir",
+        str(export),
+        "--stages",
+        stages,
+        *_settings(warehouse),
+        "--set",
+        "spark.conf={spark.sql.shuffle.partitions: '2', spark.ui.enabled: 'false'}",
+    ]
+
+
+def _settings(warehouse: Path) -> list[str]:
+    return ["--set", f"storage.warehouse={warehouse}", "--set", "storage.delta_backend=bridge"]
+
+
+def _run(cmd: list[str]) -> None:
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=900, check=False)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+
+
+def _snapshot(warehouse: Path) -> dict[str, tuple[int, list[str]]]:
+    """Version and sorted rows (as text) of every Delta table in the warehouse."""
+    tables = {}
+    for path in sorted(p for p in warehouse.iterdir() if (p / "_delta_log").is_dir()):
+        table = DeltaTable(str(path))
+        rows = sorted(repr(sorted(r.items())) for r in table.to_pyarrow_table().to_pylist())
+        tables[path.name] = (table.version(), rows)
+    return tables
+
+
+def _staging(warehouse: Path) -> list[Path]:
+    return sorted(p for p in warehouse.glob(f"*/{STAGING_DIR}/*") if p.is_dir())
+
+
+@pytest.fixture(scope="module")
+def ingested(tmp_path_factory):
+    """A tiny demo export and a warehouse after one successful ingest + backlog run."""
+    root = tmp_path_factory.mktemp("crash")
+    export, warehouse = root / "export", root / "wh"
+    generate_demo(export, TINY, overwrite=True)
+    _run(_command(export, warehouse, f"ingest,{KILLED_STAGE}"))
+    return export, warehouse
+
+
+def test_killed_stage_leaves_previous_versions_and_rerun_is_identical(ingested):
+    export, warehouse = ingested
+    before = _snapshot(warehouse)
+    assert before[WATCHED_TABLE][1], "the first run wrote backlog rows"
+
+    # Rerun the stage and SIGKILL the whole process tree (driver JVM included) while its writer stages files.
+    proc = subprocess.Popen(
+        _command(export, warehouse, KILLED_STAGE),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    try:
+        deadline = time.monotonic() + 600
+        while not list((warehouse / WATCHED_TABLE).glob(f"{STAGING_DIR}/*")):
+            assert proc.poll() is None, "the run ended before its writes could be interrupted"
+            assert time.monotonic() < deadline, "no staging folder appeared within 10 minutes"
+            time.sleep(0.05)
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=60)
+
+    assert _snapshot(warehouse) == before, "a killed run must leave every table at its previous version"
+    assert _staging(warehouse), "the crash left staging files behind (what cleanup is for)"
+
+    cleanup = subprocess.run(
+        [sys.executable, "-m", "pulsar_model.cli", "cleanup", "--older-than", "0", *_settings(warehouse)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert cleanup.returncode == 0, cleanup.stderr[-3000:]
+    assert _staging(warehouse) == []
+
+    _run(_command(export, warehouse, KILLED_STAGE))
+    after = _snapshot(warehouse)
+    for name, (version, rows) in before.items():
+        if name == "run_log":  # one more row per run
+            assert after[name][0] == version + 1 and len(after[name][1]) == len(rows) + 1
+            continue
+        rewritten = name in BACKLOG_TABLES  # the rerun replaced the date's partition: one more version
+        expected = (version + 1 if rewritten else version, rows)
+        assert after[name] == expected, f"{name}: a rerun of the date must give identical rows"
+
+
+def test_two_runs_at_once_one_wins_the_other_fails_clearly(ingested):
+    export, warehouse = ingested
+    before = _snapshot(warehouse)
+    cmd = _command(export, warehouse, KILLED_STAGE)
+    pipes = {"stdout": subprocess.PIPE, "stderr": subprocess.PIPE, "text": True}
+    procs = [subprocess.Popen(cmd, **pipes) for _ in range(2)]  # type: ignore[call-overload]
+    results = []
+    for proc in procs:
+        _, err = proc.communicate(timeout=900)
+        results.append((proc.returncode, err))
+    codes = sorted(code for code, _ in results)
+    assert codes == [0, 2], results
+    loser = next(err for code, err in results if code == 2)
+    assert "is locked by run nightly-" in loser and "cleanup --break-lock" in loser
+    after = _snapshot(warehouse)
+    for name, (version, rows) in before.items():
+        if name == "run_log":
+            assert len(after[name][1]) == len(rows) + 1  # only the winner logged
+            continue
+        expected = (version + 1 if name in BACKLOG_TABLES else version, rows)
+        assert after[name] == expected, f"{name}: nothing lost or doubled by the losing run"
+    assert not (warehouse / "_pulsar_run.lock").exists()
