@@ -1,8 +1,9 @@
 """The nightly ``replication`` stage: replicated-subscription translation, failover duplicates, findings.
 
-Driver-side orchestration only (reads, writes); the logic is the pure transforms of
-:mod:`pulsar_model.replication` over the run date's tables of **all clusters at once** (a replicated
-subscription spans clusters, SPEC §4). Output tables, partitioned by ``export_date``:
+Driver-side orchestration only (reads, one tiny ``distinct`` of the clusters' versions and export times,
+writes); the logic is the pure transforms of :mod:`pulsar_model.replication` over the run date's tables of
+**all clusters at once** (a replicated subscription spans clusters, SPEC §4). Output tables, partitioned by
+``export_date``:
 
 * ``replication_positions`` - one row per (topic, subscription, source cluster, target cluster): the
   expected remote mark-delete from the source's last UPDATE beside the target's actual one, and the status
@@ -11,28 +12,48 @@ subscription spans clusters, SPEC §4). Output tables, partitioned by ``export_d
   source acknowledged it, exact from the entry dump or bounded from the snapshots
   (:func:`pulsar_model.replication.duplicates.failover_duplicates`, §4.8);
 * ``replication_findings`` - one row per finding of the stall and risk detectors
-  (:func:`pulsar_model.replication.detectors.replication_findings`);
+  (:func:`pulsar_model.replication.detectors.replication_findings`, plus
+  :func:`~pulsar_model.replication.detectors.snapshot_cache_evicted_useful` from the cache replay);
 * ``replication_snapshots`` - one row per (source cluster, topic, snapshot id): the snapshot protocol
-  reassembled from the markers (:func:`pulsar_model.replication.snapshots.snapshot_assembly`, §4.3-§4.5);
-  empty without a marker export.
+  reassembled from the markers (:func:`pulsar_model.replication.snapshots.snapshot_assembly`, §4.3-§4.5),
+  timeouts checked at the source cluster's export time (``managed_ledgers.exported_at``); empty without a
+  marker export;
+* ``replication_cache_replay`` - one row per observed or predicted UPDATE marker of every replicated
+  subscription: the snapshot-cache replay of the cluster's broker version beside the UPDATEs it wrote
+  (:func:`pulsar_model.replication.cache.predicted_updates`, §4.6); empty without a marker export.
 
 Inputs: the run date's ``managed_ledgers``, ``ledgers``, ``cursors`` and, when they exist, ``markers``,
 ``entries`` (no entry dump: translation sees no UPDATE markers, duplicates fall back to the bounds, the
-marker detectors are skipped) and ``consumers``. The semantics used here do not differ between the broker
-versions SPEC §0.3 covers, so ``default_version`` is not needed by these tables.
+marker detectors are skipped) and ``consumers``. Only the snapshot cache differs between the broker versions
+SPEC §0.3 covers (§4.6: old cache before PR #25044, new since 4.0.9 / 4.1.3 / 4.2): the cache replay and
+its detector run once per distinct ``pulsar_version`` (``default_version`` for clusters without one) over
+that version's clusters; the other tables are version-independent.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from pulsar_model.contracts import conform, contract
 from pulsar_model.delta_io import DeltaTables, TableWrite
-from pulsar_model.replication.detectors import replication_findings
+from pulsar_model.replication.cache import (
+    CACHE_GENERATION_NEW,
+    CACHE_GENERATION_OLD,
+    MAX_CACHED_NEW,
+    MAX_CACHED_OLD,
+    predicted_updates,
+    replay_snapshot_cache,
+    snapshot_cache_events,
+    uses_new_snapshot_cache,
+)
+from pulsar_model.replication.detectors import replication_findings, snapshot_cache_evicted_useful
 from pulsar_model.replication.duplicates import failover_duplicates
 from pulsar_model.replication.snapshots import snapshot_assembly
 from pulsar_model.replication.translation import position_translation
@@ -45,11 +66,94 @@ OUTPUT_TABLES = (
     "replication_failover_duplicates",
     "replication_findings",
     "replication_snapshots",
+    "replication_cache_replay",
 )
+_TOPIC = ["cluster", "topic"]
+
+
+@dataclass(frozen=True, order=True)
+class ClusterExport:
+    """One cluster's export of the run date as the driver needs it: its broker version and export time."""
+
+    cluster: str
+    pulsar_version: str
+    exported_at_ms: int
+
+
+def cluster_exports(managed_ledgers: DataFrame) -> list[ClusterExport]:
+    """The distinct (cluster, ``pulsar_version``, ``exported_at``) of ``managed_ledgers`` (version already
+    defaulted), sorted. Driver-side: one query on a result of a few rows per cluster.
+    """
+    rows = (
+        managed_ledgers.select(
+            "cluster", "pulsar_version", F.unix_millis(F.col("exported_at")).alias("exported_at_ms")
+        )
+        .distinct()
+        .collect()
+    )
+    return sorted(ClusterExport(r[0], r[1], int(r[2])) for r in rows)
 
 
 def _read_day(tables: DeltaTables, name: str, day: dict[str, dt.date]) -> DataFrame | None:
     return tables.read(name, partition_filter=day) if tables.exists(name) else None
+
+
+def snapshots_at_export_time(
+    markers: DataFrame, cursors: DataFrame, managed_ledgers: DataFrame, exports: Sequence[ClusterExport]
+) -> DataFrame | None:
+    """:func:`snapshot_assembly` with each source cluster's timeouts checked at its export time (§4.5).
+
+    ``isTimedOut`` compares with "now"; for an export that is the moment the cluster was exported
+    (``managed_ledgers.exported_at``), not the newest marker. ``snapshot_assembly`` takes one scalar
+    ``checked_at``, so it runs once per (cluster, export time) over the markers and cursors of that cluster's
+    topics (all clusters' copies: the protocol spans them) and keeps the rows whose source is that cluster.
+    None when ``exports`` is empty. Pure and lazy.
+    """
+    parts: list[DataFrame] = []
+    for export_at in sorted({(e.cluster, e.exported_at_ms) for e in exports}):
+        cluster, at_ms = export_at
+        scope = managed_ledgers.where(
+            (F.col("cluster") == cluster) & (F.unix_millis(F.col("exported_at")) == at_ms)
+        ).select(*_TOPIC)
+        topics = scope.select("topic").distinct()
+        assembled = snapshot_assembly(
+            markers.join(topics, "topic", "left_semi"),
+            cursors=cursors.join(topics, "topic", "left_semi"),
+            checked_at=at_ms,
+        )
+        parts.append(assembled.join(scope, _TOPIC, "left_semi"))
+    return functools.reduce(DataFrame.unionByName, parts) if parts else None
+
+
+def cache_replay(
+    markers: DataFrame,
+    cursors: DataFrame,
+    ledgers: DataFrame,
+    managed_ledgers: DataFrame,
+    pulsar_version: str,
+) -> tuple[DataFrame, DataFrame]:
+    """The snapshot-cache replay of the clusters running ``pulsar_version`` (SPEC §4.4, §4.6).
+
+    Inputs are scoped to the topics whose ``managed_ledgers.pulsar_version`` is ``pulsar_version`` (already
+    defaulted). Returns (``replication_cache_replay`` rows: :func:`predicted_updates` with
+    ``pulsar_version``, ``cache_generation`` and the ``max_cached`` used; the
+    ``snapshot_cache_evicted_useful`` findings, :data:`FINDING_COLUMNS` without export keys). Both use the
+    generation's default capacity. Pure and lazy.
+    """
+    scope = managed_ledgers.where(F.col("pulsar_version") == pulsar_version).select(*_TOPIC)
+    mk, cur, led, ml = (
+        df.join(scope, _TOPIC, "left_semi") for df in (markers, cursors, ledgers, managed_ledgers)
+    )
+    new_cache = uses_new_snapshot_cache(pulsar_version)
+    rows = predicted_updates(mk, cur, led, ml, pulsar_version=pulsar_version).select(
+        "*",
+        F.lit(pulsar_version).alias("pulsar_version"),
+        F.lit(CACHE_GENERATION_NEW if new_cache else CACHE_GENERATION_OLD).alias("cache_generation"),
+        F.lit(MAX_CACHED_NEW if new_cache else MAX_CACHED_OLD).alias("max_cached"),
+    )
+    events = snapshot_cache_events(mk, cur)
+    replay = replay_snapshot_cache(events, led, ml, None, pulsar_version)
+    return rows, snapshot_cache_evicted_useful(events, replay)
 
 
 def replication_outputs(
@@ -59,11 +163,14 @@ def replication_outputs(
     markers: DataFrame | None,
     entries: DataFrame | None,
     consumers: DataFrame | None,
+    exports: Sequence[ClusterExport],
 ) -> dict[str, DataFrame]:
     """The stage's tables for one export (one row set per table, export identity attached). Pure and lazy.
 
-    Without ``markers`` an empty marker frame stands in for the translation (no UPDATE was exported, so
-    every active pair reads ``stalled``: nothing can be said about its translation).
+    ``managed_ledgers.pulsar_version`` must already be defaulted; ``exports`` is
+    :func:`cluster_exports` of it (the versions to replay and the export times). Without ``markers`` an
+    empty marker frame stands in for the translation (no UPDATE was exported, so every active pair reads
+    ``stalled``: nothing can be said about its translation) and the snapshot and cache tables are empty.
     """
     spark = managed_ledgers.sparkSession
     marker_frame = markers
@@ -74,14 +181,27 @@ def replication_outputs(
     positions = position_translation(marker_frame, cursors, ledgers, managed_ledgers, consumers)
     duplicates = failover_duplicates(cursors, entries, markers, ledgers, managed_ledgers)
     findings = replication_findings(markers, cursors, entries, ledgers, managed_ledgers, consumers)
-    snapshots = snapshot_assembly(markers, cursors=cursors) if markers is not None else None
+    snapshots = None
+    replay_parts: list[DataFrame] = []
+    if markers is not None:
+        snapshots = snapshots_at_export_time(markers, cursors, managed_ledgers, exports)
+        for version in sorted({e.pulsar_version for e in exports}):
+            rows, evicted = cache_replay(markers, cursors, ledgers, managed_ledgers, version)
+            replay_parts.append(rows.drop("export_id", "export_date"))
+            findings = findings.unionByName(evicted)
     if snapshots is None:
         snapshots = spark.createDataFrame([], contract("replication_snapshots").spark_schema)
+    replay_table = (
+        functools.reduce(DataFrame.unionByName, replay_parts).join(ids, _TOPIC, "inner")
+        if replay_parts
+        else spark.createDataFrame([], contract("replication_cache_replay").spark_schema)
+    )
     return {
         "replication_positions": positions.join(source_ids, ["source_cluster", "topic"], "inner"),
         "replication_failover_duplicates": duplicates.join(source_ids, ["source_cluster", "topic"], "inner"),
-        "replication_findings": findings.join(ids, ["cluster", "topic"], "inner"),
+        "replication_findings": findings.join(ids, _TOPIC, "inner"),
         "replication_snapshots": snapshots,
+        "replication_cache_replay": replay_table,
     }
 
 
@@ -90,8 +210,9 @@ def run_replication_stage(
 ) -> tuple[dict[str, int], dict[str, int]]:
     """Compute and write the stage's tables for ``run_date``; return (rows written, table versions).
 
-    Every table's ``run_date`` partition is replaced, also by an empty result (a rerun leaves no stale rows).
-    ``default_version`` is accepted for the stage signature (see the module docstring).
+    Every table's ``run_date`` partition is replaced, also by an empty result (a rerun leaves no stale rows);
+    all tables go in one ``write_all``. ``default_version`` is the broker version of clusters whose export
+    names none (it selects their snapshot-cache generation).
     """
     day = {"export_date": run_date}
     managed = tables.read("managed_ledgers", partition_filter=day).withColumn(
@@ -104,6 +225,7 @@ def run_replication_stage(
         _read_day(tables, "markers", day),
         _read_day(tables, "entries", day),
         _read_day(tables, "consumers", day),
+        cluster_exports(managed),
     )
     writes = []
     for name in OUTPUT_TABLES:

@@ -4,7 +4,8 @@ One module-scoped run: generate_demo (three clusters, one replicated topic with 
 ingest_export -> run_replication_stage twice (the rerun must replace the date's partition). The stage's
 expected/actual remote mark-delete and failover duplicates are checked against the generator's own
 bookkeeping (``_ground_truth/replicated_subscriptions.jsonl``, written by ``_replication_truth`` from the
-simulated brokers, not from the export).
+simulated brokers, not from the export); the snapshot-cache replay against the UPDATE markers the
+simulated controllers wrote (``_ground_truth/updates.jsonl``).
 """
 
 from __future__ import annotations
@@ -50,9 +51,26 @@ def replication_run(spark, tmp_path_factory):
     rows1, versions1 = run_replication_stage(tables, day, DEFAULT_VERSION)
     rows2, versions2 = run_replication_stage(tables, day, DEFAULT_VERSION)
     result = {name: [r.asDict(recursive=True) for r in tables.read(name).collect()] for name in OUTPUT_TABLES}
-    truth = [
-        json.loads(line)
-        for line in (Path(out) / "_ground_truth" / "replicated_subscriptions.jsonl").read_text().splitlines()
+    truth, updates = (
+        [
+            json.loads(line)
+            for line in (Path(out) / "_ground_truth" / f"{name}.jsonl").read_text().splitlines()
+        ]
+        for name in ("replicated_subscriptions", "updates")
+    )
+    exported = [
+        r.asDict(recursive=True)
+        for r in tables.read("markers")
+        .where("marker_type = 13 AND replicated_from IS NULL")
+        .select("cluster", "topic", "subscription_name", "position")
+        .collect()
+    ]
+    replicated = [
+        r.asDict()
+        for r in tables.read("cursors")
+        .where("is_replicated AND cursor_kind = 'subscription'")
+        .select("cluster", "topic", "cursor_name")
+        .collect()
     ]
     return SimpleNamespace(
         tables=tables,
@@ -63,6 +81,9 @@ def replication_run(spark, tmp_path_factory):
         versions2=versions2,
         result=result,
         truth=truth,
+        updates=updates,
+        exported_updates=exported,
+        replicated=replicated,
     )
 
 
@@ -147,3 +168,77 @@ def test_replication_stage_rerun_replaces_partition(replication_run):
     for name in OUTPUT_TABLES:
         contracts.check_schema(r.tables.read(name), name, check_nullability=False)
         assert {row["export_date"] for row in r.result[name]} == {r.day}
+
+
+def test_replication_stage_cache_replay_matches_written_updates(replication_run):
+    """Every exported UPDATE marker is predicted by the replay of its cluster's cache generation, with the
+    snapshot the simulated controller used (ground truth ``updates.jsonl``; SPEC §4.4, §4.6)."""
+    rows = replication_run.result["replication_cache_replay"]
+    subs = {(r["cluster"], r["topic"], r["cursor_name"]) for r in replication_run.replicated}
+    assert len(subs) == 12  # 3 clusters x 2 partitions x 2 replicated subscriptions
+    assert {(r["cluster"], r["topic"], r["subscription"]) for r in rows} == subs
+    versions = {(r["cluster"], r["pulsar_version"], r["cache_generation"], r["max_cached"]) for r in rows}
+    assert versions == {
+        ("us-east", "4.1.3", "new", 30),
+        ("us-west", "3.0.7", "old", 10),
+        ("eu-central", "4.0.8", "old", 10),
+    }
+    truth = {
+        (u["source_cluster"], u["topic"], u["subscription"], u["update_position"]): u
+        for u in replication_run.updates
+    }
+    exported = {
+        (m["cluster"], m["topic"], m["subscription_name"], _fmt(m["position"]))
+        for m in replication_run.exported_updates
+    }
+    matched = {
+        (r["cluster"], r["topic"], r["subscription"], _fmt(r["update_position"])): r
+        for r in rows
+        if r["outcome"] == "matched"
+    }
+    # every UPDATE the export still holds (older ledgers are trimmed) was simulated, and it is matched
+    assert exported and exported <= set(truth)
+    assert set(matched) == exported
+    got = {
+        k: (
+            r["predicted_snapshot_id"],
+            _fmt(r["predicted_local_position"]),
+            {c["cluster"]: _fmt(c["position"]) for c in r["predicted_clusters"]},
+        )
+        for k, r in matched.items()
+    }
+    want = {
+        k: (truth[k]["snapshot_id"], truth[k]["snapshot_local_position"], truth[k]["clusters"])
+        for k in matched
+    }
+    assert got == want
+
+
+def test_replication_stage_cache_replay_unobserved_predictions_are_idle_copies(replication_run):
+    """``predicted_not_observed`` only where the subscription has no consumer: its mark-delete is moved by
+    UPDATEs from the active cluster, so its dispatcher never read the SNAPSHOT markers the export-based
+    events add (see ``snapshot_cache_events``); no ``mismatch`` / ``observed_not_predicted`` in the demo."""
+    rows = replication_run.result["replication_cache_replay"]
+    active = {(t["source_cluster"], t["topic"], t["subscription"]) for t in replication_run.truth}
+    outcomes: dict[str, set[tuple[str, str, str]]] = {}
+    for r in rows:
+        outcomes.setdefault(r["outcome"], set()).add((r["cluster"], r["topic"], r["subscription"]))
+    assert set(outcomes) == {"matched", "predicted_not_observed"}
+    assert outcomes["matched"] == active
+    idle = {(r["cluster"], r["topic"], r["cursor_name"]) for r in replication_run.replicated} - active
+    assert outcomes["predicted_not_observed"] == idle
+    for r in rows:
+        if r["outcome"] == "predicted_not_observed":  # one prediction at the current mark-delete each
+            assert r["update_position"] is None and r["predicted_snapshot_id"] is not None
+    # no advance of the demo lost its snapshot to the cache's capacity (SPEC §4.6)
+    kinds = {f["kind"] for f in replication_run.result["replication_findings"]}
+    assert "snapshot_cache_evicted_useful" not in kinds
+
+
+def test_replication_stage_snapshot_timeouts_checked_at_export_time(replication_run):
+    """``isTimedOut`` (SPEC §4.5) is evaluated at each source cluster's export time, not its newest marker."""
+    exported_ms = int(SMALL.exported_at.timestamp() * 1000)
+    snapshots = replication_run.result["replication_snapshots"]
+    assert snapshots
+    assert {r["checked_at_ms"] for r in snapshots} == {exported_ms}
+    assert {r["cluster"] for r in snapshots} == {"us-east", "us-west", "eu-central"}

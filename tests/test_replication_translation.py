@@ -16,7 +16,12 @@ from typing import Any
 import pytest
 from pyspark.sql import DataFrame, SparkSession
 
-from pulsar_model.replication.detectors import replication_findings
+from pulsar_model.replication.cache import replay_snapshot_cache
+from pulsar_model.replication.detectors import (
+    evicted_useful_snapshots,
+    replication_findings,
+    snapshot_cache_evicted_useful,
+)
 from pulsar_model.replication.duplicates import failover_duplicates
 from pulsar_model.replication.translation import position_translation
 
@@ -656,3 +661,135 @@ def test_replication_findings_every_kind(spark: SparkSession):
             ("system_subscription_replicated", "warning", "A", "__compaction", None, None),
         ]
     )
+
+
+# --- snapshot cache: useful snapshots evicted (SPEC §4.6) ---------------------------------------------------
+
+EVENTS = (
+    f"cluster string, topic string, subscription string, seq bigint, op string, snapshot_id string, "
+    f"local_position {POS}, snapshot_clusters array<struct<cluster:string,position:{POS}>>, "
+    f"mark_delete_position {POS}"
+)
+
+
+def _cache_events(
+    topic: str, ops: list[tuple[str, str | None, tuple[int, int] | None]]
+) -> list[tuple[Any, ...]]:
+    """Events of subscription S on A: ``("add", id, local_position)`` or ``("advance", None, md)``."""
+    rows = []
+    for seq, (op, sid, p) in enumerate(ops, start=1):
+        if op == "add":
+            rows.append(("A", topic, S, seq, op, sid, p, [("B", (2, seq))], None))
+        else:
+            rows.append(("A", topic, S, seq, op, None, None, None, p))
+    return rows
+
+
+def test_snapshot_cache_evicted_useful_old_and_new_cache(spark: SparkSession):
+    """Old cache (max 2) and new cache (SPEC §4.9 new ``testSnapshotCachePruning``: max 3, distance 1)."""
+    old_rows = [
+        # 4 adds into 2 slots evict s1, s2; md 1:6 needs s2 -> null; md 1:12 gets s4 as it should
+        *_cache_events(
+            "t/old-evicted",
+            [
+                ("add", "s1", (1, 2)),
+                ("add", "s2", (1, 5)),
+                ("add", "s3", (1, 8)),
+                ("add", "s4", (1, 11)),
+                ("advance", None, (1, 6)),
+                ("advance", None, (1, 12)),
+            ],
+        ),
+        # within capacity: md 1:6 gets s2
+        *_cache_events(
+            "t/old-fine", [("add", "s1", (1, 2)), ("add", "s2", (1, 5)), ("advance", None, (1, 6))]
+        ),
+        # s1 consumed by the first advance; the later adds are all after md 1:4 -> nothing useful to lose;
+        # an advance without a mark-delete is skipped (the replay reports it)
+        *_cache_events(
+            "t/old-consumed",
+            [
+                ("add", "s1", (1, 2)),
+                ("advance", None, (1, 3)),
+                ("add", "s2", (1, 8)),
+                ("add", "s3", (1, 9)),
+                ("add", "s4", (1, 10)),
+                ("advance", None, None),
+                ("advance", None, (1, 4)),
+            ],
+        ),
+        # 5 adds into 2 slots keep s4, s5: md 1:2 needed s1, md 1:4 needed s2 -> two advances hit
+        *_cache_events(
+            "t/old-twice",
+            [
+                ("add", "s1", (1, 1)),
+                ("add", "s2", (1, 3)),
+                ("add", "s3", (1, 5)),
+                ("add", "s4", (1, 7)),
+                ("add", "s5", (1, 9)),
+                ("advance", None, (1, 2)),
+                ("advance", None, (1, 4)),
+            ],
+        ),
+    ]
+    # §4.9: add (1,1)..(4,4) -> (2,2) evicted; advanced(2,2) returns (1,1); advanced(5,5) returns (4,4)
+    new_rows = _cache_events(
+        "t/new",
+        [
+            ("add", "n1", (1, 1)),
+            ("add", "n2", (2, 2)),
+            ("add", "n3", (3, 3)),
+            ("add", "n4", (4, 4)),
+            ("advance", None, (2, 2)),
+            ("advance", None, (5, 5)),
+        ],
+    )
+    ledgers = spark.createDataFrame([], LEDGERS)
+    ml = spark.createDataFrame([], ML)
+    old_events = spark.createDataFrame(old_rows, EVENTS)
+    new_events = spark.createDataFrame(new_rows, EVENTS)
+    old_replay = replay_snapshot_cache(old_events, ledgers, ml, 2, "3.0.7")
+    new_replay = replay_snapshot_cache(new_events, ledgers, ml, 3, "4.1.3", distance="constant")
+    hits = evicted_useful_snapshots(old_events, old_replay).unionByName(
+        evicted_useful_snapshots(new_events, new_replay)
+    )
+    findings = snapshot_cache_evicted_useful(old_events, old_replay).unionByName(
+        snapshot_cache_evicted_useful(new_events, new_replay)
+    )
+    got_hits = sorted(
+        (
+            r["topic"],
+            r["seq"],
+            _pos(r["mark_delete_position"]),
+            r["applied_snapshot_id"],
+            _pos(r["applied_local_position"]),
+            r["useful_snapshot_id"],
+            _pos(r["useful_local_position"]),
+            r["useful_was_evicted"],
+            tuple(r["evicted_before_advance"]),
+            r["cache_generation"],
+        )
+        for r in (row.asDict(recursive=True) for row in hits.collect())
+    )
+    assert got_hits == [
+        ("t/new", 5, (2, 2), "n1", (1, 1), "n2", (2, 2), True, ("n2",), "new"),
+        ("t/old-evicted", 5, (1, 6), None, None, "s2", (1, 5), True, ("s1", "s2"), "old"),
+        ("t/old-twice", 6, (1, 2), None, None, "s1", (1, 1), True, ("s1", "s2", "s3"), "old"),
+        ("t/old-twice", 7, (1, 4), None, None, "s2", (1, 3), True, ("s1", "s2", "s3"), "old"),
+    ]
+    got_findings = {
+        r["topic"]: (
+            r["kind"],
+            r["severity"],
+            r["cluster"],
+            r["subscription"],
+            r["measure"],
+            _pos(r["position"]),
+        )
+        for r in (row.asDict(recursive=True) for row in findings.collect())
+    }
+    assert got_findings == {
+        "t/new": ("snapshot_cache_evicted_useful", "warning", "A", S, 1, (2, 2)),
+        "t/old-evicted": ("snapshot_cache_evicted_useful", "warning", "A", S, 1, (1, 6)),
+        "t/old-twice": ("snapshot_cache_evicted_useful", "warning", "A", S, 2, (1, 4)),
+    }

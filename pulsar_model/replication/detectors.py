@@ -23,20 +23,41 @@ related_cluster, measure, position, detail``. Kinds (``measure`` in brackets):
   holds marker entries: nothing auto-acks them (§4.3, §12.8) [marker entries]; ``warning`` when markers
   are at least half of the backlog's entries, else ``info``.
 
-Snapshot-cache eviction of useful snapshots (§4.6, §12.9) is not detected here: it needs the cache replay
-of :mod:`pulsar_model.replication.cache`. Every input holds one export per (cluster, topic). Pure and lazy.
+Snapshot-cache eviction of useful snapshots (§4.6, §4.8, §12.9) needs the version-dependent cache replay
+of :mod:`pulsar_model.replication.cache`, so it has its own entry point,
+:func:`snapshot_cache_evicted_useful` (same columns; the stage unions it in per broker version):
+
+* ``snapshot_cache_evicted_useful`` - mark-delete advances of a replicated subscription for which the
+  bounded cache returned an older snapshot, or none, than an unbounded cache of the same generation would
+  have: the newest snapshot not after the mark-delete had been evicted, so the UPDATE (if any) sends the
+  remote cursors to an older position [such advances]; ``warning``.
+
+Every input holds one export per (cluster, topic). Pure and lazy.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Final
+import sys
+from collections.abc import Callable, Sequence
+from typing import Any, Final
 
+import pandas as pd
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
+from pyspark.sql import types as T
 
 from pulsar_model.backlog_exact import unacked_entry_totals
-from pulsar_model.columns import POSITION_SQL_TYPE, as_position
+from pulsar_model.columns import POSITION_SQL_TYPE, POSITION_TYPE, as_position
+from pulsar_model.replication.cache import (
+    CACHE_GENERATION_NEW,
+    EVENT_COLUMNS,
+    EXPORT_KEYS,
+    OP_ADD,
+    OP_ADVANCE,
+    CachedSnapshot,
+    NewSnapshotCache,
+    OldSnapshotCache,
+)
 from pulsar_model.replication.translation import (
     CURSOR_COLUMNS,
     CURSOR_KIND_SUBSCRIPTION,
@@ -51,6 +72,7 @@ from pulsar_model.replication.translation import (
 __all__ = [
     "FINDING_COLUMNS",
     "KIND_ACK_HOLES",
+    "KIND_CACHE_EVICTED_USEFUL",
     "KIND_MARKER_BACKLOG",
     "KIND_MULTI_CLUSTER_CONSUMERS",
     "KIND_REPLICATOR_DISCONNECTED",
@@ -60,7 +82,9 @@ __all__ = [
     "SEVERITY_CRITICAL",
     "SEVERITY_INFO",
     "SEVERITY_WARNING",
+    "evicted_useful_snapshots",
     "replication_findings",
+    "snapshot_cache_evicted_useful",
 ]
 
 KIND_ACK_HOLES: Final = "ack_holes_hold_mark_delete"
@@ -70,6 +94,7 @@ KIND_REPLICATOR_DISCONNECTED: Final = "replicator_disconnected"
 KIND_SYSTEM_SUBSCRIPTION_REPLICATED: Final = "system_subscription_replicated"
 KIND_MULTI_CLUSTER_CONSUMERS: Final = "consumers_on_multiple_clusters"
 KIND_MARKER_BACKLOG: Final = "marker_backlog_on_idle_subscription"
+KIND_CACHE_EVICTED_USEFUL: Final = "snapshot_cache_evicted_useful"
 
 SEVERITY_INFO: Final = "info"
 SEVERITY_WARNING: Final = "warning"
@@ -404,7 +429,7 @@ def replication_findings(
 
 
 def finding_kinds() -> Sequence[str]:
-    """Every kind :func:`replication_findings` can emit."""
+    """Every kind the detectors emit (``replication_findings`` and ``snapshot_cache_evicted_useful``)."""
     return (
         KIND_ACK_HOLES,
         KIND_SNAPSHOTS_NEVER_COMPLETE,
@@ -413,4 +438,207 @@ def finding_kinds() -> Sequence[str]:
         KIND_SYSTEM_SUBSCRIPTION_REPLICATED,
         KIND_MULTI_CLUSTER_CONSUMERS,
         KIND_MARKER_BACKLOG,
+        KIND_CACHE_EVICTED_USEFUL,
+    )
+
+
+# --- snapshot cache: useful snapshots evicted (SPEC §4.6, §4.8) -------------------------------------------
+
+#: Columns of :func:`pulsar_model.replication.cache.replay_snapshot_cache` output the detector reads.
+REPLAY_COLUMNS: Final = (
+    "cluster",
+    "topic",
+    "subscription",
+    "seq",
+    "snapshot_id",
+    "snapshot_local_position",
+    "evicted_since_previous_advance",
+    "cache_generation",
+)
+#: Capacity of the reference cache: nothing is ever evicted for size, only consumed by advances (and, in
+#: the new generation, cleared when positions go backwards, as the bounded cache does too).
+_UNBOUNDED: Final = sys.maxsize
+_EVICTED_FIELDS: Final = [
+    T.StructField("seq", T.LongType(), False),
+    T.StructField("mark_delete_position", POSITION_TYPE, True),
+    T.StructField("applied_snapshot_id", T.StringType(), True),
+    T.StructField("applied_local_position", POSITION_TYPE, True),
+    T.StructField("useful_snapshot_id", T.StringType(), True),
+    T.StructField("useful_local_position", POSITION_TYPE, False),
+    T.StructField("useful_was_evicted", T.BooleanType(), False),
+    T.StructField("evicted_before_advance", T.ArrayType(T.StringType()), False),
+    T.StructField("cache_generation", T.StringType(), False),
+]
+
+
+def _position(ledger: Any, entry: Any) -> tuple[int, int] | None:
+    if ledger is None or entry is None or pd.isna(ledger) or pd.isna(entry):
+        return None
+    return (int(ledger), int(entry))
+
+
+def _position_out(p: tuple[int, int] | None) -> dict[str, int] | None:
+    return None if p is None else {"ledger_id": p[0], "entry_id": p[1]}
+
+
+def _evicted_useful_fn(keys: Sequence[str]) -> Callable[[pd.DataFrame], pd.DataFrame]:
+    out_columns = [*keys, *(f.name for f in _EVICTED_FIELDS)]
+
+    def fn(pdf: pd.DataFrame) -> pd.DataFrame:
+        rows = sorted(pdf.to_dict("records"), key=lambda r: int(r["seq"]))
+        generation = next((r["_gen"] for r in rows if isinstance(r["_gen"], str)), None)
+        if generation is None:  # no replayed advance: nothing was asked of the cache
+            return pd.DataFrame([], columns=out_columns)
+        reference: OldSnapshotCache | NewSnapshotCache
+        if generation == CACHE_GENERATION_NEW:
+            reference = NewSnapshotCache(lambda _a, _b: 1, _UNBOUNDED)
+        else:
+            reference = OldSnapshotCache(_UNBOUNDED)
+        evicted: list[str | None] = []
+        out: list[dict[str, Any]] = []
+        for r in rows:
+            op = str(r["op"]).lower()
+            if op == OP_ADD:
+                p = _position(r["_pl"], r["_pe"])
+                if p is not None:
+                    reference.add(CachedSnapshot(r["snapshot_id"], p))
+                continue
+            if op != OP_ADVANCE:
+                continue
+            evicted.extend(list(r["_evicted"]) if r["_evicted"] is not None else [])
+            md = _position(r["_ml"], r["_me"])
+            if md is None:  # the replay reports the error; the cache was left alone
+                continue
+            useful = reference.advanced(md)
+            applied = _position(r["_al"], r["_ae"])
+            if useful is None or (applied is not None and applied >= useful.position):
+                continue
+            row = {k: rows[0].get(k) for k in keys}
+            row.update(
+                seq=int(r["seq"]),
+                mark_delete_position=_position_out(md),
+                applied_snapshot_id=r["_aid"] if isinstance(r["_aid"], str) else None,
+                applied_local_position=_position_out(applied),
+                useful_snapshot_id=useful.snapshot_id,
+                useful_local_position=_position_out(useful.position),
+                useful_was_evicted=useful.snapshot_id is not None and useful.snapshot_id in evicted,
+                evicted_before_advance=[e for e in evicted if e is not None],
+                cache_generation=generation,
+            )
+            out.append(row)
+        return pd.DataFrame(out, columns=out_columns)
+
+    return fn
+
+
+def evicted_useful_snapshots(events: DataFrame, replay: DataFrame) -> DataFrame:
+    """One row per mark-delete advance whose useful snapshot the bounded cache had evicted (SPEC §4.6).
+
+    ``events`` are cache events (:func:`pulsar_model.replication.cache.snapshot_cache_events` or hand-built
+    with :data:`~pulsar_model.replication.cache.EVENT_COLUMNS`), ``replay`` their
+    :func:`~pulsar_model.replication.cache.replay_snapshot_cache` output. Per subscription (export keys
+    too when both frames have them), inside ``groupBy(...).applyInPandas``, the events run again through an
+    *unbounded* cache of the replay's generation: its answer to an advance is the newest snapshot not after
+    the mark-delete that no earlier advance consumed (the old cache's sorted-map semantics; the new cache's
+    clear on a non-increasing position applies to both). A row is emitted when that snapshot exists and the
+    replay returned none (``applied_*`` null) or an older one - only a capacity eviction can cause that.
+
+    Columns: the subscription key, ``seq``, ``mark_delete_position``, ``applied_snapshot_id`` /
+    ``applied_local_position`` (what the bounded cache returned), ``useful_snapshot_id`` /
+    ``useful_local_position`` (what it should have kept), ``useful_was_evicted`` (its id is among the ids
+    the replay reported evicted up to this advance; false only for snapshots without an id),
+    ``evicted_before_advance`` (every id evicted up to this advance) and ``cache_generation``. Advances
+    without a mark-delete are skipped (the replay reports them). Pure and lazy.
+    """
+    require(events, EVENT_COLUMNS, "events")
+    require(replay, REPLAY_COLUMNS, "replay")
+    export_keys = [k for k in EXPORT_KEYS if k in events.columns and k in replay.columns]
+    keys = ["cluster", "topic", "subscription", *export_keys]
+    applied = replay.select(
+        *keys,
+        F.col("seq").cast("long").alias("seq"),
+        F.col("snapshot_id").cast("string").alias("_aid"),
+        F.col("snapshot_local_position.ledger_id").cast("long").alias("_al"),
+        F.col("snapshot_local_position.entry_id").cast("long").alias("_ae"),
+        F.col("evicted_since_previous_advance").cast(T.ArrayType(T.StringType())).alias("_evicted"),
+        F.col("cache_generation").alias("_gen"),
+    )
+    flat = events.select(
+        *keys,
+        F.col("seq").cast("long").alias("seq"),
+        F.col("op").cast("string").alias("op"),
+        F.col("snapshot_id").cast("string").alias("snapshot_id"),
+        F.col("local_position.ledger_id").cast("long").alias("_pl"),
+        F.col("local_position.entry_id").cast("long").alias("_pe"),
+        F.col("mark_delete_position.ledger_id").cast("long").alias("_ml"),
+        F.col("mark_delete_position.entry_id").cast("long").alias("_me"),
+    ).join(applied, [*keys, "seq"], "left")
+    key_fields = [f for f in flat.schema.fields if f.name in keys]
+    schema = T.StructType([*key_fields, *_EVICTED_FIELDS])
+    return flat.groupBy(*keys).applyInPandas(_evicted_useful_fn(keys), schema)
+
+
+def _position_text(col: Column) -> Column:
+    return F.concat(col["ledger_id"].cast("string"), F.lit(":"), col["entry_id"].cast("string"))
+
+
+def snapshot_cache_evicted_useful(events: DataFrame, replay: DataFrame) -> DataFrame:
+    """Findings of kind ``snapshot_cache_evicted_useful``: one row per replicated subscription with at least
+    one advance of :func:`evicted_useful_snapshots` (SPEC §4.6, §4.8, §12.9).
+
+    ``measure`` = such advances, ``position`` = the mark-delete of the latest one; the detail names the
+    cache generation, the snapshot that should have been used and what the cache returned instead.
+    Columns: :data:`FINDING_COLUMNS` (no export keys: the caller attaches the export identity, one export
+    per (cluster, topic)). Pure and lazy.
+    """
+    hits = evicted_useful_snapshots(events, replay)
+    advances = replay.groupBy("cluster", "topic", "subscription").agg(F.count(F.lit(1)).alias("_advances"))
+    latest = F.struct(
+        F.col("mark_delete_position").alias("md"),
+        F.col("useful_snapshot_id").alias("useful_id"),
+        F.col("useful_local_position").alias("useful_pos"),
+        F.col("applied_snapshot_id").alias("applied_id"),
+        F.col("applied_local_position").alias("applied_pos"),
+    )
+    per_sub = (
+        hits.groupBy("cluster", "topic", "subscription")
+        .agg(
+            F.count(F.lit(1)).alias("_hits"),
+            F.max_by(latest, F.col("seq")).alias("_latest"),
+            F.first("cache_generation").alias("_generation"),
+        )
+        .join(advances, ["cluster", "topic", "subscription"], "left")
+    )
+    returned = F.when(
+        F.col("_latest.applied_pos").isNull(), F.lit("no snapshot (no UPDATE written)")
+    ).otherwise(
+        F.format_string(
+            "the older %s at %s",
+            F.coalesce(F.col("_latest.applied_id"), F.lit("?")),
+            _position_text(F.col("_latest.applied_pos")),
+        )
+    )
+    detail = F.format_string(
+        "%d of %d mark-delete advance(s) got an older snapshot or none from the %s snapshot cache: the "
+        "newest snapshot not after the mark-delete had been evicted (latest: md %s should have applied %s "
+        "at %s, the cache returned %s); the remote cursors are sent to older positions and a failover "
+        "redelivers more (SPEC §4.6, §4.8)",
+        F.col("_hits"),
+        F.col("_advances"),
+        F.col("_generation"),
+        _position_text(F.col("_latest.md")),
+        F.coalesce(F.col("_latest.useful_id"), F.lit("?")),
+        _position_text(F.col("_latest.useful_pos")),
+        returned,
+    )
+    return per_sub.select(
+        *_finding(
+            KIND_CACHE_EVICTED_USEFUL,
+            F.lit(SEVERITY_WARNING),
+            F.col("subscription"),
+            None,
+            F.col("_hits"),
+            F.col("_latest.md"),
+            detail,
+        )
     )
