@@ -57,5 +57,8 @@ proto: $(STAMP) ## regenerate the protobuf modules from pulsar_model/wire/proto
 bench: $(STAMP) ## run the benchmark suite on tier $(TIER) (s, m, l)
 	@if [ -f benchmarks/run.py ]; then $(PY) benchmarks/run.py --tier $(TIER); else echo "benchmarks/ not built yet (issue 10)"; exit 1; fi
 
+report: check-java $(STAMP) ## write the HTML report of the newest run date into reports/
+	$(VENV)/bin/pulsar-analytics report --warehouse $(WAREHOUSE)
+
 clean: ## remove generated exports, warehouse, caches
 	rm -rf $(EXPORT) $(WAREHOUSE) reports .pytest_cache .mypy_cache .ruff_cache spark-warehouse

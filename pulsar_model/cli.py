@@ -12,6 +12,7 @@ Subcommands:
   transactions    the transactions stage alone: transaction states, maxReadPosition hold-back
   schemas         the schemas stage alone: registration verdicts, compatibility matrix
   skip-plan       the plans stage alone: dry-run skip / clear-backlog / reset / reader-start requests
+  report          write the static HTML report of a run date and print a short summary
   cleanup         remove staging folders left behind by killed writers
 """
 
@@ -174,6 +175,19 @@ def build_parser() -> argparse.ArgumentParser:
         "--export-dir", default=None, help="export folder whose _requests/plan_requests.json to include"
     )
 
+    report = sub.add_parser(
+        "report",
+        help="write the static HTML report of a run date and print a short summary",
+        description="Read the run date's output tables (a table no stage wrote is shown as 'not computed for "
+        "this run') and write one self-contained HTML file: inline SVG plots, no scripts, opens offline. "
+        "Prints the headline counts (breaches, stalled subscriptions, duplicates, ...).",
+    )
+    _common(report)
+    report.add_argument("--export-date", type=_date, default=None, help="run date (default: newest export)")
+    report.add_argument(
+        "--out", default=None, help="HTML file to write (default: <report_dir>/pulsar-report-<date>.html)"
+    )
+
     cleanup = sub.add_parser(
         "cleanup",
         help="remove staging folders left by killed writers",
@@ -264,6 +278,23 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"removed {len(removed)} staging folder(s)")
             for path in removed:
                 print(f"  {path}")
+            return 0
+        if args.command == "report":
+            from pulsar_model.delta_io import DeltaTables
+            from pulsar_model.nightly import StageContext
+            from pulsar_model.report import build_report, default_report_path, format_terminal_summary
+
+            spark = _session(config)
+            tables = DeltaTables(
+                spark,
+                config.storage.warehouse,
+                config.storage.table_locations,
+                backend=config.storage.delta_backend,  # type: ignore[arg-type]
+            )
+            context = StageContext(spark, tables, config, "report", None, args.export_date)
+            run_date = context.run_date("report")
+            out = args.out or default_report_path(config.report_dir, run_date)
+            print(format_terminal_summary(build_report(tables, run_date, out)))
             return 0
         from pulsar_model.nightly import format_summary, run_nightly
 

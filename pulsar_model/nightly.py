@@ -39,6 +39,7 @@ class StageContext:
     export_dir: str | None
     export_date: dt.date | None
     request_files: tuple[str, ...] = ()
+    echo: Callable[[str], None] = print
 
     def run_date(self, stage: str) -> dt.date:
         """The date this stage works on: the given/ingested one, else the newest ingested export date."""
@@ -222,6 +223,15 @@ def _stage_schemas(ctx: StageContext) -> StageOutcome:
     )
 
 
+def _stage_report(ctx: StageContext) -> StageOutcome:
+    from pulsar_model.report import build_report, default_report_path, format_terminal_summary
+
+    run_date = ctx.run_date("report")
+    summary = build_report(ctx.tables, run_date, default_report_path(ctx.config.report_dir, run_date))
+    ctx.echo(format_terminal_summary(summary))
+    return _outcome(run_date, {}, {})
+
+
 #: Stages in run order. Analytics stages register here as they land.
 STAGES: dict[str, Callable[[StageContext], StageOutcome]] = {
     "ingest": _stage_ingest,
@@ -233,6 +243,7 @@ STAGES: dict[str, Callable[[StageContext], StageOutcome]] = {
     "failover": _stage_failover,
     "transactions": _stage_transactions,
     "schemas": _stage_schemas,
+    "report": _stage_report,
 }
 
 
@@ -282,7 +293,7 @@ def _run_stages(
 ) -> list[StageOutcome]:
     outcomes: list[StageOutcome] = []
     for number, name in enumerate(chosen, start=1):
-        ctx = StageContext(spark, tables, config, run_id, export_dir, export_date, tuple(request_files))
+        ctx = StageContext(spark, tables, config, run_id, export_dir, export_date, tuple(request_files), echo)
         echo(f"[{number}/{len(chosen)}] {name} ...")
         spark.sparkContext.setJobDescription(f"{run_id} stage {number}/{len(chosen)}: {name}")
         started = dt.datetime.now(dt.UTC)
