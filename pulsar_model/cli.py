@@ -12,6 +12,7 @@ Subcommands:
   transactions    the transactions stage alone: transaction states, maxReadPosition hold-back
   schemas         the schemas stage alone: registration verdicts, compatibility matrix
   skip-plan       the plans stage alone: dry-run skip / clear-backlog / reset / reader-start requests
+  history         the history stage alone: trends, subscription status, changes since the previous run
   report          write the static HTML report of a run date and print a short summary
   cleanup         remove staging folders left behind by killed writers
 """
@@ -99,6 +100,12 @@ STAGE_COMMANDS: dict[str, tuple[str, str]] = {
         "Run the schemas stage on already-ingested tables: schema_verdicts (would each version be accepted "
         "in order, and why) and schema_compatibility (every version pair, both directions, with reasons) "
         "for the run date (default: the newest export date).",
+    ),
+    "history": (
+        "trend tables, Burrow-style subscription status and changes since the previous run",
+        "Run the history stage (after the other stages): subscription_history, topic_history, "
+        "subscription_status (OK/WARN/STALL/STOP/REWIND/UNKNOWN over the last 10 run dates) and "
+        "run_changes for the run date (default: the newest export date).",
     ),
 }
 

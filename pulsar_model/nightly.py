@@ -223,6 +223,13 @@ def _stage_schemas(ctx: StageContext) -> StageOutcome:
     )
 
 
+def _stage_history(ctx: StageContext) -> StageOutcome:
+    from pulsar_model.history_stage import run_history_stage
+
+    run_date = ctx.run_date("history")
+    return _outcome(run_date, *run_history_stage(ctx.tables, run_date, ctx.config.pulsar.default_version))
+
+
 def _stage_report(ctx: StageContext) -> StageOutcome:
     from pulsar_model.report import build_report, default_report_path, format_terminal_summary
 
@@ -243,6 +250,7 @@ STAGES: dict[str, Callable[[StageContext], StageOutcome]] = {
     "failover": _stage_failover,
     "transactions": _stage_transactions,
     "schemas": _stage_schemas,
+    "history": _stage_history,
     "report": _stage_report,
 }
 
