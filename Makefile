@@ -9,7 +9,7 @@ TIER ?= s
 PYTEST_ARGS ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help venv run demo ingest nightly test test-fast lint format typecheck proto bench report clean check-java
+.PHONY: help venv run demo ingest nightly test test-runtime dist test-fast lint format typecheck proto bench report clean check-java
 
 help: ## show this help
 	@echo "pulsar-analytics: make targets"
@@ -37,17 +37,23 @@ run: check-java $(STAMP) ## fresh clone -> venv, demo export, nightly job on it,
 ingest: check-java $(STAMP) ## ingest $(EXPORT) into $(WAREHOUSE)
 	$(VENV)/bin/pulsar-analytics ingest --export-dir $(EXPORT) --warehouse $(WAREHOUSE)
 
-test: check-java $(STAMP) ## run the whole test suite (what CI runs)
-	$(PY) -m pytest -q $(PYTEST_ARGS)
+test: check-java $(STAMP) ## run the test suite (what CI runs; runtime end-to-end tests excluded)
+	$(PY) -m pytest -q -m "not runtime" $(PYTEST_ARGS)
+
+test-runtime: check-java $(STAMP) ## spark-submit to a local standalone cluster, run the notebooks (slow)
+	$(PY) -m pytest -q -m runtime $(PYTEST_ARGS)
+
+dist: $(STAMP) ## build the wheel and the --py-files zip into dist/
+	$(PY) tools/build_dist.py --out dist
 
 lint: $(STAMP) ## ruff lint + format check, mypy on the package
-	$(VENV)/bin/ruff check pulsar_model jobs tests
-	$(VENV)/bin/ruff format --check pulsar_model jobs tests
+	$(VENV)/bin/ruff check pulsar_model jobs tests tools notebooks
+	$(VENV)/bin/ruff format --check pulsar_model jobs tests tools notebooks
 	$(VENV)/bin/mypy
 
 format: $(STAMP) ## apply ruff formatting and safe fixes
-	$(VENV)/bin/ruff check --fix pulsar_model jobs tests
-	$(VENV)/bin/ruff format pulsar_model jobs tests
+	$(VENV)/bin/ruff check --fix pulsar_model jobs tests tools notebooks
+	$(VENV)/bin/ruff format pulsar_model jobs tests tools notebooks
 
 proto: $(STAMP) ## regenerate the protobuf modules from pulsar_model/wire/proto
 	$(PY) -m grpc_tools.protoc -I pulsar_model/wire/proto \
@@ -61,4 +67,4 @@ report: check-java $(STAMP) ## write the HTML report of the newest run date into
 	$(VENV)/bin/pulsar-analytics report --warehouse $(WAREHOUSE)
 
 clean: ## remove generated exports, warehouse, caches
-	rm -rf $(EXPORT) $(WAREHOUSE) reports .pytest_cache .mypy_cache .ruff_cache spark-warehouse
+	rm -rf $(EXPORT) $(WAREHOUSE) reports dist .pytest_cache .mypy_cache .ruff_cache spark-warehouse

@@ -17,6 +17,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from importlib import resources
+from importlib.resources.abc import Traversable
 from pathlib import Path
 from typing import Any
 
@@ -167,12 +168,17 @@ class TableContract:
         raise ContractError(f"Table {self.table!r} has no column {name!r}; columns: {self.column_names}")
 
 
-def schemas_dir() -> Path:
-    """Folder holding the contract YAML files (packaged copy first, then the source tree)."""
+def schemas_dir() -> Traversable:
+    """Folder holding the contract YAML files (packaged copy first, then the source tree).
+
+    A :class:`~importlib.resources.abc.Traversable`, not a ``Path``: when the package is imported from a
+    zip (``spark-submit --py-files pulsar_analytics.zip``) the packaged copy lives inside the archive,
+    which ``open()`` cannot read; ``joinpath(...).read_text()`` and ``iterdir()`` work in both cases.
+    """
     try:
-        packaged = resources.files("pulsar_model") / "_schemas"
+        packaged = resources.files("pulsar_model").joinpath("_schemas")
         if packaged.is_dir():
-            return Path(str(packaged))
+            return packaged
     except (ModuleNotFoundError, FileNotFoundError):  # pragma: no cover - defensive
         pass
     source = Path(__file__).resolve().parent.parent / "schemas"
@@ -180,25 +186,25 @@ def schemas_dir() -> Path:
         return source
     raise ContractError(
         "Cannot find the table contracts (schemas/*.yaml). Install pulsar-analytics from its source "
-        "tree or a built wheel, which ships them as pulsar_model/_schemas."
+        "tree, a built wheel or the --py-files zip of tools/build_dist.py, which ship them as "
+        "pulsar_model/_schemas."
     )
 
 
 @functools.cache
 def _common_groups() -> Mapping[str, list[dict[str, Any]]]:
-    with open(schemas_dir() / "_common.yaml", encoding="utf-8") as fh:
-        loaded: dict[str, list[dict[str, Any]]] = yaml.safe_load(fh)
+    loaded: dict[str, list[dict[str, Any]]] = yaml.safe_load(
+        schemas_dir().joinpath("_common.yaml").read_text(encoding="utf-8")
+    )
     return loaded
 
 
 @functools.cache
 def contract(table: str) -> TableContract:
     """Return the contract of ``table`` (``schemas/<table>.yaml``)."""
-    path = schemas_dir() / f"{table}.yaml"
-    if not re.fullmatch(r"[a-z][a-z0-9_]*", table) or not path.is_file():
+    if not re.fullmatch(r"[a-z][a-z0-9_]*", table) or not schemas_dir().joinpath(f"{table}.yaml").is_file():
         raise ContractError(f"No contract for table {table!r}; known tables: {', '.join(table_names())}")
-    with open(path, encoding="utf-8") as fh:
-        raw = yaml.safe_load(fh)
+    raw = yaml.safe_load(schemas_dir().joinpath(f"{table}.yaml").read_text(encoding="utf-8"))
     cols: list[dict[str, Any]] = []
     for group in raw.get("include", []) or []:
         cols.extend(_common_groups()[group])
@@ -230,7 +236,11 @@ def contract(table: str) -> TableContract:
 
 def table_names() -> list[str]:
     """All tables that have a contract."""
-    return sorted(p.stem for p in schemas_dir().glob("*.yaml") if not p.stem.startswith("_"))
+    return sorted(
+        p.name.removesuffix(".yaml")
+        for p in schemas_dir().iterdir()
+        if p.name.endswith(".yaml") and not p.name.startswith("_")
+    )
 
 
 def spark_schema(table: str) -> T.StructType:
