@@ -23,6 +23,7 @@ import json
 import logging
 import os
 import socket
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -80,13 +81,45 @@ def _is_stale(holder: dict[str, object]) -> bool:
 
 
 def _try_create(path: Path, record: dict[str, object]) -> bool:
+    """Create ``path`` holding ``record`` unless it exists; atomic, and never visible half-written."""
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.{uuid.uuid4().hex}.tmp")
+    tmp.write_text(json.dumps(record), encoding="utf-8")
     try:
-        fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+        os.link(tmp, path)  # fails if path exists; readers see the whole record or nothing
     except FileExistsError:
         return False
-    with os.fdopen(fd, "w", encoding="utf-8") as handle:
-        json.dump(record, handle)
+    finally:
+        tmp.unlink()
     return True
+
+
+def _take_over_stale(path: Path, record: dict[str, object]) -> bool:
+    """Replace a stale lock by ours; False when the lock is live (or another run is taking it over).
+
+    Two runs may find the same stale lock at once. Only the one that creates the ``.takeover`` file may
+    remove the lock, and it re-reads the lock first, so it never removes a lock another run has just taken.
+    """
+    holder = read_lock(path)
+    if holder is None:  # released meanwhile
+        return _try_create(path, record)
+    if not _is_stale(holder):
+        return False
+    guard = path.with_name(path.name + ".takeover")
+    if not _try_create(guard, record):
+        return False
+    try:
+        current = read_lock(path)
+        if current is not None and current != holder:
+            return False
+        log.warning(
+            "removing the stale run lock of %s (process %s is gone)", holder.get("run_id"), holder.get("pid")
+        )
+        with contextlib.suppress(FileNotFoundError):
+            path.unlink()
+        return _try_create(path, record)
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            guard.unlink()
 
 
 @contextlib.contextmanager
@@ -104,31 +137,19 @@ def warehouse_run_lock(warehouse: str, run_id: str) -> Iterator[Path | None]:
         "host": socket.gethostname(),
         "started_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
     }
-    if not _try_create(path, record):
-        holder = read_lock(path)
-        if holder is not None and _is_stale(holder):
-            log.warning(
-                "removing the stale run lock of %s (process %s is gone)",
-                holder.get("run_id"),
-                holder.get("pid"),
-            )
-            with contextlib.suppress(FileNotFoundError):
-                path.unlink()
-        if not _try_create(path, record):
-            holder = read_lock(path) or {}
-            who = (
-                f"run {holder.get('run_id', '?')} (pid {holder.get('pid', '?')} on {holder.get('host', '?')}"
-            )
-            raise RunLockedError(
-                f"Warehouse {warehouse} is locked by {who}, started {holder.get('started_at', '?')}): "
-                "wait for it to finish; if that run is gone, remove the lock with "
-                f"'pulsar-analytics cleanup --break-lock' ({path})"
-            )
+    if not _try_create(path, record) and not _take_over_stale(path, record):
+        holder = read_lock(path) or {}
+        who = f"run {holder.get('run_id', '?')} (pid {holder.get('pid', '?')} on {holder.get('host', '?')}"
+        raise RunLockedError(
+            f"Warehouse {warehouse} is locked by {who}, started {holder.get('started_at', '?')}): "
+            "wait for it to finish; if that run is gone, remove the lock with "
+            f"'pulsar-analytics cleanup --break-lock' ({path})"
+        )
     try:
         yield path
     finally:
-        holder = read_lock(path)
-        if holder is not None and holder.get("run_id") == run_id:
+        mine = read_lock(path)
+        if mine is not None and mine.get("run_id") == run_id:
             with contextlib.suppress(FileNotFoundError):
                 path.unlink()
 
@@ -139,6 +160,7 @@ def break_lock(warehouse: str) -> dict[str, object] | None:
     if path is None:
         return None
     holder = read_lock(path)
-    with contextlib.suppress(FileNotFoundError):
-        path.unlink()
+    for stale in (path, path.with_name(path.name + ".takeover")):
+        with contextlib.suppress(FileNotFoundError):
+            stale.unlink()
     return holder

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Iterator
 
@@ -24,6 +25,8 @@ def spark() -> Iterator[SparkSession]:
             "spark.ui.enabled": "false",
             "spark.sql.adaptive.coalescePartitions.enabled": "true",
             "spark.driver.memory": "2g",
+            # experiments: PULSAR_TEST_SPARK_CONF={"spark.sql.adaptive.enabled": "false"}
+            **json.loads(os.environ.get("PULSAR_TEST_SPARK_CONF", "{}")),
         },
     )
     session.sparkContext.setLogLevel("ERROR")

@@ -72,3 +72,15 @@ def test_run_nightly_refuses_a_locked_warehouse_and_writes_nothing(spark, tmp_pa
     with warehouse_run_lock(str(tmp_path), "other-run"), pytest.raises(RunLockedError, match="other-run"):
         run_nightly(spark, config, export_dir=str(tmp_path / "x"), stages=["ingest"], echo=lambda _: None)
     assert sorted(p.name for p in tmp_path.iterdir()) == []  # no run_log row, no table
+
+
+def test_two_runs_racing_for_a_stale_lock_never_both_win(tmp_path):
+    """Both find the same stale lock; only the one holding the takeover guard may replace it."""
+    stale = {"run_id": "killed", "pid": _dead_pid(), "host": socket.gethostname(), "started_at": "x"}
+    (tmp_path / LOCK_FILE).write_text(json.dumps(stale))
+    (tmp_path / (LOCK_FILE + ".takeover")).write_text("{}")  # the other run is replacing it right now
+    with pytest.raises(RunLockedError, match="killed"), warehouse_run_lock(str(tmp_path), "second"):
+        pass
+    assert read_lock(tmp_path / LOCK_FILE) == stale
+    assert break_lock(str(tmp_path)) == stale
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
