@@ -9,7 +9,7 @@ TIER ?= s
 PYTEST_ARGS ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help venv run demo ingest nightly test test-runtime dist test-fast lint format typecheck proto bench report clean check-java
+.PHONY: help venv run demo ingest nightly test test-long test-runtime dist test-fast lint format typecheck proto bench report clean check-java
 
 help: ## show this help
 	@echo "pulsar-analytics: make targets"
@@ -37,8 +37,11 @@ run: check-java $(STAMP) ## fresh clone -> venv, demo export, nightly job on it,
 ingest: check-java $(STAMP) ## ingest $(EXPORT) into $(WAREHOUSE)
 	$(VENV)/bin/pulsar-analytics ingest --export-dir $(EXPORT) --warehouse $(WAREHOUSE)
 
-test: check-java $(STAMP) ## run the test suite (what CI runs; runtime end-to-end tests excluded)
-	$(PY) -m pytest -q -m "not runtime" $(PYTEST_ARGS)
+test: check-java $(STAMP) ## run the test suite (what CI runs; long and runtime end-to-end tests excluded)
+	$(PY) -m pytest -q -m "not runtime and not long" $(PYTEST_ARGS)
+
+test-long: check-java $(STAMP) ## the long end-to-end tests CI leaves out (demo pipelines, tens of minutes)
+	$(PY) -m pytest -q -m long $(PYTEST_ARGS)
 
 test-runtime: check-java $(STAMP) ## spark-submit to a local standalone cluster, run the notebooks (slow)
 	$(PY) -m pytest -q -m runtime $(PYTEST_ARGS)

@@ -34,6 +34,9 @@ from pulsar_model.demo import DemoSpec, generate_demo
 from pulsar_model.ingest.pipeline import ingest_export
 from tests.oracle.failover import OConsumer, select_active
 
+#: Demo end to end (generate, ingest, stage runs): minutes on 2 cores, run by `make test-long`, not CI.
+pytestmark = pytest.mark.long
+
 # A 2.x cluster (non-partitioned Failover = first in arrival order) and a 4.1 cluster (hash ring; the
 # consistent-hashing setting exists). 8 topics per namespace give every special feature (txn, open-txn,
 # schema-incompatible) and the compatible-schema partitioned topic to both clusters.

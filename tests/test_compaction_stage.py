@@ -25,6 +25,9 @@ from pulsar_model.delta_io import DeltaTables
 from pulsar_model.demo import DemoSpec, generate_demo
 from pulsar_model.ingest.pipeline import ingest_export
 
+#: Demo end to end (generate, ingest, stage runs): minutes on 2 cores, run by `make test-long`, not CI.
+pytestmark = pytest.mark.long
+
 VERSIONS = {"us-east": "4.1.3", "us-west": "3.0.7"}
 SMALL = dataclasses.replace(
     DemoSpec(),
