@@ -91,11 +91,8 @@ def _stage_ingest(ctx: StageContext) -> StageOutcome:
     )
 
 
-def _stage_backlog(ctx: StageContext) -> StageOutcome:
-    from pulsar_model.backlog_stage import run_backlog_stage
-
-    run_date = ctx.run_date("backlog")
-    rows, versions = run_backlog_stage(ctx.tables, run_date, ctx.config.pulsar.default_version)
+def _outcome(run_date: dt.date, rows: dict[str, int], versions: dict[str, int]) -> StageOutcome:
+    """The outcome of an analytics stage that reads tables only (no input counts, no quarantine)."""
     return StageOutcome(
         run_date=run_date,
         export_id=None,
@@ -105,6 +102,13 @@ def _stage_backlog(ctx: StageContext) -> StageOutcome:
         rows_out=rows,
         table_versions=versions,
     )
+
+
+def _stage_backlog(ctx: StageContext) -> StageOutcome:
+    from pulsar_model.backlog_stage import run_backlog_stage
+
+    run_date = ctx.run_date("backlog")
+    return _outcome(run_date, *run_backlog_stage(ctx.tables, run_date, ctx.config.pulsar.default_version))
 
 
 def _stage_plans(ctx: StageContext) -> StageOutcome:
@@ -139,29 +143,7 @@ def _stage_quota(ctx: StageContext) -> StageOutcome:
     from pulsar_model.quota_stage import run_quota_stage
 
     run_date = ctx.run_date("quota")
-    rows, versions = run_quota_stage(ctx.tables, run_date, ctx.config.pulsar.default_version)
-    return StageOutcome(
-        run_date=run_date,
-        export_id=None,
-        rows_in={},
-        rows_accepted={},
-        rows_quarantined={},
-        rows_out=rows,
-        table_versions=versions,
-    )
-
-
-def _outcome(run_date: dt.date, rows: dict[str, int], versions: dict[str, int]) -> StageOutcome:
-    """The outcome of an analytics stage that reads tables only (no input counts, no quarantine)."""
-    return StageOutcome(
-        run_date=run_date,
-        export_id=None,
-        rows_in={},
-        rows_accepted={},
-        rows_quarantined={},
-        rows_out=rows,
-        table_versions=versions,
-    )
+    return _outcome(run_date, *run_quota_stage(ctx.tables, run_date, ctx.config.pulsar.default_version))
 
 
 def _stage_replication(ctx: StageContext) -> StageOutcome:
