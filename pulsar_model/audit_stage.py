@@ -24,7 +24,6 @@ broker defaults (``false``, ``FULL``), so every topic resolves its strategy at t
 from __future__ import annotations
 
 import datetime as dt
-import functools
 import logging
 from collections.abc import Callable, Mapping
 from typing import Final
@@ -32,8 +31,7 @@ from typing import Final
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from pulsar_model.contracts import conform, contract
-from pulsar_model.delta_io import DeltaTables, TableWrite
+from pulsar_model.delta_io import DeltaTables
 from pulsar_model.failover import (
     active_consumers,
     compare_with_stats,
@@ -46,6 +44,7 @@ from pulsar_model.schema_compat import (
     effective_strategies,
     registration_verdicts,
 )
+from pulsar_model.stage_io import read_day, write_day_outputs
 from pulsar_model.transactions import STATE_OPEN, max_read_positions, transaction_states
 
 log = logging.getLogger(__name__)
@@ -71,13 +70,9 @@ Rows = dict[str, int]
 # --- shared helpers -------------------------------------------------------------------------------------
 
 
-def _read_day(tables: DeltaTables, name: str, day: Mapping[str, dt.date]) -> DataFrame | None:
-    return tables.read(name, partition_filter=dict(day)) if tables.exists(name) else None
-
-
 def _cluster_versions(tables: DeltaTables, day: Mapping[str, dt.date]) -> DataFrame | None:
     """One row per cluster: the broker version its managed-ledger rows of the day name (max if several)."""
-    managed = _read_day(tables, "managed_ledgers", day)
+    managed = read_day(tables, "managed_ledgers", day)
     if managed is None:
         return None
     return managed.groupBy("cluster").agg(F.max("pulsar_version").alias("_cluster_version"))
@@ -116,30 +111,8 @@ def _write(
     outputs: Mapping[str, list[DataFrame]],
     stage: str,
 ) -> tuple[Rows, Rows]:
-    """Replace the run date's partition of every table in ``names`` (empty when no output) in one
-    ``write_all``; return (rows in the partition, table versions)."""
-    writes = []
-    for name in names:
-        c = contract(name)
-        tables.create(name, c.spark_schema, c.partitioned_by, description=c.description)
-        df = functools.reduce(
-            lambda a, b: a.unionByName(b, allowMissingColumns=True),
-            outputs.get(name, []),
-            tables.spark.createDataFrame([], c.spark_schema),
-        )
-        writes.append(
-            TableWrite(
-                table=name,
-                df=conform(df, name),
-                mode="replace_partitions",
-                partition_values=dict(day),
-                partition_by=c.partitioned_by,
-            )
-        )
-    versions = tables.write_all(writes)
-    rows = {name: tables.count_rows(name, partition_filter=dict(day)) for name in names}
-    log.info("%s stage %s: rows %s", stage, day["export_date"], rows)
-    return rows, versions
+    """Replace the run date's partition of every table in ``names`` (empty when no output)."""
+    return write_day_outputs(tables, day, {name: outputs.get(name, []) for name in names}, stage=stage)
 
 
 # --- failover (SPEC §6) ---------------------------------------------------------------------------------
@@ -178,10 +151,10 @@ def run_failover_stage(
     versions without PIP-392 ignore it). Returns (rows written per table, table versions).
     """
     day = {"export_date": run_date}
-    consumers = _read_day(tables, "consumers", day)
+    consumers = read_day(tables, "consumers", day)
     outputs: dict[str, list[DataFrame]] = {}
     if consumers is not None:
-        cursors = _read_day(tables, "cursors", day)
+        cursors = read_day(tables, "cursors", day)
         failover = _with_version(
             failover_consumers(consumers, cursors), _cluster_versions(tables, day), default_version
         )
@@ -223,7 +196,7 @@ def run_transactions_stage(
     ``long_open_threshold_ms`` are flagged ``is_long_open``. Returns (rows per table, table versions).
     """
     day = {"export_date": run_date}
-    entries = _read_day(tables, "entries", day)
+    entries = read_day(tables, "entries", day)
     outputs: dict[str, list[DataFrame]] = {}
     if entries is not None:
         managed = tables.read("managed_ledgers", partition_filter=day)
@@ -274,7 +247,7 @@ def run_schema_stage(
     default FULL), by the cluster's version. Returns (rows per table, table versions).
     """
     day = {"export_date": run_date}
-    versions_df = _read_day(tables, "schema_versions", day)
+    versions_df = read_day(tables, "schema_versions", day)
     outputs: dict[str, list[DataFrame]] = {}
     if versions_df is not None:
         schemas = _with_version(versions_df, _cluster_versions(tables, day), default_version)

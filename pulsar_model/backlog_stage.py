@@ -14,9 +14,9 @@ from pyspark.sql import functions as F
 
 from pulsar_model.backlog import estimate_backlog_from_position, estimated_backlog_size, precise_backlog
 from pulsar_model.backlog_exact import KINDS, MEASURES, exact_backlog
-from pulsar_model.contracts import conform, contract
-from pulsar_model.delta_io import DeltaTables, TableWrite
+from pulsar_model.delta_io import DeltaTables
 from pulsar_model.pinning import pinning_report, unmoved_cursors
+from pulsar_model.stage_io import write_day_outputs
 
 #: Output tables of the stage.
 OUTPUT_TABLES = ("cursor_backlog", "topic_backlog", "topic_pinning", "unmoved_cursors")
@@ -141,22 +141,7 @@ def run_backlog_stage(
             previous = outputs[name]
             outputs[name] = part if previous is None else previous.unionByName(part, allowMissingColumns=True)
     outputs["unmoved_cursors"] = unmoved_cursors_as_of(tables, run_date)
-    writes = []
-    for name in OUTPUT_TABLES:
-        c = contract(name)
-        tables.create(name, c.spark_schema, c.partitioned_by, description=c.description)
-        df = outputs[name]
-        if df is None:
-            continue
-        writes.append(
-            TableWrite(
-                table=name,
-                df=conform(df, name),
-                mode="replace_partitions",
-                partition_values=day,
-                partition_by=c.partitioned_by,
-            )
-        )
-    versions_written = tables.write_all(writes)
-    rows = {name: tables.count_rows(name, partition_filter=day) for name in OUTPUT_TABLES}
+    rows, versions_written = write_day_outputs(
+        tables, day, {name: outputs[name] for name in OUTPUT_TABLES}, stage="backlog"
+    )
     return rows, versions_written

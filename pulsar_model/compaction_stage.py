@@ -25,7 +25,6 @@ broker's ``brokerServiceCompactionThresholdInBytes = 0`` (automatic compaction o
 from __future__ import annotations
 
 import datetime as dt
-import functools
 import logging
 from pathlib import Path
 
@@ -41,8 +40,8 @@ from pulsar_model.compaction import (
     compaction_summary,
     compaction_trigger,
 )
-from pulsar_model.contracts import conform, contract
-from pulsar_model.delta_io import DeltaTables, TableWrite
+from pulsar_model.delta_io import DeltaTables
+from pulsar_model.stage_io import read_day, write_day_outputs
 
 log = logging.getLogger(__name__)
 
@@ -50,10 +49,6 @@ log = logging.getLogger(__name__)
 OUTPUT_TABLES = ("compaction_horizons", "compaction_ledger", "compaction_summary")
 _TOPIC = ["cluster", "topic"]
 _ENTRY = ["cluster", "topic", "export_id", "ledger_id", "entry_id"]
-
-
-def _read_day(tables: DeltaTables, name: str, day: dict[str, dt.date]) -> DataFrame | None:
-    return tables.read(name, partition_filter=day) if tables.exists(name) else None
 
 
 def compaction_start_positions(cursors: DataFrame) -> DataFrame:
@@ -124,8 +119,8 @@ def run_compaction_stage(
     )
     ledgers = tables.read("ledgers", partition_filter=day)
     cursors = tables.read("cursors", partition_filter=day)
-    entries = _read_day(tables, "entries", day)
-    messages = _read_day(tables, "messages", day)
+    entries = read_day(tables, "entries", day)
+    messages = read_day(tables, "messages", day)
     if messages is not None and entries is not None:
         messages = with_uncompressed_size_flag(messages, entries)
     # A handful of distinct version strings: each runs the transforms with its own semantics.
@@ -141,27 +136,9 @@ def run_compaction_stage(
         for name, part in parts.items():
             if part is not None:
                 outputs[name].append(part.join(ids, _TOPIC, "inner"))
-    writes = []
-    for name in OUTPUT_TABLES:
-        c = contract(name)
-        tables.create(name, c.spark_schema, c.partitioned_by, description=c.description)
-        df = functools.reduce(
-            lambda a, b: a.unionByName(b, allowMissingColumns=True),
-            outputs[name],
-            tables.spark.createDataFrame([], c.spark_schema),
-        )
-        writes.append(
-            TableWrite(
-                table=name,
-                df=conform(df, name),
-                mode="replace_partitions",
-                partition_values=day,
-                partition_by=c.partitioned_by,
-            )
-        )
-    versions_written = tables.write_all(writes)
-    rows = {name: tables.count_rows(name, partition_filter=day) for name in OUTPUT_TABLES}
-    log.info("compaction stage %s: rows %s", run_date, rows)
+    rows, versions_written = write_day_outputs(
+        tables, day, {name: outputs[name] for name in OUTPUT_TABLES}, stage="compaction"
+    )
     return rows, versions_written
 
 

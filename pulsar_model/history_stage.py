@@ -57,7 +57,8 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from pulsar_model.contracts import conform, contract
-from pulsar_model.delta_io import DeltaTables, TableWrite
+from pulsar_model.delta_io import DeltaTables
+from pulsar_model.stage_io import read_day, write_day_outputs
 
 log = logging.getLogger(__name__)
 
@@ -731,10 +732,6 @@ def _finding_changes(findings: DataFrame, now: Column) -> DataFrame:
 # -- the stage ----------------------------------------------------------------------------------------------
 
 
-def _read_day(tables: DeltaTables, name: str, day: dict[str, dt.date]) -> DataFrame | None:
-    return tables.read(name, partition_filter=day) if tables.exists(name) else None
-
-
 def previous_run_dates(tables: DeltaTables, run_date: dt.date, limit: int) -> list[dt.date]:
     """The newest ``limit`` run dates before ``run_date`` in ``topic_history``, newest first (one tiny query:
     a handful of distinct dates, read on the driver to bound the history reads)."""
@@ -779,16 +776,16 @@ def run_history_stage(
         c = contract(name)
         tables.create(name, c.spark_schema, c.partitioned_by, description=c.description)
     managed = tables.read("managed_ledgers", partition_filter=day)
-    findings_today = _read_day(tables, "replication_findings", day)
+    findings_today = read_day(tables, "replication_findings", day)
     # The run date's rows feed their own table, the status window and the changes: materialised once each
     # (eager, lineage cut) so the later plans stay small.
     subs_today = conform(
         subscription_history(
             managed,
             tables.read("cursors", partition_filter=day),
-            _read_day(tables, "cursor_backlog", day),
-            _read_day(tables, "replication_positions", day),
-            _read_day(tables, "replication_failover_duplicates", day),
+            read_day(tables, "cursor_backlog", day),
+            read_day(tables, "replication_positions", day),
+            read_day(tables, "replication_failover_duplicates", day),
         ),
         "subscription_history",
     ).localCheckpoint()
@@ -796,9 +793,9 @@ def run_history_stage(
         topic_history(
             managed,
             subs_today,
-            _read_day(tables, "topic_backlog", day),
-            _read_day(tables, "quota_status", day),
-            _read_day(tables, "compaction_summary", day),
+            read_day(tables, "topic_backlog", day),
+            read_day(tables, "quota_status", day),
+            read_day(tables, "compaction_summary", day),
             findings_today,
         ),
         "topic_history",
@@ -835,17 +832,5 @@ def run_history_stage(
         "subscription_status": status_today,
         "run_changes": changes,
     }
-    writes = [
-        TableWrite(
-            table=name,
-            df=outputs[name],
-            mode="replace_partitions",
-            partition_values=day,
-            partition_by=contract(name).partitioned_by,
-        )
-        for name in OUTPUT_TABLES
-    ]
-    versions_written = tables.write_all(writes)
-    rows = {name: tables.count_rows(name, partition_filter=day) for name in OUTPUT_TABLES}
-    log.info("history stage %s: rows %s", run_date, rows)
+    rows, versions_written = write_day_outputs(tables, day, outputs, stage="history")
     return rows, versions_written

@@ -30,8 +30,8 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from pulsar_model.contracts import conform, contract
-from pulsar_model.delta_io import DeltaTables, TableWrite
+from pulsar_model.contracts import contract
+from pulsar_model.delta_io import DeltaTables
 from pulsar_model.quota import drop_backlog_for_size_limit, drop_backlog_for_time_limit
 from pulsar_model.quota.policy import (
     POLICY_CONSUMER_BACKLOG_EVICTION,
@@ -42,6 +42,7 @@ from pulsar_model.quota.policy import (
     quota_breaches,
     time_quota_supported,
 )
+from pulsar_model.stage_io import read_day, write_day_outputs
 
 log = logging.getLogger(__name__)
 
@@ -216,10 +217,6 @@ def eviction_kinds(status: DataFrame) -> DataFrame:
     )
 
 
-def _read_day(tables: DeltaTables, name: str, day: dict[str, dt.date]) -> DataFrame | None:
-    return tables.read(name, partition_filter=day) if tables.exists(name) else None
-
-
 @dataclass(frozen=True)
 class _VersionInputs:
     """The run date's inputs restricted to the topics of one broker version, and their quota status."""
@@ -298,12 +295,12 @@ def run_quota_stage(
     )
     ledgers = tables.read("ledgers", partition_filter=day)
     cursors = tables.read("cursors", partition_filter=day)
-    entries = _read_day(tables, "entries", day)
-    quotas = _read_day(tables, "backlog_quotas", day)
+    entries = read_day(tables, "entries", day)
+    quotas = read_day(tables, "backlog_quotas", day)
     if quotas is None:
         quotas = tables.spark.createDataFrame([], contract("backlog_quotas").spark_schema)
     # The exact-data view needs the backlog stage's exact columns, which exist only with an entries export.
-    backlog = _read_day(tables, "cursor_backlog", day) if entries is not None else None
+    backlog = read_day(tables, "cursor_backlog", day) if entries is not None else None
     # A handful of distinct version strings: each runs the transforms with its own semantics.
     versions = sorted(r[0] for r in managed.select("pulsar_version").distinct().collect())
     inputs = {v: _version_inputs(v, managed, ledgers, cursors, entries, quotas, backlog) for v in versions}
@@ -321,25 +318,7 @@ def run_quota_stage(
         for name, part in parts.items():
             if part is not None:
                 outputs[name].append(part.join(ids, _TOPIC, "inner"))
-    writes = []
-    for name in OUTPUT_TABLES:
-        c = contract(name)
-        tables.create(name, c.spark_schema, c.partitioned_by, description=c.description)
-        df = functools.reduce(
-            lambda a, b: a.unionByName(b, allowMissingColumns=True),
-            outputs[name],
-            tables.spark.createDataFrame([], c.spark_schema),
-        )
-        writes.append(
-            TableWrite(
-                table=name,
-                df=conform(df, name),
-                mode="replace_partitions",
-                partition_values=day,
-                partition_by=c.partitioned_by,
-            )
-        )
-    versions_written = tables.write_all(writes)
-    rows = {name: tables.count_rows(name, partition_filter=day) for name in OUTPUT_TABLES}
-    log.info("quota stage %s: rows %s", run_date, rows)
+    rows, versions_written = write_day_outputs(
+        tables, day, {name: outputs[name] for name in OUTPUT_TABLES}, stage="quota"
+    )
     return rows, versions_written

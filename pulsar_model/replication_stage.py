@@ -41,8 +41,8 @@ from dataclasses import dataclass
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from pulsar_model.contracts import conform, contract
-from pulsar_model.delta_io import DeltaTables, TableWrite
+from pulsar_model.contracts import contract
+from pulsar_model.delta_io import DeltaTables
 from pulsar_model.replication.cache import (
     CACHE_GENERATION_NEW,
     CACHE_GENERATION_OLD,
@@ -57,6 +57,7 @@ from pulsar_model.replication.detectors import replication_findings, snapshot_ca
 from pulsar_model.replication.duplicates import failover_duplicates
 from pulsar_model.replication.snapshots import snapshot_assembly
 from pulsar_model.replication.translation import position_translation
+from pulsar_model.stage_io import read_day, write_day_outputs
 
 log = logging.getLogger(__name__)
 
@@ -92,10 +93,6 @@ def cluster_exports(managed_ledgers: DataFrame) -> list[ClusterExport]:
         .collect()
     )
     return sorted(ClusterExport(r[0], r[1], int(r[2])) for r in rows)
-
-
-def _read_day(tables: DeltaTables, name: str, day: dict[str, dt.date]) -> DataFrame | None:
-    return tables.read(name, partition_filter=day) if tables.exists(name) else None
 
 
 def snapshots_at_export_time(
@@ -222,25 +219,12 @@ def run_replication_stage(
         managed,
         tables.read("ledgers", partition_filter=day),
         tables.read("cursors", partition_filter=day),
-        _read_day(tables, "markers", day),
-        _read_day(tables, "entries", day),
-        _read_day(tables, "consumers", day),
+        read_day(tables, "markers", day),
+        read_day(tables, "entries", day),
+        read_day(tables, "consumers", day),
         cluster_exports(managed),
     )
-    writes = []
-    for name in OUTPUT_TABLES:
-        c = contract(name)
-        tables.create(name, c.spark_schema, c.partitioned_by, description=c.description)
-        writes.append(
-            TableWrite(
-                table=name,
-                df=conform(outputs[name], name),
-                mode="replace_partitions",
-                partition_values=day,
-                partition_by=c.partitioned_by,
-            )
-        )
-    versions_written = tables.write_all(writes)
-    rows = {name: tables.count_rows(name, partition_filter=day) for name in OUTPUT_TABLES}
-    log.info("replication stage %s: rows %s", run_date, rows)
+    rows, versions_written = write_day_outputs(
+        tables, day, {name: outputs[name] for name in OUTPUT_TABLES}, stage="replication"
+    )
     return rows, versions_written
