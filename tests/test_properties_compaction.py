@@ -201,3 +201,83 @@ def test_compacted_ledger_and_horizons_match_oracle(spark: SparkSession, cases: 
             if (actual_hz != expected_hz or actual_slots != expected_slots) and len(mismatches) <= 4:
                 mismatches.append(f"    case {i}: start={start} entries={entries}")
     assert not mismatches, "\n".join(mismatches[:10])
+
+
+def _summary_by_distinct_counts(
+    messages: DataFrame, retain: bool | None, version: str, starts: DataFrame
+) -> DataFrame:
+    """The summary's counts as first written (``count_distinct`` over keys and entries): the reference the
+    single-pass summary (flags from phase one's windows) must equal on every topic."""
+    rows = C._compacted(messages, retain, version, starts)
+    is_msg = ~F.col("is_marker") & ~F.coalesce(F.col("compacted_out"), F.lit(False))
+    kept = F.col("written") & F.col("survives") & ~F.col("is_marker")
+    entry = F.struct("ledger_id", "entry_id")
+    return rows.groupBy("cluster", "topic").agg(
+        F.count_distinct(F.when(F.col("is_keyed"), F.col("key"))).alias("distinct_keys"),
+        F.count_distinct(entry).alias("entries_before"),
+        F.count_distinct(F.when(F.col("written"), entry)).alias("entries_after"),
+        F.count_distinct(F.when(kept & F.col("is_keyed"), F.col("key"))).alias("live_keys"),
+        F.sum(kept.cast("long")).alias("messages_after"),
+        F.sum(is_msg.cast("long")).alias("messages_before"),
+    )
+
+
+@pytest.mark.filterwarnings("ignore:Generating overly large repr")
+@PROPERTY_SETTINGS
+@given(cases=st.lists(topics_st(), min_size=30, max_size=45))
+def test_compaction_summary_counts_match_distinct_counts_and_oracle(
+    spark: SparkSession, cases: list[Case]
+) -> None:
+    """compaction_summary's key and entry counts (sums of first-row flags) equal the ``count_distinct``
+    formulation, and entries/messages after compaction equal the oracle's compacted ledger."""
+    assume(sum(bool(entries) for entries, _ in cases) > len(cases) // 2)
+    messages = messages_frame(spark, cases).cache()
+    starts = spark.createDataFrame(
+        [(CLUSTER, topic_name(i), start) for i, (_, start) in enumerate(cases) if start is not None],
+        "cluster string, topic string, position struct<ledger_id:bigint,entry_id:bigint>",
+    )
+    columns = [
+        "distinct_keys",
+        "entries_before",
+        "entries_after",
+        "live_keys",
+        "messages_after",
+        "messages_before",
+    ]
+    parts = []
+    for label, version, retain, _, _ in CONFIGS:
+        summary = C.compaction_summary(messages, retain, version, starts).select("topic", *columns)
+        reference = _summary_by_distinct_counts(messages, retain, version, starts).select("topic", *columns)
+        parts.append(_tag(summary, f"summary/{label}"))
+        parts.append(_tag(reference, f"reference/{label}"))
+    union = parts[0]
+    for df in parts[1:]:
+        union = union.unionByName(df)
+    got: dict[tuple[str, str], dict[str, Any]] = {}
+    for r in union.collect():
+        row = json.loads(r["row"])
+        got[(r["output"], row["topic"])] = row
+    messages.unpersist()
+    mismatches = []
+    for label, _, _, current, retain in CONFIGS:
+        for i, (entries, start) in enumerate(cases):
+            t = topic_name(i)
+            summary, reference = got.get((f"summary/{label}", t)), got.get((f"reference/{label}", t))
+            if summary != reference:
+                mismatches.append(f"{label} topic {i}: summary {summary} != distinct counts {reference}")
+            if summary is None:
+                continue
+            expected = O.compact(entries, start, current=current, retain_null_key=retain)
+            markers = {(e.ledger_id, e.entry_id) for e in entries if e.marker_type is not None}
+            after = (
+                len(expected.written),
+                sum(
+                    s
+                    for w in expected.written
+                    if (w.ledger_id, w.entry_id) not in markers
+                    for _, s in w.slots
+                ),
+            )
+            if (summary["entries_after"], summary["messages_after"]) != after:
+                mismatches.append(f"{label} topic {i}: entries/messages after {summary} != oracle {after}")
+    assert not mismatches, "\n".join(mismatches[:10])
