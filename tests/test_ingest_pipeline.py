@@ -130,8 +130,13 @@ def test_ingest_quarantine_reasons(ingested):
         "malformed_json",
         "bad_position",
         "duplicate_topic",
+        "duplicate_quota",
         "unsupported_file",
     }
+    # broker.json and a broker line of quotas.jsonl both describe the us-east broker: the first file wins
+    (quota_dup,) = by_code["duplicate_quota"]
+    assert quota_dup.source_file.endswith("quotas.jsonl") and "broker us-east" in quota_dup.reason
+    assert "kept the record in us-east/backlog-quotas/broker.json" in quota_dup.reason
     dup = by_code["duplicate_entry"][0]
     assert "15:1" in dup.reason and "identical bytes" in dup.reason
     assert "mismatch" in by_code["bad_checksum"][0].reason

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import base64
 import binascii
-import json
+import re
 import zlib
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
@@ -21,6 +21,7 @@ import pyarrow as pa
 
 from pulsar_model.contracts import contract, spark_to_arrow
 from pulsar_model.errors import EntryDecodeError
+from pulsar_model.ingest.parsers.common import json_problem, load_json, show, topic_name_problem
 from pulsar_model.wire.codec import DecodedEntry, decode_entry
 from pulsar_model.wire.markers import MarkerType
 
@@ -134,6 +135,24 @@ def _marker_row(entry: DecodedEntry) -> dict[str, Any] | None:
     return row
 
 
+def _impossible_marker_positions(marker: Mapping[str, Any]) -> list[str]:
+    """Positions of a decoded marker that no broker can write (SPEC §0.1: ids >= -1, ledger -1 only
+    in -1:-1), named by their field, e.g. ``local_position -7:3``."""
+    named: list[tuple[str, Any]] = [
+        ("response_position", marker.get("response_position")),
+        ("local_position", marker.get("local_position")),
+    ]
+    named += [(f"clusters[{c['cluster']!r}].position", c["position"]) for c in marker.get("clusters") or []]
+    found = []
+    for name, position in named:
+        if position is None:
+            continue
+        ledger, entry = position["ledger_id"], position["entry_id"]
+        if ledger < -1 or entry < -1 or (ledger == -1 and entry != -1):
+            found.append(f"{name} {ledger}:{entry}")
+    return found
+
+
 def _entry_row(entry: DecodedEntry, ledger_id: int, entry_id: int) -> dict[str, Any]:
     messages = []
     for m in entry.messages:
@@ -152,6 +171,16 @@ def _entry_row(entry: DecodedEntry, ledger_id: int, entry_id: int) -> dict[str, 
             }
         )
     broker = entry.broker_entry
+    marker = _marker_row(entry)
+    marker_error_code, marker_error = entry.marker_error, entry.marker_error_message or entry.marker_error
+    impossible = _impossible_marker_positions(marker) if marker is not None else []
+    if impossible:
+        marker = None
+        marker_error_code = "bad_marker_position"
+        marker_error = (
+            f"impossible position(s) {', '.join(impossible)}; ledger and entry ids are >= -1 and "
+            "ledger -1 only appears in -1:-1"
+        )
     return {
         "ledger_id": ledger_id,
         "entry_id": entry_id,
@@ -186,15 +215,25 @@ def _entry_row(entry: DecodedEntry, ledger_id: int, entry_id: int) -> dict[str, 
         "schema_version": entry.schema_version,
         "properties": list(entry.properties.items()) if entry.properties else None,
         "messages": messages,
-        "marker": _marker_row(entry),
-        "marker_error_code": entry.marker_error,
+        "marker": marker,
+        "marker_error_code": marker_error_code,
         "marker_error": (
             f"marker entry (marker_type {entry.marker_type}) kept as an entry, its marker ignored: "
-            f"{entry.marker_error_message or entry.marker_error}"
-            if entry.marker_error
+            f"{marker_error}"
+            if marker_error_code
             else None
         ),
     }
+
+
+_DATA_VALUE = re.compile(r'("data"\s*:\s*")([^"]*)')
+
+
+def line_excerpt(line: str, limit: int = 200) -> str:
+    """The start of a dump line for a quarantine row, the base64 ``data`` value replaced by its length
+    (stored entries hold message payloads, which never leave this module)."""
+    redacted = _DATA_VALUE.sub(lambda m: f"{m.group(1)}<{len(m.group(2))} base64 characters>", line)
+    return redacted[:limit]
 
 
 def _header_excerpt(data: bytes) -> str:
@@ -207,7 +246,8 @@ def decode_line(
     """Decode one dump line into a result row (status ok or quarantine); never raises."""
     base: dict[str, Any] = {
         "cluster": cluster,
-        "topic": topic_hint,
+        # a dump file's name ("dump.jsonl") is no topic: quarantine rows then show none
+        "topic": topic_hint if topic_hint and topic_name_problem(topic_hint) is None else None,
         "source_file": source_file,
         "record_locator": locator,
     }
@@ -222,31 +262,40 @@ def decode_line(
         }
 
     try:
-        record = json.loads(line)
-    except ValueError as exc:
+        record = load_json(line)
+    except ValueError as exc:  # also duplicate keys and nesting too deep for the parser
         return quarantine(
-            "malformed_json", f"line is not valid JSON ({exc}); each line must be one JSON object", line[:512]
+            "malformed_json", f"{json_problem(exc)}; each line must be one JSON object", line_excerpt(line)
         )
     if not isinstance(record, dict):
         return quarantine(
-            "not_an_object", "line must be a JSON object with ledger_id, entry_id and data", line[:512]
+            "not_an_object",
+            "line must be a JSON object with ledger_id, entry_id and data",
+            line_excerpt(line),
         )
     topic = record.get("topic", topic_hint)
-    if isinstance(topic, str) and topic:
-        base["topic"] = topic
-    else:
+    if topic is None or topic == "":
         return quarantine(
             "missing_topic",
             'entry line has no topic and the file name is not a URL-encoded topic; add "topic" to the line',
-            line[:200],
+            line_excerpt(line),
         )
+    if not isinstance(topic, str):
+        return quarantine(
+            "missing_topic", f"entry line topic {show(topic)} is not a topic name string", line_excerpt(line)
+        )
+    problem = topic_name_problem(topic)
+    if problem is not None:
+        source = "entry line topic" if "topic" in record else "topic from the file name"
+        return quarantine("missing_topic", f"{source} {show(topic)} {problem}", line_excerpt(line))
+    base["topic"] = topic
     envelope_cluster = record.get("cluster")
     if envelope_cluster is not None and envelope_cluster != cluster:
         return quarantine(
             "cluster_mismatch",
             f"line says cluster {envelope_cluster!r} but the file is in the folder of cluster {cluster!r}; "
             "move the file to the right cluster folder",
-            line[:200],
+            line_excerpt(line),
         )
     problems = []
     ledger_id, entry_id = record.get("ledger_id"), record.get("entry_id")
@@ -256,11 +305,11 @@ def decode_line(
         elif value < 0 or value > _I64_MAX:
             problems.append(f"{name} {value} is impossible for a stored entry (must be 0..2^63-1)")
     if problems:
-        return quarantine("bad_position", "; ".join(problems), line[:200])
+        return quarantine("bad_position", "; ".join(problems), line_excerpt(line))
     base["record_locator"] = f"{ledger_id}:{entry_id}"
     data_text = record.get("data")
     if not isinstance(data_text, str):
-        return quarantine("missing_field", 'entry line has no base64 "data" field', line[:200])
+        return quarantine("missing_field", 'entry line has no base64 "data" field', line_excerpt(line))
     try:
         data = base64.b64decode(data_text, validate=True)
     except (binascii.Error, ValueError) as exc:
@@ -287,20 +336,38 @@ def decode_lines(
     schema = decoded_arrow_schema()
     counters: dict[tuple[str, int], int] = {}
     for batch in batches:
-        values = batch.column("value").to_pylist()
+        # Spark's text source does not validate UTF-8: take the raw bytes and decode each line here.
+        values = batch.column("value").cast(pa.binary()).to_pylist()
         paths = batch.column("file_path").to_pylist()
         starts = batch.column("block_start").to_pylist()
         rows = []
-        for value, path, start in zip(values, paths, starts, strict=True):
+        for raw, path, start in zip(values, paths, starts, strict=True):
             key = (path, start)
             index = counters.get(key, 0)
             counters[key] = index + 1
+            if not raw.strip():
+                continue  # a blank line holds no record (as in the JSON Lines of the other kinds)
             found = files.get(normalise_path(path)) or files.get(strip_scheme(path))
             cluster, relative, hint = found or ("", path, None)
             locator = f"line {index + 1}" if start == 0 else f"line {index + 1} after byte {start}"
-            row = decode_line(value, cluster, hint, relative, locator)
+            try:
+                value = raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                row = {
+                    "cluster": cluster,
+                    "topic": hint,
+                    "source_file": relative,
+                    "record_locator": locator,
+                    "status": "quarantine",
+                    "reason_code": "invalid_utf8",
+                    "reason": f"the line is not valid UTF-8 (byte 0x{raw[exc.start]:02x} at offset "
+                    f"{exc.start}); write the dump as UTF-8 JSON Lines",
+                    "record_excerpt": line_excerpt(raw.decode("utf-8", "replace")),
+                }
+            else:
+                row = decode_line(value, cluster, hint, relative, locator)
             row["line_order"] = (start << 24) + index if start else index
-            if row["status"] == "quarantine" and not row["record_locator"].startswith("line"):
+            if not str(row["record_locator"]).startswith("line"):  # "12:3" -> "line 7 (12:3)"
                 row["record_locator"] = f"{locator} ({row['record_locator']})"
             rows.append(row)
         yield pa.RecordBatch.from_pylist(rows, schema=schema)

@@ -68,6 +68,37 @@ def _parse_instant(text: str, where: str) -> dt.datetime:
     return value.astimezone(dt.UTC)
 
 
+def _printable(text: str) -> str:
+    """A path as valid UTF-8 text (undecodable bytes of the file system shown as U+FFFD)."""
+    return text.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+
+
+def _file_name_problem(name: str) -> str | None:
+    """Why a file name (relative to its kind folder) cannot be read as an export file, or None.
+
+    Export file names are URL-encoded (README "Export layout"), so they never hold ':' (Hadoop takes
+    it for a URI scheme and cannot open the file) and their %-escapes decode to UTF-8 text. The
+    returned text never contains ": " (the inventory's "path: reason" separator).
+    """
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return "the file name is not valid UTF-8 - file ignored, rename it with the URL-encoded topic name"
+    if ":" in name:
+        return (
+            "the file name holds ':' which Spark cannot read (it looks like a URI scheme) - file ignored, "
+            "URL-encode the name (':' is %3A, '/' is %2F)"
+        )
+    try:
+        unquote(name, errors="strict")
+    except UnicodeDecodeError:
+        return (
+            "the file name's %-escapes do not decode to UTF-8 text (e.g. %FF) - file ignored, "
+            "URL-encode the topic name as UTF-8"
+        )
+    return None
+
+
 def discover(export_dir: str | Path, export_date: dt.date | None = None) -> ExportInventory:
     """List the files of ``export_dir`` and work out the export's id and date.
 
@@ -82,7 +113,7 @@ def discover(export_dir: str | Path, export_date: dt.date | None = None) -> Expo
     if manifest_path.is_file():
         try:
             loaded = json.loads(manifest_path.read_text(encoding="utf-8"))
-        except (ValueError, UnicodeDecodeError) as exc:
+        except (ValueError, UnicodeDecodeError, RecursionError) as exc:  # RecursionError: nested too deeply
             raise ExportLayoutError(
                 f"{manifest_path}: not valid JSON ({exc}); fix or remove the manifest"
             ) from exc
@@ -134,6 +165,10 @@ def discover(export_dir: str | Path, export_date: dt.date | None = None) -> Expo
                 if not path.is_file() or path.name.startswith(("_", ".")):
                     continue
                 rel = path.relative_to(root).as_posix()
+                name_problem = _file_name_problem(path.relative_to(kind_dir).as_posix())
+                if name_problem is not None:
+                    skipped.append(f"{_printable(rel)}: {name_problem}")
+                    continue
                 form = FORMS.get(path.suffix.lower())
                 if form is None or (form == "csv" and kind_dir.name != "consumers"):
                     skipped.append(

@@ -13,10 +13,12 @@ from __future__ import annotations
 import datetime as dt
 import json
 import logging
+import re
 import time
 import uuid
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
@@ -155,7 +157,9 @@ def _parse_files(
             out[2].append(json.dumps(row, default=_json_default, ensure_ascii=False))
 
         for path, content in zip(frame["path"], frame["content"], strict=True):
-            cluster, kind, relative, hint = files.get(normalise_path(path)) or files[strip_scheme(path)]
+            # binaryFile reports the raw path: match it exactly first (a %-decoded match could name a
+            # different file, e.g. "a%62.json" decodes to the sibling "ab.json").
+            cluster, kind, relative, hint = files.get(strip_scheme(path)) or files[normalise_path(path)]
             data = bytes(content)
             calls: list[tuple[str, Any]] = []
             if kind == "consumers" and relative.lower().endswith(".csv"):
@@ -237,15 +241,40 @@ def _duplicate_topics(frames: Mapping[str, DataFrame]) -> tuple[dict[str, DataFr
         loser_keys = losers.select("cluster", "topic", "record_key")
         for table in tables:
             kept[table] = kept[table].join(loser_keys, ["cluster", "topic", "record_key"], "left_anti")
+        locator = F.concat(F.lit("record "), F.split("record_key", "#").getItem(1).cast("int").cast("string"))
+        if kind == "consumers":
+            # Each row of a CSV file is a record of its own (all share the file's key): one quarantine
+            # row per dropped CSV row, or the accounting would lose all but one of them.
+            is_csv = F.lower("record_key").contains(".csv#")
+            csv_rows = frames["client_consumers"].select(
+                "cluster", "topic", "record_key", "consumer_name", "subscription"
+            )
+            losers = (
+                losers.where(is_csv)
+                .join(csv_rows, ["cluster", "topic", "record_key"])
+                .unionByName(
+                    losers.where(~is_csv).withColumns(
+                        {name: F.lit(None).cast("string") for name in ("consumer_name", "subscription")}
+                    )
+                )
+            )
+            locator = F.when(
+                F.col("consumer_name").isNotNull(),
+                F.concat(
+                    F.lit("row of consumer "),
+                    "consumer_name",
+                    F.lit(" (subscription "),
+                    "subscription",
+                    F.lit(")"),
+                ),
+            ).otherwise(locator)
         quarantined.append(
             losers.select(
                 "cluster",
                 "topic",
                 F.lit(kind).alias("source"),
                 F.split("record_key", "#").getItem(0).alias("source_file"),
-                F.concat(
-                    F.lit("record "), F.split("record_key", "#").getItem(1).cast("int").cast("string")
-                ).alias("record_locator"),
+                locator.alias("record_locator"),
                 F.lit("duplicate_topic").alias("reason_code"),
                 F.concat(
                     F.lit(f"topic exported twice in one export ({kind}); kept the record in "),
@@ -255,6 +284,50 @@ def _duplicate_topics(frames: Mapping[str, DataFrame]) -> tuple[dict[str, DataFr
                 F.lit(None).cast("string").alias("record_excerpt"),
             )
         )
+    return kept, quarantined
+
+
+def _parser_locator(number: Column) -> Column:
+    """The record locator the parsers write: ``file`` for a whole file, ``line N`` for a JSON Lines record."""
+    return F.when(number == 0, F.lit("file")).otherwise(F.concat(F.lit("line "), number.cast("string")))
+
+
+def _duplicate_quotas(frames: Mapping[str, DataFrame]) -> tuple[dict[str, DataFrame], DataFrame]:
+    """Keep the first backlog-quota record per (cluster, level, scope); quarantine the others (whole record).
+
+    A scope's policies are one map in Pulsar (``get-backlog-quotas`` returns all quota types at once), so a
+    second record for the same broker, namespace or topic in one export is a duplicate whose limits may
+    conflict with the first (the table's key is ``cluster, level, scope, quota_type``).
+    """
+    kept = dict(frames)
+    identity = frames["backlog_quotas"].select("cluster", "level", "scope", "record_key").distinct()
+    ranked = identity.select(
+        "*", F.min("record_key").over(Window.partitionBy("cluster", "level", "scope")).alias("winner_key")
+    )
+    losers = ranked.where(F.col("record_key") != F.col("winner_key"))
+    kept["backlog_quotas"] = frames["backlog_quotas"].join(
+        losers.select("cluster", "level", "scope", "record_key"),
+        ["cluster", "level", "scope", "record_key"],
+        "left_anti",
+    )
+    quarantined = losers.select(
+        "cluster",
+        F.when(F.col("level") == "topic", F.col("scope")).alias("topic"),
+        F.lit("backlog-quotas").alias("source"),
+        F.split("record_key", "#").getItem(0).alias("source_file"),
+        _parser_locator(F.split("record_key", "#").getItem(1).cast("int")).alias("record_locator"),
+        F.lit("duplicate_quota").alias("reason_code"),
+        F.concat(
+            F.lit("backlog quotas of "),
+            F.col("level"),
+            F.lit(" "),
+            F.col("scope"),
+            F.lit(" exported twice in one export; kept the record in "),
+            F.split("winner_key", "#").getItem(0),
+            F.lit(", ignored this one: export each broker, namespace and topic policy once"),
+        ).alias("reason"),
+        F.lit(None).cast("string").alias("record_excerpt"),
+    )
     return kept, quarantined
 
 
@@ -359,13 +432,31 @@ def _merge_consumers(stats_consumers: DataFrame, client: DataFrame) -> DataFrame
     return from_stats.unionByName(client_only, allowMissingColumns=True)
 
 
+_GLOB_CHARS = re.compile(r"([\\\[\]{}*?])")
+
+
+def _literal_path(path: str) -> str:
+    """``path`` escaped so that Spark/Hadoop read exactly that file instead of expanding it as a glob
+    (a file named ``orders[1].json`` or ``{a,b}.json`` would otherwise fail or match other files)."""
+    return _GLOB_CHARS.sub(r"\\\1", path)
+
+
 def _read_json_kinds(spark: SparkSession, inv: ExportInventory) -> DataFrame | None:
     files = [f for f in inv.files if f.kind in _JSON_KINDS]
     if not files:
         return None
     lookup = {f.path: (f.cluster, f.kind, f.relative_path, f.name_hint) for f in files}
-    raw = spark.read.format("binaryFile").load([f.path for f in files]).select("path", "content")
-    return raw.mapInPandas(lambda it: _parse_files(it, lookup), _PARSED_SCHEMA)
+    paths = [_literal_path(f.path) for f in files]
+    raw = spark.read.format("binaryFile").load(paths).select("path", "content")
+    parsed = raw.mapInPandas(lambda it: _parse_files(it, lookup), _PARSED_SCHEMA)
+    # Spark reads no row from a 0-byte file; a per-topic file left empty by a failed export command
+    # is still a record (quarantined, or for quotas an empty map): parse those on the driver.
+    empty = [f.path for f in files if f.form != "jsonl" and Path(f.path).stat().st_size == 0]
+    if empty:
+        frame = pd.DataFrame({"path": empty, "content": [b""] * len(empty)})
+        rows = pd.concat(list(_parse_files([frame], lookup)), ignore_index=True)
+        parsed = parsed.unionByName(spark.createDataFrame(rows, _PARSED_SCHEMA))
+    return parsed
 
 
 def _read_entries(spark: SparkSession, inv: ExportInventory) -> DataFrame | None:
@@ -373,7 +464,7 @@ def _read_entries(spark: SparkSession, inv: ExportInventory) -> DataFrame | None
     if not files:
         return None
     lookup = {f.path: (f.cluster, f.relative_path, f.name_hint) for f in files}
-    lines = spark.read.text([f.path for f in files]).select(
+    lines = spark.read.text([_literal_path(f.path) for f in files]).select(
         "value",
         F.col("_metadata.file_path").alias("file_path"),
         F.col("_metadata.file_block_start").alias("block_start"),
@@ -396,10 +487,10 @@ def _layout_quarantine(spark: SparkSession, inv: ExportInventory) -> DataFrame:
             None,
             None,
             "layout",
-            text.split(":", 1)[0],
+            text.rsplit(": ", 1)[0],  # reasons never hold ": ", file names may
             "file",
             "unsupported_file",
-            text.split(": ", 1)[-1] + " — file ignored",
+            text.rsplit(": ", 1)[-1] + ("" if "file ignored" in text else " — file ignored"),
             None,
         )
         for text in inv.skipped
@@ -467,6 +558,8 @@ def build_input_tables(
         )
 
     frames, dup_quarantine = _duplicate_topics(frames)
+    frames, dup_quotas = _duplicate_quotas(frames)
+    dup_quarantine.append(dup_quotas)
 
     counts = counts_json.select(
         "source",

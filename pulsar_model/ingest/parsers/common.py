@@ -102,6 +102,7 @@ PARTITION_MARKER: Final = "-partition-"
 
 _EPOCH: Final = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 _TOPIC_RE: Final = re.compile(r"(persistent|non-persistent)://[^/]+/[^/]+/.+", re.DOTALL)
+_CONTROL_CHAR_RE: Final = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 
 
 # ====================================================================================================
@@ -141,8 +142,12 @@ class ParseResult:
 # ====================================================================================================
 Position = tuple[int, int]
 
-_POSITION_RE: Final = re.compile(r"(-?[0-9]+):(-?[0-9]+)")
-_RANGE_RE: Final = re.compile(r"\((-?[0-9]+):(-?[0-9]+)(?:\.\.|\u2025)(-?[0-9]+):(-?[0-9]+)\]")
+# Ids are bounded to 40 digits: enough to report an id beyond 64 bits by value, and an absurdly long
+# digit string fails the pattern instead of reaching int() (which refuses > 4300 digits).
+_POSITION_RE: Final = re.compile(r"(-?[0-9]{1,40}):(-?[0-9]{1,40})")
+_RANGE_RE: Final = re.compile(
+    r"\((-?[0-9]{1,40}):(-?[0-9]{1,40})(?:\.\.|\u2025)(-?[0-9]{1,40}):(-?[0-9]{1,40})\]"
+)
 _RANGE_SEP_RE: Final = re.compile(r", ?")
 _POSITION_FORM: Final = "positions are written 'ledgerId:entryId' with integer ids, e.g. '12:9'"
 
@@ -305,9 +310,26 @@ def partitioned_topic_name(topic: str) -> str | None:
     return topic[: topic.rfind(PARTITION_MARKER)]
 
 
+def topic_name_problem(topic: str) -> str | None:
+    """What makes ``topic`` unusable as a full topic name (phrased to follow the name), None if fine.
+
+    A full name is ``domain://tenant/namespace/local``; control characters (C0, DEL, C1) are refused
+    because Pulsar's metadata store (ZooKeeper paths) cannot hold them, so no broker exports them.
+    """
+    control = _CONTROL_CHAR_RE.search(topic)
+    if control is not None:
+        return (
+            f"contains the control character U+{ord(control.group()):04X} at character "
+            f"{control.start() + 1}; Pulsar topic names cannot hold control characters"
+        )
+    if _TOPIC_RE.fullmatch(topic) is None:
+        return "is not a full topic name like persistent://tenant/namespace/topic"
+    return None
+
+
 def is_full_topic_name(topic: str) -> bool:
-    """``domain://tenant/namespace/local`` (the form every table uses)."""
-    return _TOPIC_RE.fullmatch(topic) is not None
+    """``domain://tenant/namespace/local`` without control characters (the form every table uses)."""
+    return topic_name_problem(topic) is None
 
 
 def name_hint_from_file_name(file_name: str) -> str | None:
@@ -596,6 +618,11 @@ def json_problem(exc: ValueError) -> str:
             f"not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}; "
             "re-export the record (the file may be truncated)"
         )
+    if "integer string conversion" in str(exc):  # Python refuses to convert > 4300 digits
+        return (
+            "a number in the JSON has more than 4300 digits, far beyond any 64-bit Pulsar field; "
+            "re-export the record"
+        )
     return f"not valid JSON: {exc}; re-export the record"
 
 
@@ -822,13 +849,13 @@ def _missing_topic_message(spec: KindSpec, from_envelope: bool) -> str:
 
 def _check_topic(record: Record, topic: str | None, spec: KindSpec, from_envelope: bool) -> None:
     if topic is None:
-        record.problem(MISSING_TOPIC, _missing_topic_message(spec, from_envelope))
-    elif not is_full_topic_name(topic):
+        if not any(code == MISSING_TOPIC for code, _ in record.problems):  # e.g. a non-string topic
+            record.problem(MISSING_TOPIC, _missing_topic_message(spec, from_envelope))
+    elif (problem := topic_name_problem(topic)) is not None:
         source = "envelope topic" if from_envelope else "topic from the file name"
         record.problem(
             MISSING_TOPIC,
-            f"{source} {show(topic)} is not a full topic name like persistent://tenant/namespace/topic; "
-            "use the full name (URL-encoded in file names)",
+            f"{source} {show(topic)} {problem}; use the full name (URL-encoded in file names)",
         )
 
 

@@ -43,9 +43,9 @@ from pulsar_model.ingest.parsers.common import (
     ResultBuilder,
     Row,
     Rows,
-    is_full_topic_name,
     json_type,
     show,
+    topic_name_problem,
 )
 
 KIND: Final = "consumers"
@@ -257,11 +257,8 @@ def _csv_row(
         record.problem(
             MISSING_TOPIC, "the topic cell is empty and the file name names no topic; fill the topic column"
         )
-    elif not is_full_topic_name(topic):
-        record.problem(
-            MISSING_TOPIC,
-            f"topic {show(topic)} is not a full topic name like persistent://tenant/namespace/topic",
-        )
+    elif (problem := topic_name_problem(topic)) is not None:
+        record.problem(MISSING_TOPIC, f"topic {show(topic)} {problem}")
     for name in ("subscription", "consumer_name", "priority_level"):
         if not values[name]:
             record.problem(MISSING_FIELD, f"{name} is empty; fill it in")
