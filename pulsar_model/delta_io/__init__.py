@@ -65,7 +65,9 @@ Guarantees
   another; when a commit fails, the tables already committed by the call are restored to their
   previous version (a table the call created is removed again) and the error is re-raised.
   Not a distributed transaction: a reader may briefly see the first tables' new versions, and a
-  killed driver between commits leaves the earlier tables committed.
+  killed driver between commits leaves the earlier tables committed until :meth:`DeltaTables.cleanup_staging`
+  (``pulsar-analytics cleanup``) restores them: before the first commit every staging folder gets a
+  manifest (``_pulsar_write.json``: the files to move, the base version, the other tables of the call).
 - Schema-change guard: the DataFrame's columns must equal the table's (names, order-insensitive;
   types including nested fields; nullability differences are accepted and the TABLE's schema is
   recorded). Otherwise ``SchemaChangeError`` lists missing / extra / type-changed columns. With
@@ -80,8 +82,15 @@ Limits
   is exactly Delta's partition-value string). Spark writes an empty-string partition value as null.
 - Reads through the bridge return every column nullable (Spark file sources always do); the table's
   declared schema, with nullability, is :meth:`DeltaTables.schema`.
-- Files moved into a table by a driver killed before its commit stay there unreferenced (harmless;
-  ``VACUUM`` removes them); staging folders of killed writers: :meth:`DeltaTables.cleanup_staging`.
+- Files moved into a table by a driver killed before its commit stay there unreferenced (harmless:
+  readers follow the log) until :meth:`DeltaTables.cleanup_staging` deletes them with the staging folder.
+
+Crash testing
+-------------
+``PULSAR_ANALYTICS_FAULT=<table>:<phase>[:<nth>]`` is a TEST HOOK (``_faults.py``): the bridge SIGKILLs
+its own process at ``staging`` (during the Spark job), ``staged``, ``moved`` (files in the table root,
+not committed) or ``committed`` (before the next table of the call commits). Unset, it costs one
+environment lookup per phase. ``tests/test_crash_points.py`` kills every write mode at every phase.
 - The bridge needs local/shared POSIX paths; object stores need the Spark connector. A table
   location must not contain '%' (delta-rs 1.6 percent-decodes table paths, even ``file:`` URIs);
   partition values and file names may.
@@ -111,7 +120,7 @@ from pulsar_model.delta_io._common import (
     select_backend,
 )
 from pulsar_model.delta_io._connector import SparkConnectorBackend, replace_where_predicate
-from pulsar_model.delta_io._paths import TABLE_NAME_RE, TableLocator, validate_table_name
+from pulsar_model.delta_io._paths import TABLE_NAME_RE, TableLocator, redact_uri, validate_table_name
 from pulsar_model.delta_io._schema import check_partition_columns, diff_schemas
 from pulsar_model.errors import SchemaChangeError, TableNotFoundError
 
@@ -122,8 +131,10 @@ __all__ = [
     "TABLE_NAME_RE",
     "DeltaTables",
     "TableWrite",
+    "cleanup_staging",
     "connector_hint",
     "delta_connector_available",
+    "redact_uri",
     "replace_where_predicate",
     "select_backend",
     "validate_table_name",
@@ -153,7 +164,7 @@ class DeltaTables:
         self._impl: Backend = (
             BridgeBackend(spark) if self.backend == "bridge" else SparkConnectorBackend(spark)
         )
-        log.info("Delta I/O backend %s, warehouse %s", self.backend, warehouse)
+        log.info("Delta I/O backend %s, warehouse %s", self.backend, redact_uri(warehouse))
 
     @property
     def spark(self) -> SparkSession:
@@ -308,13 +319,32 @@ class DeltaTables:
     def cleanup_staging(self, table: str | None = None, older_than_seconds: float = 0) -> list[str]:
         """Remove bridge staging folders (left by killed writers) untouched for ``older_than_seconds``.
 
-        ``table=None`` scans every table folder of a local warehouse and every mapped local table.
-        With the default 0 every staging folder goes: call it when no writer runs, or pass a margin
-        longer than your longest write. Returns the removed folders.
+        Before a folder goes, what its killed write left in the table is undone (logged at WARNING):
+        data files it moved in but never committed are deleted, and when it was one table of a
+        ``write_all`` that did not commit all its tables, the tables it committed are restored to
+        their previous version (removed when it created them). ``table=None`` scans every table
+        folder of a local warehouse and every mapped local table (do that after a killed multi-table
+        write, so every table of it is restored). With the default 0 every staging folder goes: call
+        it when no writer runs, or pass a margin longer than your longest write. Returns the removed
+        folders.
         """
-        locations = [self._locator.locate(table)] if table is not None else self._locator.local_tables()
-        removed: list[str] = []
-        for location in locations:
-            if location.local_path is not None and os.path.isdir(location.local_path):
-                removed += remove_orphan_staging(location.local_path, older_than_seconds)
-        return removed
+        return _cleanup(self._locator, table, older_than_seconds)
+
+
+def cleanup_staging(
+    warehouse: str,
+    table_locations: Mapping[str, str] | None = None,
+    older_than_seconds: float = 0,
+    table: str | None = None,
+) -> list[str]:
+    """:meth:`DeltaTables.cleanup_staging` without a SparkSession (no JVM start: the ``cleanup`` command)."""
+    return _cleanup(TableLocator(warehouse, table_locations), table, older_than_seconds)
+
+
+def _cleanup(locator: TableLocator, table: str | None, older_than_seconds: float) -> list[str]:
+    locations = [locator.locate(table)] if table is not None else locator.local_tables()
+    removed: list[str] = []
+    for location in locations:
+        if location.local_path is not None and os.path.isdir(location.local_path):
+            removed += remove_orphan_staging(location.local_path, older_than_seconds)
+    return removed

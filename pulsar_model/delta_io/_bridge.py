@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import json
 import logging
 import os
 import shutil
@@ -38,6 +39,7 @@ from pulsar_model.delta_io._common import (
     quote_column,
     shape_frame,
 )
+from pulsar_model.delta_io._faults import fault_point, staging_fault
 from pulsar_model.delta_io._paths import Location
 from pulsar_model.delta_io._schema import (
     HIVE_NULL_PARTITION,
@@ -69,6 +71,9 @@ DELTA_LOG_DIR = "_delta_log"
 #: Commit-info key naming this project's operation (``append``, ``overwrite``, ``replace_partitions``,
 #: ``create``, ``restore``, ``rollback``); Delta's own ``operation`` stays as delta-rs writes it.
 OPERATION_KEY = "pulsar.operation"
+#: File in a write's staging folder naming what the write moves and commits (written before the first
+#: commit): ``cleanup_staging`` reads it to undo a write whose driver was killed (:func:`recover_write`).
+WRITE_MANIFEST = "_pulsar_write.json"
 
 #: Reader features a plain Parquet read honours (column mapping only in mode ``none``).
 _READ_FEATURES_OK = frozenset({"timestampNtz", "v2Checkpoint", "vacuumProtocolCheck", "columnMapping"})
@@ -498,6 +503,7 @@ def _commit(bw: BridgeWrite) -> int:
         raise _concurrent(bw.table, base, found)
     for f in bw.staged:
         _no_replace_move(os.path.join(bw.staging_dir, f.rel), os.path.join(bw.root, f.rel), bw.moved)
+    fault_point(bw.table, "moved", f"{len(bw.moved)} file(s) moved into the table, not committed")
     adds = [
         AddAction(
             f.rel,
@@ -567,6 +573,152 @@ def _commit(bw: BridgeWrite) -> int:
         if base is None and "already exists" in str(exc):
             raise _concurrent(bw.table, base, latest_log_version(bw.root)) from exc
         raise
+
+
+def _restore_root(root: str, table_name: str, version: int, operation: str) -> int:
+    """Commit a new version of the table at ``root`` whose content equals ``version``; return it."""
+    table = DeltaTable(root)
+    latest = table.version()
+    if not 0 <= version <= latest:
+        raise ContractError(
+            f"Cannot restore table {table_name!r} to version {version}: versions 0..{latest} exist."
+        )
+    if version == latest:
+        return latest
+    table.restore(
+        version,
+        commit_properties=CommitProperties(
+            max_commit_retries=0,
+            custom_metadata={
+                OPERATION_KEY: operation,
+                "pulsar.table": table_name,
+                "pulsar.restored_version": version,
+            },
+        ),
+    )
+    return latest + 1
+
+
+# ----------------------------------------------------------------------------------------------------
+# Recovery of killed writes (the staging folder's manifest)
+# ----------------------------------------------------------------------------------------------------
+
+
+def _write_manifests(prepared: Sequence[BridgeWrite]) -> None:
+    """Before the first commit: record in every staging folder what the write moves and commits, and
+    the other tables of the same ``write_all`` (so a killed multi-table write can be undone)."""
+    group = [
+        {
+            "table": bw.table,
+            "root": bw.root,
+            "write_id": bw.write_id,
+            "base_version": bw.prepared.base_version,
+        }
+        for bw in prepared
+    ]
+    for bw in prepared:
+        os.makedirs(bw.staging_dir, exist_ok=True)
+        record = {
+            "table": bw.table,
+            "root": bw.root,
+            "write_id": bw.write_id,
+            "base_version": bw.prepared.base_version,
+            "files": [f.rel for f in bw.staged],
+            "group": group,
+        }
+        path = os.path.join(bw.staging_dir, WRITE_MANIFEST)
+        with open(path + ".tmp", "w", encoding="utf-8") as fh:
+            json.dump(record, fh)
+        os.replace(path + ".tmp", path)
+
+
+def _commit_operations(root: str, write_id: str, after: int | None) -> dict[int, str]:
+    """Commits after version ``after`` (all when None) written by ``write_id``: version -> operation."""
+    latest = latest_log_version(root)
+    found: dict[int, str] = {}
+    if latest is None:
+        return found
+    for version in range((after + 1) if after is not None else 0, latest + 1):
+        try:
+            with open(os.path.join(root, DELTA_LOG_DIR, f"{version:020d}.json"), encoding="utf-8") as fh:
+                lines = fh.read().splitlines()
+        except FileNotFoundError:
+            continue
+        for line in lines:
+            info = json.loads(line).get("commitInfo") if line.strip() else None
+            if info and info.get("pulsar.write_id") == write_id:
+                found[version] = str(info.get(OPERATION_KEY) or "")
+    return found
+
+
+def _data_committed(root: str, write_id: str, base: int | None) -> bool:
+    return any(op != "add_columns" for op in _commit_operations(root, write_id, base).values())
+
+
+def recover_write(staging_folder: str) -> list[str]:
+    """Undo what a killed bridge write left outside its staging folder; return what was done (text).
+
+    Reads the folder's :data:`WRITE_MANIFEST` (none: the write died before its first commit, nothing
+    outside the folder). A table whose commit is not in the log gets the files the write moved into it
+    deleted (never referenced by any version). When the write was one of several tables of a
+    ``write_all`` and not all of them committed, each table the write did commit is restored to its
+    version before the write (a table it created is removed), as the live rollback would have done,
+    unless another writer committed on top of it meanwhile (then it is left alone and reported).
+    """
+    path = os.path.join(staging_folder, WRITE_MANIFEST)
+    try:
+        with open(path, encoding="utf-8") as fh:
+            manifest = json.load(fh)
+    except FileNotFoundError:
+        return []
+    root, table, write_id = manifest["root"], manifest["table"], manifest["write_id"]
+    base: int | None = manifest["base_version"]
+    done: list[str] = []
+    ours = _commit_operations(root, write_id, base)
+    if not any(op != "add_columns" for op in ours.values()):
+        referenced = set()
+        existing = _load(root)
+        if existing is not None:
+            referenced = {a["rel"] for a in _add_actions(existing)}
+        leftovers = [
+            os.path.join(root, rel)
+            for rel in manifest["files"]
+            if rel not in referenced and os.path.exists(os.path.join(root, rel))
+        ]
+        _remove_files(leftovers)
+        for leftover in leftovers:
+            _prune_empty_dirs(os.path.dirname(leftover), root)
+        if leftovers:
+            done.append(
+                f"table {table}: deleted {len(leftovers)} uncommitted data file(s) of killed write {write_id}"
+            )
+    complete = all(_data_committed(m["root"], m["write_id"], m["base_version"]) for m in manifest["group"])
+    if ours and not complete:
+        latest = latest_log_version(root)
+        if latest is None or any(
+            v not in ours for v in range((base if base is not None else -1) + 1, latest + 1)
+        ):
+            done.append(
+                f"table {table}: NOT rolled back: killed write {write_id} committed version(s) "
+                f"{sorted(ours)}, but other commits followed (latest {latest}); restore it by hand if needed"
+            )
+        elif base is None:
+            files = [os.path.join(root, rel) for rel in manifest["files"]]
+            _remove_files(files)
+            shutil.rmtree(os.path.join(root, DELTA_LOG_DIR), ignore_errors=True)
+            for leftover in files:
+                _prune_empty_dirs(os.path.dirname(leftover), root)
+            _prune_empty_dirs(root, root)
+            done.append(f"table {table}: removed (created by killed multi-table write {write_id})")
+        else:
+            version = _restore_root(root, table, base, "rollback")
+            done.append(
+                f"table {table}: rolled back to version {base} (as version {version}): killed multi-table "
+                f"write {write_id} had not committed all of its tables"
+            )
+    for line in done:
+        log.warning("cleanup: %s", line)
+    return done
 
 
 def _attach_partition_values(
@@ -682,28 +834,9 @@ class BridgeBackend:
 
     def restore(self, location: Location, version: int, operation: str = "restore") -> int:
         root = _require_local(location)
-        table = _load(root)
-        if table is None:
+        if _load(root) is None:
             raise TableNotFoundError(f"Table {location.table!r} does not exist at {location.uri!r}.")
-        latest = table.version()
-        if not 0 <= version <= latest:
-            raise ContractError(
-                f"Cannot restore table {location.table!r} to version {version}: versions 0..{latest} exist."
-            )
-        if version == latest:
-            return latest
-        table.restore(
-            version,
-            commit_properties=CommitProperties(
-                max_commit_retries=0,
-                custom_metadata={
-                    OPERATION_KEY: operation,
-                    "pulsar.table": location.table,
-                    "pulsar.restored_version": version,
-                },
-            ),
-        )
-        return latest + 1
+        return _restore_root(root, location.table, version, operation)
 
     # -- reads ---------------------------------------------------------------------------------------
 
@@ -801,12 +934,14 @@ class BridgeBackend:
         with (
             _session_conf(self.spark, "spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS"),
             _job_description(self.spark, f"pulsar delta bridge: stage {bw.prepared.write.mode} {bw.table}"),
+            staging_fault(bw.table, bw.staging_dir),
         ):
             writer.parquet(_file_uri(bw.staging_dir))
         bw.staged = _collect_staged(bw)
         if bw.prepared.write.mode == "replace_partitions":
             _check_replace_values(bw)
             bw.removes = _removes_for(bw)
+        fault_point(bw.table, "staged", f"{len(bw.staged)} file(s) staged, nothing committed")
         log.info(
             "staged %d files (%d rows) for table %s",
             len(bw.staged),
@@ -856,6 +991,7 @@ class BridgeBackend:
                 prepared.append(self._prepare(location, write))
             for bw in prepared:
                 self._stage(bw)
+            _write_manifests(prepared)
             done: list[BridgeWrite] = []
             for bw in prepared:
                 try:
@@ -874,6 +1010,7 @@ class BridgeBackend:
                     raise
                 done.append(bw)
                 log.info("committed table %s version %s", bw.table, bw.new_version)
+                fault_point(bw.table, "committed", f"version {bw.new_version} committed")
             return {bw.table: int(bw.new_version or 0) for bw in prepared}
         finally:
             for bw in prepared:
@@ -901,11 +1038,15 @@ def newest_mtime(path: str) -> float:
 
 
 def remove_orphan_staging(root: str, older_than_seconds: float) -> list[str]:
-    """Delete staging folders under ``root`` untouched for ``older_than_seconds``; return them."""
+    """Delete staging folders under ``root`` untouched for ``older_than_seconds``; return them.
+
+    Before deleting a folder, :func:`recover_write` undoes what its killed write left in the table.
+    """
     cutoff = time.time() - older_than_seconds
     removed = []
     for folder in staging_folders(root):
         if newest_mtime(folder) <= cutoff:
+            recover_write(folder)
             shutil.rmtree(folder, ignore_errors=True)
             removed.append(folder)
     with contextlib.suppress(OSError):
@@ -913,4 +1054,4 @@ def remove_orphan_staging(root: str, older_than_seconds: float) -> list[str]:
     return removed
 
 
-__all__ = ["STAGING_DIR", "BridgeBackend", "remove_orphan_staging"]
+__all__ = ["STAGING_DIR", "WRITE_MANIFEST", "BridgeBackend", "recover_write", "remove_orphan_staging"]

@@ -51,7 +51,25 @@ def local_path_of(value: str) -> str | None:
         return None
     if parts.netloc not in ("", "localhost"):
         raise UnsafePathError(f"Unsupported file URI {value!r}: file URIs must not name a host.")
-    return os.path.abspath(unquote(parts.path))
+    path = unquote(parts.path)
+    if not path.startswith("/"):
+        # 'file:../x' would resolve against the working directory, outside any warehouse rule
+        raise UnsafePathError(
+            f"Unsupported file URI {value!r}: file URIs must be absolute (file:///path); "
+            "write a relative location as a plain relative path."
+        )
+    return os.path.abspath(path)
+
+
+def redact_uri(value: str) -> str:
+    """``value`` with the password of a ``scheme://user:password@host`` URI replaced by ``***`` (for logs)."""
+    if not _is_uri(value):
+        return value
+    parts = urlsplit(value)
+    if parts.password is None:
+        return value
+    netloc = f"{parts.username or ''}:***@{parts.hostname or ''}" + (f":{parts.port}" if parts.port else "")
+    return parts._replace(netloc=netloc).geturl()
 
 
 def _check_value(what: str, value: object) -> str:
@@ -74,7 +92,9 @@ class TableLocator:
     - the default location is ``<warehouse>/<name>``; after resolving symlinks it must stay inside the
       warehouse root (a symlinked table folder pointing elsewhere is refused);
     - ``table_locations`` entries are explicit configuration and may point anywhere when absolute
-      (path or URI); a relative entry is resolved against the warehouse and must stay inside it.
+      (path or absolute URI; ``file:`` URIs must be absolute); a relative entry is resolved against the
+      warehouse and must stay inside it, also after percent-decoding (``%2e%2e`` counts as ``..``) and
+      after resolving symlinks.
     """
 
     def __init__(self, warehouse: str, table_locations: Mapping[str, str] | None = None) -> None:
@@ -86,6 +106,10 @@ class TableLocator:
             self._mapped[name] = _check_value(f"Location of table {name!r}", value)
 
     def _join_inside(self, table: str, relative: str, rule: str) -> Location:
+        decoded = unquote(relative)
+        if decoded != relative:
+            # Some readers (delta-rs) percent-decode paths: '%2e%2e' must not become '..' there.
+            self._join_inside(table, decoded, rule + " (also after percent-decoding)")
         if self._warehouse_local is not None:
             root = self._warehouse_local
             candidate = os.path.abspath(os.path.join(root, relative))
