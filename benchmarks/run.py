@@ -1,0 +1,442 @@
+"""The benchmark suite behind ``make bench TIER=s|m|l|xl`` (issue 10).
+
+    .venv/bin/python benchmarks/run.py --tier s                  # CI: seconds of data
+    .venv/bin/python benchmarks/run.py --tier l --master local[1] # the scaling check (writes l.local1.json)
+    .venv/bin/python benchmarks/run.py --tier m --reuse           # keep the generated warehouse, rerun stages
+
+What one run does, in one warm ``local[N]`` session (driver memory 8 GiB by default):
+
+1. session start-up and the first query's warm-up, timed separately;
+2. the tier's input tables generated straight into Delta by Spark (:mod:`benchmarks.datagen`), timed;
+3. every analytics stage of the nightly pipeline (ingest excluded: the tier is generated into the input
+   tables, there is no export to read), each through :func:`pulsar_model.nightly.run_nightly` exactly as
+   the nightly job runs it: wall time, rows in (the stage's input tables for the run date), rows out
+   (what it wrote) and the peak resident memory of the whole process tree (driver Python, JVM, Python
+   workers) while it ran;
+4. each stage's **scan floor**: reading the stage's inputs (every column, ``noop`` sink) and writing
+   tables with the same row counts as its outputs through the same Delta write path, nothing else; the
+   ratio ``stage / floor`` is what the targets are stated in;
+5. the **set-based** computations (exact backlog, position-after-N, compaction preview) timed on their
+   own in Spark and against the baselines of :mod:`benchmarks.baselines` on the same Delta tables:
+   DuckDB (``spark / duckdb``) and the plain-Python oracle run topic by topic (``spark / oracle``) -
+   the oracle on tiers m and up by default (``--oracle`` forces it);
+6. position-after-N for ``--position-requests`` (default 1,000,000 on l/xl, 100,000 on m, 10,000 on s)
+   random requests.
+
+Results: ``benchmarks/results/<tier>[.<master>].json`` and a markdown table next to it, with the
+machine, date and the targets each number is checked against. Targets that are missed say by how much.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import datetime as dt
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:  # `python benchmarks/run.py` from anywhere
+    sys.path.insert(0, str(ROOT))
+
+from pyspark.sql import SparkSession  # noqa: E402
+from pyspark.sql import functions as F  # noqa: E402
+
+from benchmarks.bench_compaction import PeakSampler  # noqa: E402
+from pulsar_model.config import AppConfig, StorageConfig  # noqa: E402
+from pulsar_model.delta_io import DeltaTables, TableWrite  # noqa: E402
+from pulsar_model.nightly import StageOutcome, run_nightly  # noqa: E402
+from pulsar_model.session import build_session  # noqa: E402
+
+RESULTS = ROOT / "benchmarks" / "results"
+EXPORT_DATE = dt.date(2026, 11, 1)
+GIB = 1024**3
+
+#: The input tables each stage reads for the run date (rows in; the scan floor reads exactly these).
+STAGE_INPUTS: dict[str, tuple[str, ...]] = {
+    "backlog": ("managed_ledgers", "ledgers", "cursors", "entries"),
+    "plans": ("plan_requests", "managed_ledgers", "ledgers", "cursors", "entries", "messages"),
+    "quota": ("managed_ledgers", "ledgers", "cursors", "entries", "backlog_quotas"),
+    "replication": ("managed_ledgers", "ledgers", "cursors", "markers", "entries", "consumers"),
+    "compaction": ("managed_ledgers", "ledgers", "cursors", "entries", "messages"),
+    "failover": ("managed_ledgers", "cursors", "consumers"),
+    "transactions": ("managed_ledgers", "ledgers", "entries", "markers", "messages", "transactions"),
+    "schemas": ("schema_versions",),
+    "history": ("managed_ledgers", "cursors", "cursor_backlog", "topic_backlog", "quota_status"),
+    "report": (),
+}
+STAGES: tuple[str, ...] = tuple(STAGE_INPUTS)
+
+#: Targets of issue 10 (2-core machine, local[2], driver memory <= 8 GiB).
+TARGETS = {
+    "pipeline_seconds_tier_l": 20 * 60,
+    "peak_rss_gib_tier_l": 12.0,
+    "floor_ratio": 2.5,
+    "floor_ratio_stretch": 2.0,
+    "position_after_n_1m_seconds": 30.0,
+    "duckdb_ratio": 5.0,
+    "oracle_ratio": 1.0,
+    "local1_over_local2": 1.6,
+}
+
+DEFAULT_POSITION_REQUESTS = {"s": 10_000, "m": 100_000, "l": 1_000_000, "xl": 1_000_000}
+
+
+def _echo(text: str) -> None:
+    print(f"[bench {dt.datetime.now(dt.UTC):%H:%M:%S}] {text}", flush=True)
+
+
+def machine() -> dict[str, Any]:
+    """What the numbers were measured on."""
+    cpu = "unknown"
+    with_cpuinfo = Path("/proc/cpuinfo")
+    if with_cpuinfo.is_file():
+        for line in with_cpuinfo.read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    mem = 0
+    if Path("/proc/meminfo").is_file():
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal:"):
+                mem = int(line.split()[1]) * 1024
+    java = subprocess.run(["java", "-version"], capture_output=True, text=True, check=False).stderr
+    import pyspark
+
+    return {
+        "cpu_model": cpu,
+        "cpu_count": os.cpu_count(),
+        "memory_gib": round(mem / GIB, 1),
+        "os": platform.platform(),
+        "python": platform.python_version(),
+        "java": java.splitlines()[0] if java else "unknown",
+        "pyspark": pyspark.__version__,
+    }
+
+
+@dataclasses.dataclass
+class Timed:
+    seconds: float
+    peak_rss_bytes: int
+    value: Any = None
+
+
+def timed(fn: Callable[[], Any]) -> Timed:
+    """Run ``fn`` and measure its wall time and the process tree's peak RSS meanwhile."""
+    with PeakSampler() as sampler:
+        t0 = time.monotonic()
+        value = fn()
+        seconds = time.monotonic() - t0
+    return Timed(round(seconds, 3), sampler.peak, value)
+
+
+def _input_rows(tables: DeltaTables, names: Sequence[str], day: dict[str, object]) -> dict[str, int]:
+    rows = {}
+    for name in names:
+        if tables.exists(name):
+            part = tables.partition_columns(name)
+            rows[name] = tables.count_rows(name, partition_filter=day if "export_date" in part else None)
+    return rows
+
+
+def scan_floor(
+    spark: SparkSession,
+    tables: DeltaTables,
+    inputs: Sequence[str],
+    rows_out: dict[str, int],
+    day: dict[str, object],
+) -> float:
+    """Read every input of a stage (all columns, ``noop`` sink) and write tables of the same row counts as
+    its outputs through the same Delta write path (one ``write_all``), nothing else: the stage's floor."""
+    t0 = time.monotonic()
+    for name in inputs:
+        if tables.exists(name):
+            part = tables.partition_columns(name)
+            df = tables.read(name, partition_filter=day if "export_date" in part else None)
+            df.write.format("noop").mode("overwrite").save()
+    writes = []
+    for table, n in sorted(rows_out.items()):
+        df = spark.range(n).select(
+            F.col("id"),
+            F.concat(F.lit("persistent://bench/ns/t-"), (F.col("id") % 1000).cast("string")).alias("topic"),
+            F.lit(day["export_date"]).cast("date").alias("export_date"),
+        )
+        writes.append(TableWrite(f"bench_floor_{table}", df, "overwrite", partition_by=("export_date",)))
+    if writes:
+        tables.write_all(writes)
+    return round(time.monotonic() - t0, 3)
+
+
+def run_stage(spark: SparkSession, config: AppConfig, stage: str) -> StageOutcome:
+    outcomes = run_nightly(
+        spark, config, export_dir=None, export_date=EXPORT_DATE, stages=[stage], echo=lambda _t: None
+    )
+    return outcomes[-1]
+
+
+def _ratio(a: float | None, b: float | None) -> float | None:
+    return round(a / b, 2) if a is not None and b else None
+
+
+def set_based(
+    spark: SparkSession,
+    warehouse: str,
+    tables: DeltaTables,
+    tier: str,
+    oracle: bool,
+    n_requests: int,
+    echo=_echo,
+) -> dict[str, Any]:
+    """Exact backlog, position-after-N and compaction preview: Spark alone vs DuckDB vs the oracle."""
+    from benchmarks import set_based as sb
+
+    out: dict[str, Any] = {}
+    day = {"export_date": EXPORT_DATE}
+    requests = timed(lambda: sb.write_position_requests(spark, tables, day, n_requests))
+    out["position_requests"] = {"rows": n_requests, "generate_seconds": requests.seconds}
+    con = sb.duckdb_connection()
+    for name in sb.COMPUTATIONS:
+        echo(f"set-based {name}: spark")
+        spark_t = timed(lambda name=name: sb.spark_run(name, spark, tables, day))
+        entry: dict[str, Any] = {"spark_seconds": spark_t.seconds, "rows_out": spark_t.value}
+        echo(f"set-based {name}: duckdb")
+        duck = sb.duckdb_run(name, warehouse, EXPORT_DATE, con)
+        entry.update(duckdb=duck, spark_over_duckdb=_ratio(spark_t.seconds, (duck or {}).get("seconds")))
+        if oracle:
+            echo(f"set-based {name}: plain-Python oracle")
+            orc = sb.oracle_run(name, warehouse, EXPORT_DATE)
+            entry.update(oracle=orc, spark_over_oracle=_ratio(spark_t.seconds, (orc or {}).get("seconds")))
+        out[name] = entry
+    return out
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--tier", default="s", help="s (CI), m, l, xl (default s)")
+    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--master", default="local[2]")
+    parser.add_argument("--driver-memory", default="8g")
+    parser.add_argument("--shuffle-partitions", default=None, help="default: 4 on s, 16 on m, 64 on l/xl")
+    parser.add_argument("--warehouse", default=None, help="default: benchmarks/.work/<tier>")
+    parser.add_argument("--reuse", action="store_true", help="keep an existing generated warehouse")
+    parser.add_argument("--stages", default=",".join(STAGES), help="comma-separated subset of the stages")
+    parser.add_argument("--no-floor", action="store_true", help="skip the scan floors")
+    parser.add_argument("--no-set-based", action="store_true", help="skip the DuckDB/oracle comparisons")
+    parser.add_argument(
+        "--oracle", choices=("auto", "yes", "no"), default="auto", help="auto: tiers m and up"
+    )
+    parser.add_argument("--position-requests", type=int, default=None)
+    parser.add_argument("--out", default=None, help="results JSON (default benchmarks/results/<tier>.json)")
+    args = parser.parse_args(argv)
+
+    from benchmarks.datagen import TIERS, generate_tier
+
+    if args.tier not in TIERS:
+        parser.error(f"unknown tier {args.tier!r}; choose one of {', '.join(TIERS)}")
+    stages = [s for s in args.stages.split(",") if s]
+    unknown = [s for s in stages if s not in STAGE_INPUTS]
+    if unknown:
+        parser.error(f"unknown stage(s) {', '.join(unknown)}; choose from {', '.join(STAGES)}")
+    suffix = (
+        ""
+        if args.master == "local[2]"
+        else "." + args.master.replace("[", "").replace("]", "").replace("*", "all")
+    )
+    out = Path(args.out) if args.out else RESULTS / f"{args.tier}{suffix}.json"
+    warehouse = Path(args.warehouse) if args.warehouse else ROOT / "benchmarks" / ".work" / args.tier
+    partitions = args.shuffle_partitions or {"s": "4", "m": "16"}.get(args.tier, "64")
+    run_oracle = args.oracle == "yes" or (args.oracle == "auto" and args.tier != "s")
+    n_requests = args.position_requests or DEFAULT_POSITION_REQUESTS.get(args.tier, 100_000)
+
+    result: dict[str, Any] = {
+        "benchmark": "pipeline",
+        "tier": args.tier,
+        "seed": args.seed,
+        "master": args.master,
+        "driver_memory": args.driver_memory,
+        "shuffle_partitions": int(partitions),
+        "started_at": f"{dt.datetime.now(dt.UTC):%Y-%m-%dT%H:%M:%SZ}",
+        "machine": machine(),
+        "load_average_at_start": list(os.getloadavg()),
+        "targets": TARGETS,
+    }
+    with PeakSampler() as whole:
+        t0 = time.monotonic()
+        spark = build_session(
+            "pulsar-analytics-bench",
+            args.master,
+            {"spark.driver.memory": args.driver_memory, "spark.sql.shuffle.partitions": partitions},
+        )
+        result["session_start_seconds"] = round(time.monotonic() - t0, 3)
+        warm = timed(lambda: spark.range(100_000).selectExpr("sum(id)").collect())
+        result["first_query_warmup_seconds"] = warm.seconds
+
+        tables = DeltaTables(spark, str(warehouse))
+        day: dict[str, object] = {"export_date": EXPORT_DATE}
+        if args.reuse and tables.exists("managed_ledgers"):
+            _echo(f"reusing the generated tier {args.tier} in {warehouse}")
+            result["generate"] = {"reused": True}
+        else:
+            if warehouse.exists():
+                shutil.rmtree(warehouse)
+            _echo(f"generating tier {args.tier} into {warehouse}")
+            gen = timed(
+                lambda: generate_tier(
+                    spark, tables, args.tier, seed=args.seed, export_date=EXPORT_DATE, echo=_echo
+                )
+            )
+            result["generate"] = {
+                "seconds": gen.seconds,
+                "rows": gen.value,
+                "peak_rss_bytes": gen.peak_rss_bytes,
+            }
+        result["input_rows"] = _input_rows(tables, sorted({t for s in STAGES for t in STAGE_INPUTS[s]}), day)
+
+        config = AppConfig(storage=StorageConfig(warehouse=str(warehouse)))
+        stage_results: dict[str, Any] = {}
+        for n, stage in enumerate(stages, start=1):
+            _echo(f"[{n}/{len(stages)}] stage {stage}")
+            rows_in = _input_rows(tables, STAGE_INPUTS[stage], day)
+            outcome = timed(lambda stage=stage: run_stage(spark, config, stage))
+            entry: dict[str, Any] = {
+                "seconds": outcome.seconds,
+                "peak_rss_bytes": outcome.peak_rss_bytes,
+                "rows_in": rows_in,
+                "rows_out": dict(outcome.value.rows_out),
+            }
+            if not args.no_floor and stage != "report":
+                floor = scan_floor(spark, tables, STAGE_INPUTS[stage], entry["rows_out"], day)
+                entry.update(floor_seconds=floor, floor_ratio=_ratio(outcome.seconds, floor))
+            _echo(
+                f"    {outcome.seconds:.1f}s, out {sum(entry['rows_out'].values()):,} rows"
+                + (
+                    f", floor {entry['floor_seconds']:.1f}s (x{entry['floor_ratio']})"
+                    if "floor_seconds" in entry
+                    else ""
+                )
+            )
+            stage_results[stage] = entry
+        result["stages"] = stage_results
+        result["pipeline_seconds"] = round(sum(s["seconds"] for s in stage_results.values()), 3)
+
+        if not args.no_set_based:
+            result["set_based"] = set_based(spark, str(warehouse), tables, args.tier, run_oracle, n_requests)
+        spark.stop()
+        result["wall_seconds"] = round(time.monotonic() - t0, 3)
+    result["peak_rss_bytes"] = whole.peak
+    result["peak_rss_gib"] = round(whole.peak / GIB, 2)
+    result["load_average_at_end"] = list(os.getloadavg())
+    result["finished_at"] = f"{dt.datetime.now(dt.UTC):%Y-%m-%dT%H:%M:%SZ}"
+    result["checks"] = checks(result)
+
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=2, default=str) + "\n")
+    md = out.with_suffix(".md")
+    md.write_text(markdown(result))
+    _echo(f"wrote {out} and {md}")
+    print(md.read_text())
+    return 0
+
+
+def checks(result: dict[str, Any]) -> list[dict[str, Any]]:
+    """Each target of issue 10 this run can check: value, target, met, and by how much when missed."""
+    out: list[dict[str, Any]] = []
+
+    def check(name: str, value: float | None, target: float, higher_is_better: bool = False) -> None:
+        if value is None:
+            return
+        met = value >= target if higher_is_better else value <= target
+        entry = {"check": name, "value": value, "target": target, "met": met}
+        if not met:
+            entry["missed_by"] = f"{abs(value / target - 1) * 100:.0f}%"
+        out.append(entry)
+
+    tier = result["tier"]
+    if tier in ("l", "xl"):
+        check(
+            "pipeline seconds (tier l target 1200)",
+            result.get("pipeline_seconds"),
+            TARGETS["pipeline_seconds_tier_l"],
+        )
+        check("peak RSS GiB (target 12)", result.get("peak_rss_gib"), TARGETS["peak_rss_gib_tier_l"])
+    for stage, entry in result.get("stages", {}).items():
+        check(f"{stage}: stage / scan floor", entry.get("floor_ratio"), TARGETS["floor_ratio"])
+    for name, entry in (result.get("set_based") or {}).items():
+        if not isinstance(entry, dict) or "spark_seconds" not in entry:
+            continue
+        check(f"{name}: spark / duckdb", entry.get("spark_over_duckdb"), TARGETS["duckdb_ratio"])
+        check(f"{name}: spark / oracle", entry.get("spark_over_oracle"), TARGETS["oracle_ratio"])
+    pan = (result.get("set_based") or {}).get("position_after_n")
+    requests = (result.get("set_based") or {}).get("position_requests", {}).get("rows", 0)
+    if pan and requests >= 1_000_000:
+        check(
+            "position-after-N, 1M requests, seconds",
+            pan.get("spark_seconds"),
+            TARGETS["position_after_n_1m_seconds"],
+        )
+    return out
+
+
+def markdown(result: dict[str, Any]) -> str:
+    """The results as a markdown page (committed next to the JSON)."""
+    m = result["machine"]
+    lines = [
+        f"# Benchmark tier `{result['tier']}` - {result['finished_at']}",
+        "",
+        f"Machine: {m['cpu_model']}, {m['cpu_count']} cores, {m['memory_gib']} GiB; {m['os']}; Python "
+        f"{m['python']}, {m['java']}, PySpark {m['pyspark']}. Master `{result['master']}`, driver memory "
+        f"{result['driver_memory']}, {result['shuffle_partitions']} shuffle partitions. Load average at "
+        f"start {', '.join(f'{x:.1f}' for x in result['load_average_at_start'])}.",
+        "",
+        f"Session start {result['session_start_seconds']} s; first query warm-up "
+        f"{result['first_query_warmup_seconds']} s; data generation "
+        f"{result['generate'].get('seconds', 'reused')} s. Pipeline (stages below) "
+        f"**{result['pipeline_seconds']} s**; whole run {result['wall_seconds']} s; peak RSS of the process "
+        f"tree **{result['peak_rss_gib']} GiB**.",
+        "",
+        "| stage | seconds | rows in | rows out | scan floor s | stage / floor | peak RSS GiB |",
+        "|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for stage, e in result["stages"].items():
+        lines.append(
+            f"| {stage} | {e['seconds']:.1f} | {sum(e['rows_in'].values()):,} "
+            f"| {sum(e['rows_out'].values()):,} | {e.get('floor_seconds', '')} | {e.get('floor_ratio', '')} "
+            f"| {e['peak_rss_bytes'] / GIB:.2f} |"
+        )
+    sb = result.get("set_based")
+    if sb:
+        lines += [
+            "",
+            f"Set-based computations ({sb['position_requests']['rows']:,} position-after-N requests):",
+            "",
+            "| computation | rows out | Spark s | DuckDB s | Spark / DuckDB | oracle s | Spark / oracle |",
+            "|---|---:|---:|---:|---:|---:|---:|",
+        ]
+        for name, e in sb.items():
+            if not isinstance(e, dict) or "spark_seconds" not in e:
+                continue
+            duck, orc = e.get("duckdb") or {}, e.get("oracle") or {}
+            lines.append(
+                f"| {name} | {e['rows_out']:,} | {e['spark_seconds']:.1f} | {duck.get('seconds', 'n/a')} "
+                f"| {e.get('spark_over_duckdb') or 'n/a'} | {orc.get('seconds', 'not run')} "
+                f"| {e.get('spark_over_oracle') or 'n/a'} |"
+            )
+    lines += ["", "| check | value | target | met |", "|---|---:|---:|---|"]
+    for c in result["checks"]:
+        met = "yes" if c["met"] else f"**no** (missed by {c['missed_by']})"
+        lines.append(f"| {c['check']} | {c['value']} | {c['target']} | {met} |")
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,93 @@
+"""The benchmark harness's target checks and markdown (no Spark: synthetic results)."""
+
+from __future__ import annotations
+
+from benchmarks.run import STAGE_INPUTS, TARGETS, checks, markdown
+from pulsar_model.nightly import STAGES
+
+
+def _result(tier: str = "l") -> dict:
+    return {
+        "tier": tier,
+        "master": "local[2]",
+        "driver_memory": "8g",
+        "shuffle_partitions": 64,
+        "finished_at": "2026-11-24T10:00:00Z",
+        "machine": {
+            "cpu_model": "cpu",
+            "cpu_count": 2,
+            "memory_gib": 23.4,
+            "os": "Linux",
+            "python": "3.11",
+            "java": "openjdk 17",
+            "pyspark": "4.1.4",
+        },
+        "load_average_at_start": [0.1, 0.2, 0.3],
+        "session_start_seconds": 4.2,
+        "first_query_warmup_seconds": 2.0,
+        "generate": {"seconds": 100.0},
+        "pipeline_seconds": 1500.0,
+        "wall_seconds": 1700.0,
+        "peak_rss_gib": 9.5,
+        "stages": {
+            "backlog": {
+                "seconds": 30.0,
+                "peak_rss_bytes": 2 * 1024**3,
+                "rows_in": {"cursors": 10, "entries": 100},
+                "rows_out": {"cursor_backlog": 10},
+                "floor_seconds": 10.0,
+                "floor_ratio": 3.0,
+            },
+            "report": {"seconds": 5.0, "peak_rss_bytes": 1, "rows_in": {}, "rows_out": {}},
+        },
+        "set_based": {
+            "position_requests": {"rows": 1_000_000, "generate_seconds": 3.0},
+            "position_after_n": {
+                "spark_seconds": 20.0,
+                "rows_out": 1_000_000,
+                "duckdb": {"seconds": 2.0},
+                "spark_over_duckdb": 10.0,
+                "oracle": {"seconds": 40.0},
+                "spark_over_oracle": 0.5,
+            },
+        },
+    }
+
+
+def test_every_nightly_stage_but_ingest_is_benchmarked():
+    assert set(STAGE_INPUTS) == set(STAGES) - {"ingest"}
+
+
+def test_checks_flag_misses_with_their_margin_and_pass_the_rest():
+    by_name = {c["check"]: c for c in checks(_result())}
+    assert by_name["pipeline seconds (tier l target 1200)"] == {
+        "check": "pipeline seconds (tier l target 1200)",
+        "value": 1500.0,
+        "target": 1200,
+        "met": False,
+        "missed_by": "25%",
+    }
+    assert by_name["peak RSS GiB (target 12)"]["met"] is True
+    assert by_name["backlog: stage / scan floor"]["met"] is False
+    assert by_name["backlog: stage / scan floor"]["missed_by"] == "20%"
+    assert by_name["position_after_n: spark / duckdb"]["missed_by"] == "100%"
+    assert by_name["position_after_n: spark / oracle"]["met"] is True
+    assert by_name["position-after-N, 1M requests, seconds"]["met"] is True
+    assert "report: stage / scan floor" not in by_name  # the report stage has no floor
+
+
+def test_tier_s_checks_no_tier_l_targets():
+    names = {c["check"] for c in checks(_result("s"))}
+    assert not any("tier l" in n or "peak RSS" in n for n in names)
+    assert TARGETS["floor_ratio"] == 2.5
+
+
+def test_markdown_states_machine_numbers_and_misses():
+    result = _result()
+    result["checks"] = checks(result)
+    md = markdown(result)
+    assert "# Benchmark tier `l`" in md
+    assert "cpu, 2 cores, 23.4 GiB" in md
+    assert "| backlog | 30.0 | 110 | 10 | 10.0 | 3.0 | 2.00 |" in md
+    assert "| position_after_n | 1,000,000 | 20.0 | 2.0 | 10.0 | 40.0 | 0.5 |" in md
+    assert "**no** (missed by 25%)" in md
