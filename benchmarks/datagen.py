@@ -1080,9 +1080,8 @@ def _consumers(cursors: DataFrame, rng: _Rng, export: dict[str, Column]) -> Data
 def _schema_versions(topics: DataFrame, rng: _Rng, export: dict[str, Column]) -> DataFrame:
     chosen = topics.where(rng.uniform("schema", F.col("base_id")) < 0.2).select(
         "*",
-        # 2-4 versions: a topic with a single live version makes the stage's compatibility matrix return
-        # an untyped empty pandas frame that Arrow cannot cast (reported, see tests/test_bench_datagen.py)
-        F.explode(F.sequence(F.lit(1), (rng.below(3, "nversions", F.col("base_id")) + 2).cast("int"))).alias(
+        # 1-3 versions (single-version topics have no pair in the compatibility matrix)
+        F.explode(F.sequence(F.lit(1), (rng.below(3, "nversions", F.col("base_id")) + 1).cast("int"))).alias(
             "version"
         ),
         (rng.uniform("nodefault", F.col("base_id")) < 0.15).alias("_breaking"),

@@ -337,14 +337,20 @@ def _with_strategy(
 
 
 def _grouped(
-    keys: list[str], fn: Callable[[pd.DataFrame], list[dict[str, object]]]
+    keys: list[str], fn: Callable[[pd.DataFrame], list[dict[str, object]]], columns: list[str]
 ) -> Callable[[pd.DataFrame], pd.DataFrame]:
+    """The applyInPandas body: ``fn``'s rows with the group's keys, in ``columns`` order. A group without
+    rows (e.g. a topic with one live version has no pair in the matrix) gives an empty frame of object
+    columns: a reindexed ``pd.DataFrame([])`` would have float NaN columns Arrow cannot cast to dates."""
+
     def run(pdf: pd.DataFrame) -> pd.DataFrame:
         rows = fn(pdf)
+        if not rows:
+            return pd.DataFrame({c: pd.Series([], dtype=object) for c in columns})
         for row in rows:
             for k in keys:
                 row[k] = pdf[k].iloc[0]
-        return pd.DataFrame(rows)
+        return pd.DataFrame(rows).reindex(columns=columns)
 
     return run
 
@@ -375,10 +381,7 @@ def registration_verdicts(
         return _verdicts(pdf, str(pdf["strategy"].iloc[0]))
 
     schema = T.StructType([*key_fields, *_VERDICT_FIELDS])
-    fn = _grouped(keys, per_topic)
-    return source.groupBy(*keys).applyInPandas(
-        lambda pdf: fn(pdf).reindex(columns=schema.fieldNames()), schema
-    )
+    return source.groupBy(*keys).applyInPandas(_grouped(keys, per_topic, schema.fieldNames()), schema)
 
 
 def _matrix(pdf: pd.DataFrame) -> list[dict[str, object]]:
@@ -424,7 +427,4 @@ def compatibility_matrix(schema_versions: DataFrame) -> DataFrame:
             T.StructField("reasons", T.ArrayType(T.StringType(), False), False),
         ]
     )
-    fn = _grouped(keys, _matrix)
-    return source.groupBy(*keys).applyInPandas(
-        lambda pdf: fn(pdf).reindex(columns=schema.fieldNames()), schema
-    )
+    return source.groupBy(*keys).applyInPandas(_grouped(keys, _matrix, schema.fieldNames()), schema)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 from functools import reduce
 from typing import Any
@@ -196,3 +197,22 @@ def test_can_read_reports_type_mismatch() -> None:
         True,
         [],
     )
+
+
+def test_compatibility_matrix_topic_with_one_live_version(spark: SparkSession) -> None:
+    """A topic with one live version has no pair: its empty group must not break the typed keys (a date
+    ``export_date`` key made Arrow fail with "Unsupported cast from double to date32")."""
+    day = dt.date(2026, 11, 1)
+    rows = [
+        ("c", "single", day, 1, "AVRO", V1, False),
+        ("c", "pair", day, 1, "AVRO", V1, False),
+        ("c", "pair", day, 2, "AVRO", V2_DEFAULT, False),
+    ]
+    df = spark.createDataFrame(
+        rows, "cluster string, topic string, export_date date, " + VERSIONS.split(", ", 2)[2]
+    )
+    got = sorted(
+        (r["topic"], r["export_date"], r["reader_version"], r["writer_version"])
+        for r in compatibility_matrix(df).collect()
+    )
+    assert got == [("pair", day, 1, 2), ("pair", day, 2, 1)]
