@@ -263,8 +263,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             )
             return 0
         if args.command == "cleanup":
-            from pulsar_model.delta_io import DeltaTables
-            from pulsar_model.run_lock import break_lock
+            from pulsar_model.delta_io import cleanup_staging
+            from pulsar_model.run_lock import break_lock, live_holder
 
             if args.break_lock:
                 holder = break_lock(config.storage.warehouse)
@@ -273,15 +273,20 @@ def main(argv: Sequence[str] | None = None) -> int:
                     if holder is None
                     else f"removed the run lock of {holder.get('run_id', '?')}"
                 )
-
-            spark = _session(config)
-            tables = DeltaTables(
-                spark,
-                config.storage.warehouse,
-                config.storage.table_locations,
-                backend=config.storage.delta_backend,  # type: ignore[arg-type]
+            running = live_holder(config.storage.warehouse)
+            if running is not None:
+                print(
+                    f"error: run {running.get('run_id', '?')} (pid {running.get('pid', '?')}) holds the run "
+                    "lock of this warehouse and is alive: cleanup would delete the files it is writing. Wait "
+                    "for it to finish, or stop it and run 'pulsar-analytics cleanup --break-lock'.",
+                    file=sys.stderr,
+                )
+                return 2
+            # No JVM: staging folders, orphan files and the rollback of a half-committed write_all are
+            # plain file and Delta-log operations.
+            removed = cleanup_staging(
+                config.storage.warehouse, config.storage.table_locations, older_than_seconds=args.older_than
             )
-            removed = tables.cleanup_staging(older_than_seconds=args.older_than)
             print(f"removed {len(removed)} staging folder(s)")
             for path in removed:
                 print(f"  {path}")

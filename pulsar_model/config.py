@@ -204,7 +204,14 @@ def _apply_override(raw: dict[str, Any], assignment: str) -> None:
         target = target.setdefault(key, {})
         if not isinstance(target, dict):
             raise ConfigError(f"Override {assignment!r}: {key!r} is not a section")
-    target[keys[-1]] = yaml.safe_load(value_text) if value_text.strip() else ""
+    try:
+        value = yaml.safe_load(value_text) if value_text.strip() else ""
+    except yaml.YAMLError as exc:
+        raise ConfigError(
+            f"Override {assignment!r}: the value is not valid YAML ({exc}); tags such as !!python/... "
+            "are refused, quote the value if it is meant as text"
+        ) from exc
+    target[keys[-1]] = value
 
 
 def load_config(path: str | Path | None = None, overrides: Sequence[str] = ()) -> AppConfig:

@@ -27,6 +27,7 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
+from pulsar_model.delta_io._paths import redact_uri
 from pulsar_model.errors import PulsarAnalyticsError
 
 log = logging.getLogger(__name__)
@@ -127,7 +128,9 @@ def warehouse_run_lock(warehouse: str, run_id: str) -> Iterator[Path | None]:
     """Hold the run lock of ``warehouse`` for the ``with`` block; :class:`RunLockedError` when taken."""
     path = lock_path(warehouse)
     if path is None:
-        log.warning("warehouse %s is an object store: no run lock, run one job per warehouse", warehouse)
+        log.warning(
+            "warehouse %s is an object store: no run lock, run one job per warehouse", redact_uri(warehouse)
+        )
         yield None
         return
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -152,6 +155,15 @@ def warehouse_run_lock(warehouse: str, run_id: str) -> Iterator[Path | None]:
         if mine is not None and mine.get("run_id") == run_id:
             with contextlib.suppress(FileNotFoundError):
                 path.unlink()
+
+
+def live_holder(warehouse: str) -> dict[str, object] | None:
+    """The record of the run holding the lock of ``warehouse`` when it is alive (not stale), else None."""
+    path = lock_path(warehouse)
+    if path is None:
+        return None
+    holder = read_lock(path)
+    return holder if holder is not None and not _is_stale(holder) else None
 
 
 def break_lock(warehouse: str) -> dict[str, object] | None:

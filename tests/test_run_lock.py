@@ -84,3 +84,20 @@ def test_two_runs_racing_for_a_stale_lock_never_both_win(tmp_path):
     assert read_lock(tmp_path / LOCK_FILE) == stale
     assert break_lock(str(tmp_path)) == stale
     assert sorted(p.name for p in tmp_path.iterdir()) == []
+
+
+def test_cleanup_refuses_while_a_live_run_holds_the_lock(tmp_path, capsys):
+    """``cleanup`` would delete a running writer's staging files: it refuses while the holder is alive
+    (and starts no JVM either way), and works once the run released the lock."""
+    from pulsar_model.cli import main
+
+    warehouse = tmp_path / "wh"
+    staging = warehouse / "cursor_backlog" / "_pulsar_staging" / "w1"
+    staging.mkdir(parents=True)
+    with warehouse_run_lock(str(warehouse), "nightly-live"):
+        assert main(["cleanup", "--warehouse", str(warehouse)]) == 2
+        err = capsys.readouterr().err
+        assert "nightly-live" in err and f"pid {os.getpid()}" in err and "--break-lock" in err
+        assert staging.is_dir()
+    assert main(["cleanup", "--warehouse", str(warehouse), "--older-than", "0"]) == 0
+    assert "removed 1 staging folder(s)" in capsys.readouterr().out and not staging.exists()

@@ -65,11 +65,6 @@ def test_cli_refuses_an_evil_config_with_a_clear_error(
     assert "Traceback" not in err and not marker.exists()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="config._apply_override lets yaml.ConstructorError escape (traceback instead of ConfigError); "
-    "fix: catch yaml.YAMLError there (diff in the issue-9 report)",
-)
 @pytest.mark.parametrize("tag", DANGEROUS_TAGS[:2])
 def test_set_override_with_python_tags_is_refused_as_a_config_error(tmp_path: Path, tag: str) -> None:
     marker = tmp_path / "pwned"
