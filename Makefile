@@ -50,13 +50,13 @@ dist: $(STAMP) ## build the wheel and the --py-files zip into dist/
 	$(PY) tools/build_dist.py --out dist
 
 lint: $(STAMP) ## ruff lint + format check, mypy on the package
-	$(VENV)/bin/ruff check pulsar_model jobs tests tools notebooks
-	$(VENV)/bin/ruff format --check pulsar_model jobs tests tools notebooks
+	$(VENV)/bin/ruff check pulsar_model jobs tests tools notebooks benchmarks
+	$(VENV)/bin/ruff format --check pulsar_model jobs tests tools notebooks benchmarks
 	$(VENV)/bin/mypy
 
 format: $(STAMP) ## apply ruff formatting and safe fixes
-	$(VENV)/bin/ruff check --fix pulsar_model jobs tests tools notebooks
-	$(VENV)/bin/ruff format pulsar_model jobs tests tools notebooks
+	$(VENV)/bin/ruff check --fix pulsar_model jobs tests tools notebooks benchmarks
+	$(VENV)/bin/ruff format pulsar_model jobs tests tools notebooks benchmarks
 
 proto: $(STAMP) ## regenerate the protobuf modules from pulsar_model/wire/proto
 	$(PY) -m grpc_tools.protoc -I pulsar_model/wire/proto \

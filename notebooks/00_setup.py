@@ -70,6 +70,12 @@ if "spark" not in globals():
 
     spark = build_session("pulsar-analytics-notebooks", master="local[2]")
 
+# Spark 4.1 bug: a union that passes its children's hash partitioning through
+# (spark.sql.unionOutputPartitioning, new in 4.1) can run as a plain union of 2N partitions after exchange
+# reuse, and the join above it fails with "Can't zip RDDs with unequal numbers of partitions" (seen on
+# 04_compaction's compaction_trigger). The pre-4.1 union plan avoids it.
+spark.conf.set("spark.sql.unionOutputPartitioning", "false")
+
 
 def show(df: DataFrame, rows: int = 20) -> None:
     """Databricks' ``display`` (tables and charts) when available, else a plain text table."""
