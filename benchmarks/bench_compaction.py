@@ -7,9 +7,10 @@ Generates N messages straight into a DataFrame with ``spark.range`` (no Python l
 batches of ``--batch-size`` slots (every 4th entry non-batched), ``--keys`` keys per topic with a skewed
 draw, 5% key-less messages, 3% tombstones (empty payload), 1% null values, 50,000 entries per ledger.
 Then runs ``compact`` and ``compaction_summary`` (SPEC §5.4-5.5, window over key ordered by position) each
-into a ``noop`` (default) or ``parquet`` sink, and reports the wall time of each step and the peak RSS of
-the whole process tree (driver Python, JVM, Python workers) sampled every 0.2 s - psutil when installed,
-else ``/proc``. The JSON result is printed and written to ``benchmarks/results/compaction.json``.
+into a ``noop`` (default) or ``parquet`` sink, and reports the wall time of each step and the peak memory of
+the whole process tree (driver Python, JVM, Python workers) sampled every 0.2 s: proportional set size from
+/proc, so pages the forked PySpark workers share count once. The JSON result is printed and written
+to ``benchmarks/results/compaction.json``.
 """
 
 from __future__ import annotations
@@ -36,17 +37,30 @@ ENTRIES_PER_LEDGER = 50_000
 
 
 def _children_proc(pid: int) -> list[int]:
-    """Child pids of ``pid`` from /proc (Linux)."""
+    """Child pids of ``pid`` from /proc (Linux); processes and threads may vanish while we read."""
     out = []
-    task = Path(f"/proc/{pid}/task")
-    for tid in task.iterdir() if task.is_dir() else []:
-        children = tid / "children"
-        if children.is_file():
-            out += [int(x) for x in children.read_text().split()]
+    try:
+        tids = list(Path(f"/proc/{pid}/task").iterdir())
+    except OSError:
+        return out
+    for tid in tids:
+        try:
+            out += [int(x) for x in (tid / "children").read_text().split()]
+        except OSError:
+            continue
     return out
 
 
-def _rss_proc(pid: int) -> int:
+def _memory_proc(pid: int) -> int:
+    """Proportional set size (PSS) of ``pid``: shared pages (the forked PySpark workers share most of
+    theirs with their daemon) are split between their users, so a tree's sum is not inflated the way a
+    sum of RSS is. Falls back to RSS where smaps_rollup is unavailable."""
+    try:
+        for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
+            if line.startswith("Pss:"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        pass
     try:
         for line in Path(f"/proc/{pid}/status").read_text().splitlines():
             if line.startswith("VmRSS:"):
@@ -57,38 +71,32 @@ def _rss_proc(pid: int) -> int:
 
 
 def tree_rss_bytes(root: int) -> int:
-    """Resident memory of ``root`` and all its descendants."""
-    try:
-        import psutil
-
-        proc = psutil.Process(root)
-        total = proc.memory_info().rss
-        for child in proc.children(recursive=True):
-            with contextlib.suppress(psutil.Error):
-                total += child.memory_info().rss
-        return int(total)
-    except ImportError:
-        total, stack, seen = 0, [root], set()
-        while stack:
-            pid = stack.pop()
-            if pid in seen:
-                continue
-            seen.add(pid)
-            total += _rss_proc(pid)
-            stack += _children_proc(pid)
-        return total
+    """Memory of ``root`` and all its descendants (PSS from /proc, so shared pages count once)."""
+    total, stack, seen = 0, [root], set()
+    while stack:
+        pid = stack.pop()
+        if pid in seen:
+            continue
+        seen.add(pid)
+        total += _memory_proc(pid)
+        stack += _children_proc(pid)
+    return total
 
 
 class PeakSampler:
-    """Background thread keeping the peak process-tree RSS."""
+    """Background thread keeping the peak memory of this process tree (PSS, sampled every 0.2 s)."""
 
     def __init__(self, interval: float = 0.2) -> None:
         self.interval, self.peak, self._stop = interval, 0, threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
+    def _sample(self) -> None:
+        with contextlib.suppress(Exception):  # a vanished process must not kill the sampler
+            self.peak = max(self.peak, tree_rss_bytes(os.getpid()))
+
     def _run(self) -> None:
         while not self._stop.is_set():
-            self.peak = max(self.peak, tree_rss_bytes(os.getpid()))
+            self._sample()
             self._stop.wait(self.interval)
 
     def __enter__(self) -> PeakSampler:
@@ -98,7 +106,7 @@ class PeakSampler:
     def __exit__(self, *exc: object) -> None:
         self._stop.set()
         self._thread.join()
-        self.peak = max(self.peak, tree_rss_bytes(os.getpid()))
+        self._sample()
 
 
 def generate_messages(spark: SparkSession, n: int, topics: int, keys: int, batch_size: int) -> DataFrame:
@@ -194,7 +202,7 @@ def main() -> int:
         "wall_seconds": round(time.monotonic() - started, 2),
         "peak_rss_bytes": sampler.peak,
         "peak_rss_mib": round(sampler.peak / 2**20, 1),
-        "rss_source": "psutil" if _has_psutil() else "/proc",
+        "rss_source": "/proc PSS",
         "cpu_count": os.cpu_count(),
         "load_average_at_end": list(os.getloadavg()) if hasattr(os, "getloadavg") else None,
         "python": platform.python_version(),
@@ -206,14 +214,6 @@ def main() -> int:
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(text + "\n", encoding="utf-8")
     return 0
-
-
-def _has_psutil() -> bool:
-    try:
-        import psutil  # noqa: F401
-    except ImportError:
-        return False
-    return True
 
 
 if __name__ == "__main__":

@@ -27,7 +27,6 @@ aggregate (to check the answer) or the error. Result: ``benchmarks/results/resou
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
 import platform
@@ -43,7 +42,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_compaction import PeakSampler, tree_rss_bytes
+from bench_compaction import PeakSampler
 
 from pulsar_model.session import build_session
 
@@ -60,23 +59,8 @@ POS_TYPE = "struct<ledger_id:bigint,entry_id:bigint>"
 IDM_TYPE = f"array<struct<lower:{POS_TYPE},upper:{POS_TYPE}>>"
 
 
-class SafePeakSampler(PeakSampler):
-    """``bench_compaction.PeakSampler`` that survives processes/threads vanishing while /proc is read
-    (without psutil its sampler thread dies on the first such race and the peak stays 0)."""
-
-    def _sample(self) -> None:
-        with contextlib.suppress(OSError):
-            self.peak = max(self.peak, tree_rss_bytes(os.getpid()))
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            self._sample()
-            self._stop.wait(self.interval)
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join()
-        self._sample()
+#: The sampler survives processes vanishing while /proc is read (kept as a name for older callers).
+SafePeakSampler = PeakSampler
 
 
 def pos(ledger: Column, entry: Column | int) -> Column:

@@ -130,7 +130,7 @@ class Timed:
 
 
 def timed(fn: Callable[[], Any]) -> Timed:
-    """Run ``fn`` and measure its wall time and the process tree's peak RSS meanwhile."""
+    """Run ``fn`` and measure its wall time and the process tree's peak memory (PSS) meanwhile."""
     with PeakSampler() as sampler:
         t0 = time.monotonic()
         value = fn()
@@ -368,7 +368,7 @@ def checks(result: dict[str, Any]) -> list[dict[str, Any]]:
             result.get("pipeline_seconds"),
             TARGETS["pipeline_seconds_tier_l"],
         )
-        check("peak RSS GiB (target 12)", result.get("peak_rss_gib"), TARGETS["peak_rss_gib_tier_l"])
+        check("peak memory (PSS) GiB (target 12)", result.get("peak_rss_gib"), TARGETS["peak_rss_gib_tier_l"])
     for stage, entry in result.get("stages", {}).items():
         check(f"{stage}: stage / scan floor", entry.get("floor_ratio"), TARGETS["floor_ratio"])
     for name, entry in (result.get("set_based") or {}).items():
@@ -401,10 +401,10 @@ def markdown(result: dict[str, Any]) -> str:
         f"Session start {result['session_start_seconds']} s; first query warm-up "
         f"{result['first_query_warmup_seconds']} s; data generation "
         f"{result['generate'].get('seconds', 'reused')} s. Pipeline (stages below) "
-        f"**{result['pipeline_seconds']} s**; whole run {result['wall_seconds']} s; peak RSS of the process "
-        f"tree **{result['peak_rss_gib']} GiB**.",
+        f"**{result['pipeline_seconds']} s**; whole run {result['wall_seconds']} s; peak memory (PSS) of "
+        f"the process tree **{result['peak_rss_gib']} GiB**.",
         "",
-        "| stage | seconds | rows in | rows out | scan floor s | stage / floor | peak RSS GiB |",
+        "| stage | seconds | rows in | rows out | scan floor s | stage / floor | peak PSS GiB |",
         "|---|---:|---:|---:|---:|---:|---:|",
     ]
     for stage, e in result["stages"].items():

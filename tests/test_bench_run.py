@@ -67,7 +67,7 @@ def test_checks_flag_misses_with_their_margin_and_pass_the_rest():
         "met": False,
         "missed_by": "25%",
     }
-    assert by_name["peak RSS GiB (target 12)"]["met"] is True
+    assert by_name["peak memory (PSS) GiB (target 12)"]["met"] is True
     assert by_name["backlog: stage / scan floor"]["met"] is False
     assert by_name["backlog: stage / scan floor"]["missed_by"] == "20%"
     assert by_name["position_after_n: spark / duckdb"]["missed_by"] == "100%"
@@ -78,7 +78,7 @@ def test_checks_flag_misses_with_their_margin_and_pass_the_rest():
 
 def test_tier_s_checks_no_tier_l_targets():
     names = {c["check"] for c in checks(_result("s"))}
-    assert not any("tier l" in n or "peak RSS" in n for n in names)
+    assert not any("tier l" in n or "peak memory" in n for n in names)
     assert TARGETS["floor_ratio"] == 2.5
 
 
