@@ -10,7 +10,8 @@ result into the next iteration:
   4.x one with its ``comparePositions``); §1.8 cursor counts; §1.9 ``getPositionAfterN`` (all generations);
 * §1.2 mark-delete (never backwards, the beyond-LAC rule, the extension over acked ranges,
   ``messagesConsumedCounter``); §1.10 ``skipEntries(n, Include)``;
-* §2.3 ``getEstimatedBacklogSize()`` with the slowest durable cursor of §1.11;
+* §2.3 ``getEstimatedBacklogSize()`` with the slowest durable cursor of §1.11 (the loops keep the durable
+  cursors in a heap, :class:`SlowestCursors`, so each pick costs ``O(log C)`` instead of a scan);
 * §3.6 ``dropBacklogForSizeLimit``, §3.7 ``dropBacklogForTimeLimit`` (precise: ``findNewestMatching``;
   non-precise: whole ledgers by close timestamp).
 
@@ -26,6 +27,7 @@ from __future__ import annotations
 
 import bisect
 import contextlib
+import heapq
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -166,6 +168,13 @@ class ManagedLedger:
         self.last_ne = [-1]
         for i, e in enumerate(self.ent):
             self.last_ne.append(i if e > 0 else self.last_ne[-1])
+        # position_after_n reads ``unread = entries - 0`` of every whole ledger it crosses (0 when the
+        # version guards an empty ledger); the prefix sums let it cross a run of ledgers in one bisect
+        unread = [0 if (beh.pan_unread_guard and e <= 0) else e for e in self.ent]
+        self.unread_monotone = all(u >= 0 for u in unread)
+        self.cum_unread = [0]
+        for u in unread:
+            self.cum_unread.append(self.cum_unread[-1] + u)
         # valid0_from[i]: smallest index j >= i whose (ledger, 0) is a valid position (len: none)
         n = len(self.ids)
         self.valid0_from = [n] * (n + 1)
@@ -351,6 +360,8 @@ class ManagedLedger:
         skip = n
         last_ledger = False
         while skip >= 0:
+            if cur[1] == 0 and self.unread_monotone and cur[0] != self.cur_id:
+                cur, skip = self._cross_whole_ledgers(cur, skip)
             if self.cur_id is not None and cur[0] == self.cur_id:
                 last_ledger = True
                 if beh.pan_current_ledger_guard:
@@ -410,6 +421,28 @@ class ManagedLedger:
         if beh.pan_lac_clamp and result > self.lac:
             result = self.lac
         return result
+
+    def _cross_whole_ledgers(self, cur: Position, skip: int) -> tuple[Position, int]:
+        """Fast-forward :meth:`position_after_n`'s walk from ``(ledger, 0)`` of a listed, non-open ledger.
+
+        The walk subtracts the unread count of every ledger it leaves and moves to ``(next ledger, 0)``
+        until a ledger holds at least the remaining skip. With non-negative unread counts their prefix sums
+        are monotone, so the ledger where the walk stops (or the last listed ledger before the open one)
+        is found by bisection; the loop body then processes that ledger exactly as before.
+        """
+        i = self.index.get(cur[0])
+        if i is None:
+            return cur, skip
+        k = self.index.get(self.cur_id, len(self.ids)) if self.cur_id is not None else len(self.ids)
+        if k <= i:
+            return cur, skip
+        base = self.cum_unread[i]
+        # smallest m in (i, k] with cum_unread[m] - base >= skip: the walk stops in ledger index m - 1
+        m = bisect.bisect_left(self.cum_unread, skip + base, i + 1, k + 1)
+        j = m - 1 if m <= k else k - 1
+        if j <= i:
+            return cur, skip
+        return (self.ids[j], 0), skip - (self.cum_unread[j] - base)
 
     # -- §2 -----------------------------------------------------------------------------------------
     def consumed_size(self, size: int, entries: int, e: int) -> int:
@@ -531,6 +564,68 @@ def slowest_durable(cursors: list[Cursor]) -> tuple[Cursor | None, bool]:
     return best, len(candidates) > 1
 
 
+class SlowestCursors:
+    """The durable cursors in a heap keyed by ``(md, order, list index)``: :func:`slowest_durable` in
+    ``O(log C)`` per pick for the eviction loops, which move one cursor at a time.
+
+    Keys are refreshed with :meth:`moved` after a cursor's md changes; stale heap entries are dropped when
+    they reach the top (lazy invalidation: a cursor's md only moves forward, so a stale key is never
+    larger than the cursor's current one). The tie flag counts the durable cursors per md.
+    """
+
+    def __init__(self, cursors: list[Cursor]) -> None:
+        self.cursors = cursors
+        self.keys: dict[int, tuple[Position, int, int]] = {}
+        self.heap: list[tuple[Position, int, int]] = []
+        self.at: dict[Position, int] = {}
+        for i, c in enumerate(cursors):
+            if c.durable:
+                key = (_md_key(c), c.order, i)
+                self.keys[i] = key
+                self.heap.append(key)
+                self.at[key[0]] = self.at.get(key[0], 0) + 1
+        heapq.heapify(self.heap)
+
+    def _top(self) -> tuple[Position, int, int] | None:
+        heap, keys = self.heap, self.keys
+        while heap and keys[heap[0][2]] != heap[0]:
+            heapq.heappop(heap)
+        return heap[0] if heap else None
+
+    def slowest(self) -> tuple[Cursor | None, bool]:
+        """Same answer as :func:`slowest_durable` on the current cursor states."""
+        top = self._top()
+        if top is None:
+            return None, False
+        return self.cursors[top[2]], self.at[top[0]] > 1
+
+    def slowest_md(self) -> Position | None:
+        top = self._top()
+        return None if top is None else self.cursors[top[2]].md
+
+    def moved(self, c: Cursor, index: int) -> None:
+        """Re-key cursor ``c`` (at ``index`` in the list) after its md may have changed."""
+        old = self.keys.get(index)
+        if old is None:
+            return
+        md = _md_key(c)
+        if md == old[0]:
+            return
+        key = (md, old[1], index)
+        self.keys[index] = key
+        heapq.heappush(self.heap, key)
+        left = self.at[old[0]] - 1
+        if left:
+            self.at[old[0]] = left
+        else:
+            del self.at[old[0]]
+        self.at[md] = self.at.get(md, 0) + 1
+
+
+def _md_key(c: Cursor) -> Position:
+    return c.md if c.md is not None else EARLIEST
+
+
 def estimated_backlog(ml: ManagedLedger, cursors: list[Cursor]) -> int:
     """Topic ``backlogSize`` = ``getEstimatedBacklogSize()`` (SPEC §2.3)."""
     slowest, _ = slowest_durable(cursors)
@@ -638,6 +733,8 @@ def drop_backlog_for_size_limit(
     if limit is None or limit < 0:
         return SizeResult(None, before, before, "quota_disabled", None, [], False, None)
     target = size_target(limit, formula_4x)
+    slowest = SlowestCursors(cursors)
+    position = {id(c): i for i, c in enumerate(cursors)}
     steps: list[SizeStep] = []
     prev: Cursor | None = None
     tie_ambiguous = False
@@ -648,7 +745,7 @@ def drop_backlog_for_size_limit(
         if len(steps) >= MAX_LOOP_ITERATIONS:
             reason, error = "error", "iteration cap reached"
             break
-        c, tie = slowest_durable(cursors)
+        c, tie = slowest.slowest()
         if c is None:
             reason = "no_cursor"
             break
@@ -673,7 +770,8 @@ def drop_backlog_for_size_limit(
             c.skips += 1
         except BrokerError as exc:
             step_error = str(exc)
-        new_backlog = estimated_backlog(ml, cursors)
+        slowest.moved(c, position[id(c)])
+        new_backlog = ml.estimate_from_slowest(slowest.slowest_md())
         steps.append(
             SizeStep(
                 len(steps) + 1,
@@ -748,10 +846,12 @@ def drop_backlog_for_time_limit_ledgers(
     limit_ms = java_int_mul(_java_int(limit_seconds), 1000) if millis_overflow_int else limit_seconds * 1000
     steps: list[TimeStep] = []
     tie_ambiguous = False
+    slowest = SlowestCursors(cursors)
+    position = {id(c): i for i, c in enumerate(cursors)}
     while True:
         if len(steps) >= MAX_LOOP_ITERATIONS:
             return TimeResult("error", None, steps, tie_ambiguous, False, "iteration cap reached")
-        c, tie = slowest_durable(cursors)
+        c, tie = slowest.slowest()
         if c is None:
             return TimeResult("no_cursor", None, steps, tie_ambiguous, False, None)
         md = c.md
@@ -795,6 +895,7 @@ def drop_backlog_for_time_limit_ledgers(
         except BrokerError as exc:
             steps.append(TimeStep(len(steps) + 1, c.name, md, md[0], ts, action, c.md, 0, tie, str(exc)))
             return TimeResult("error", c.name, steps, tie_ambiguous, False, str(exc))
+        slowest.moved(c, position[id(c)])
         steps.append(TimeStep(len(steps) + 1, c.name, md, md[0], ts, action, c.md, newly, tie, None))
 
 

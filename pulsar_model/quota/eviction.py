@@ -650,6 +650,9 @@ def _time_topic(
 
 #: Output rows per Arrow record batch handed back to Spark.
 _OUTPUT_BATCH_ROWS = 4096
+#: Output cells (rows plus their ``iterations`` structs) per Arrow record batch: a topic's trace is repeated
+#: on each of its cursor rows, so a batch of many cursors of one long loop is cut short to bound memory.
+_OUTPUT_BATCH_CELLS = 200_000
 
 
 def _group_fn(
@@ -677,11 +680,37 @@ def _group_fn(
             return []
         return [{n: r.get(n) for n in names} for r in per_topic(topic)]
 
+    def batched(rows: list[dict[str, Any]]) -> Iterator[list[dict[str, Any]]]:
+        """Cut one topic's rows into chunks of at most ``_OUTPUT_BATCH_CELLS`` cells (one row at least)."""
+        chunk: list[dict[str, Any]] = []
+        cells = 0
+        for row in rows:
+            weight = 1 + len(row.get("iterations") or ())
+            if chunk and cells + weight > _OUTPUT_BATCH_CELLS:
+                yield chunk
+                chunk, cells = [], 0
+            chunk.append(row)
+            cells += weight
+        if chunk:
+            yield chunk
+
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         out: list[dict[str, Any]] = []
+        out_cells = 0
         pending: dict[str, list[Any]] = {n: [] for n in packed_names}
         pending_key: tuple[Any, Any] | None = None
         done: set[Any] = set()
+
+        def flush_topic(rows: list[dict[str, Any]]) -> Iterator[pa.RecordBatch]:
+            nonlocal out, out_cells
+            for chunk in batched(rows):
+                weight = sum(1 + len(r.get("iterations") or ()) for r in chunk)
+                if out and out_cells + weight > _OUTPUT_BATCH_CELLS:
+                    yield pa.RecordBatch.from_pylist(out, schema=arrow_schema)
+                    out, out_cells = [], 0
+                out.extend(chunk)
+                out_cells += weight
+
         for batch in batches:
             data = batch.to_pydict()
             clusters, topics, n = data["cluster"], data["topic"], batch.num_rows
@@ -692,15 +721,15 @@ def _group_fn(
                 while end < n and topics[end] == key[1] and clusters[end] == key[0]:
                     end += 1
                 if key != pending_key:
-                    out.extend(evaluate(pending_key, pending, done))
+                    yield from flush_topic(evaluate(pending_key, pending, done))
                     pending, pending_key = {name: [] for name in packed_names}, key
                 for name in packed_names:
                     pending[name].extend(data[name][start:end])
                 start = end
-            if len(out) >= _OUTPUT_BATCH_ROWS:
+            if len(out) >= _OUTPUT_BATCH_ROWS or out_cells >= _OUTPUT_BATCH_CELLS:
                 yield pa.RecordBatch.from_pylist(out, schema=arrow_schema)
-                out = []
-        out.extend(evaluate(pending_key, pending, done))
+                out, out_cells = [], 0
+        yield from flush_topic(evaluate(pending_key, pending, done))
         if out:
             yield pa.RecordBatch.from_pylist(out, schema=arrow_schema)
 
