@@ -303,6 +303,7 @@ def test_nightly_stages_run_on_tier_s(spark, generated):
     assert states == {"committed", "aborted", "open"}
 
 
+@pytest.mark.long  # the plans stage on tier s: minutes of fixed Spark cost
 @pytest.mark.xfail(
     strict=True,
     raises=Py4JJavaError,

@@ -21,7 +21,9 @@ from typing import Any
 
 import pytest
 
-pytestmark = pytest.mark.slow
+# A benchmark in test form (one child session building 100k ledgers x 1k cursors and 1M messages): minutes
+# of CI time, so it runs with `make test-long`.
+pytestmark = [pytest.mark.slow, pytest.mark.long]
 
 BENCH = Path(__file__).resolve().parent.parent / "benchmarks" / "bench_resource_limits.py"
 LEDGERS, CURSORS, PER_LEDGER, MESSAGES = 100_000, 1_000, 2, 1_000_000
