@@ -307,7 +307,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         for n, stage in enumerate(stages, start=1):
             _echo(f"[{n}/{len(stages)}] stage {stage}")
             rows_in = _input_rows(tables, STAGE_INPUTS[stage], day)
-            outcome = timed(lambda stage=stage: run_stage(spark, config, stage))
+            try:
+                outcome = timed(lambda stage=stage: run_stage(spark, config, stage))
+            except Exception as exc:  # a failing stage is a result too: record it, measure the rest
+                _echo(f"    FAILED: {type(exc).__name__}: {str(exc)[:300]}")
+                stage_results[stage] = {"error": f"{type(exc).__name__}: {exc}"[:2000]}
+                continue
             entry: dict[str, Any] = {
                 "seconds": outcome.seconds,
                 "peak_rss_bytes": outcome.peak_rss_bytes,
@@ -327,7 +332,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             )
             stage_results[stage] = entry
         result["stages"] = stage_results
-        result["pipeline_seconds"] = round(sum(s["seconds"] for s in stage_results.values()), 3)
+        result["pipeline_seconds"] = round(sum(s.get("seconds", 0.0) for s in stage_results.values()), 3)
 
         if not args.no_set_based:
             result["set_based"] = set_based(spark, str(warehouse), tables, args.tier, run_oracle, n_requests)
@@ -408,6 +413,9 @@ def markdown(result: dict[str, Any]) -> str:
         "|---|---:|---:|---:|---:|---:|---:|",
     ]
     for stage, e in result["stages"].items():
+        if "error" in e:
+            lines.append(f"| {stage} | failed: {e['error'][:120]} | | | | | |")
+            continue
         lines.append(
             f"| {stage} | {e['seconds']:.1f} | {sum(e['rows_in'].values()):,} "
             f"| {sum(e['rows_out'].values()):,} | {e.get('floor_seconds', '')} | {e.get('floor_ratio', '')} "
