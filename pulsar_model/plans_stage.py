@@ -22,9 +22,11 @@ import os
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import cast
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql import types as T
 
 from pulsar_model.backlog_exact import unacked_entry_totals
 from pulsar_model.contracts import conform, contract
@@ -92,11 +94,30 @@ def read_request_files(paths: Sequence[str | os.PathLike[str]]) -> ParsedRequest
     return ParsedRequests(tuple(requests), tuple(rejected))
 
 
+def _all_nullable(data_type: T.DataType) -> T.DataType:
+    """``data_type`` with every field, element and value nullable (nested too), as a file scan reads it."""
+    if isinstance(data_type, T.StructType):
+        return T.StructType(
+            [T.StructField(f.name, _all_nullable(f.dataType), True, f.metadata) for f in data_type.fields]
+        )
+    if isinstance(data_type, T.ArrayType):
+        return T.ArrayType(_all_nullable(data_type.elementType), True)
+    if isinstance(data_type, T.MapType):
+        return T.MapType(data_type.keyType, _all_nullable(data_type.valueType), True)
+    return data_type
+
+
 def requests_frame(spark: SparkSession, parsed: ParsedRequests) -> DataFrame:
-    """The accepted requests as a DataFrame of the ``plan_requests`` contract."""
+    """The accepted requests as a DataFrame of the ``plan_requests`` contract's columns, all nullable.
+
+    Nullable like the ``plan_requests`` table's scan, so a union of the two keeps one type per column:
+    a Union's constraints use its first child's attributes, and when those differ in nullability from the
+    Union's output, a later ``localCheckpoint`` keeps constraints on an attribute Spark 4.1 cannot
+    re-map when the checkpoint is re-instanced (``key not found: action#N`` at the ``skip_plans`` write).
+    """
     c = contract(REQUESTS_TABLE)
     rows = [tuple(r.get(name) for name in c.column_names) for r in parsed.requests]
-    return spark.createDataFrame(rows, c.spark_schema)
+    return spark.createDataFrame(rows, cast(T.StructType, _all_nullable(c.spark_schema)))
 
 
 # --- the transforms the stage applies (pure, lazy) ---------------------------------------------------------
@@ -426,10 +447,11 @@ def run_plans_stage(
     if export_dir is not None and (Path(export_dir) / EXPORT_REQUESTS_FILE).is_file():
         files.append(str(Path(export_dir) / EXPORT_REQUESTS_FILE))
     parsed = read_request_files(files)
-    requests = requests_frame(spark, parsed)
+    sources = [requests_frame(spark, parsed)] if parsed.requests else []
     if tables.exists(requests_table):
-        table_requests = conform(tables.read(requests_table), REQUESTS_TABLE)
-        requests = requests.unionByName(table_requests)
+        sources.append(conform(tables.read(requests_table), REQUESTS_TABLE))
+    # No empty side in the union: only the sources that can hold requests (see requests_frame).
+    requests = functools.reduce(DataFrame.unionByName, sources) if sources else requests_frame(spark, parsed)
     day = {"export_date": run_date}
     managed = tables.read("managed_ledgers", partition_filter=day).withColumn(
         "pulsar_version", F.coalesce("pulsar_version", F.lit(default_version))
