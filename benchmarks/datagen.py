@@ -82,22 +82,13 @@ from pyspark.sql import functions as F
 
 from pulsar_model.contracts import conform, contract
 from pulsar_model.delta_io import DeltaTables, TableWrite
+from pulsar_model.ingest.pipeline import INPUT_TABLES
 
 __all__ = ["TABLES", "TIERS", "TierFrames", "TierSpec", "generate_tier", "tier_frames"]
 
-#: Tables :func:`generate_tier` writes, in write order.
-TABLES: Final = (
-    "managed_ledgers",
-    "ledgers",
-    "cursors",
-    "entries",
-    "messages",
-    "markers",
-    "backlog_quotas",
-    "consumers",
-    "schema_versions",
-    "plan_requests",
-)
+#: Tables :func:`generate_tier` writes, in write order: the ingest's input tables (no quarantine: the
+#: generated rows are all valid) and the plans stage's request table.
+TABLES: Final = (*(t for t in INPUT_TABLES if t != "quarantine"), "plan_requests")
 
 _MARKER_NAMES: Final = {
     10: "REPLICATED_SUBSCRIPTION_SNAPSHOT_REQUEST",
