@@ -10,7 +10,6 @@ import datetime as dt
 from typing import Any
 
 import pytest
-from py4j.protocol import Py4JJavaError
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
@@ -303,17 +302,7 @@ def test_nightly_stages_run_on_tier_s(spark, generated):
     assert states == {"committed", "aborted", "open"}
 
 
-@pytest.mark.long  # the plans stage on tier s: minutes of fixed Spark cost
-@pytest.mark.xfail(
-    strict=True,
-    raises=Py4JJavaError,
-    reason=(
-        "plans stage bug (reported, issue 10): cursor-action requests read from the plan_requests Delta "
-        "table fail at the skip_plans write with java.util.NoSuchElementException: key not found: action#N "
-        "(the same requests from a file work; spark.sql.exchange.reuse=false does not help); remove this "
-        "marker when fixed"
-    ),
-)
+@pytest.mark.long  # the plans stage on tier s (requests from the plan_requests table): minutes of Spark
 def test_plans_stage_on_tier_s(spark, generated):
     config = load_config(None, [f"storage.warehouse={generated['warehouse']}"])
     outcomes = run_nightly(
