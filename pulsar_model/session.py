@@ -17,7 +17,11 @@ from pulsar_model.errors import MachineSetupError
 #: statistics, PLATFORM.md), small shuffles for laptop-sized data.
 BASE_CONF: dict[str, str] = {
     "spark.sql.session.timeZone": "UTC",
-    "spark.driver.extraJavaOptions": "-Duser.timezone=UTC -XX:+UseSerialGC -XX:TieredStopAtLevel=1",
+    # C1 only starts fast, but its default 48 MiB code cache filled within 97 s of the tier-s benchmark
+    # ("CodeCache is full. Compiler has been disabled": everything after runs interpreted); 256 MiB.
+    "spark.driver.extraJavaOptions": (
+        "-Duser.timezone=UTC -XX:+UseSerialGC -XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=256m"
+    ),
     "spark.executor.extraJavaOptions": "-Duser.timezone=UTC",
     "spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS",
     "spark.sql.execution.arrow.pyspark.enabled": "true",
