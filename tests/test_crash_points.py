@@ -504,23 +504,11 @@ def _all_rows(warehouse: Path) -> dict[str, list[tuple[Any, ...]]]:
 
 @pytest.mark.long
 def test_nightly_killed_inside_each_stage_write_then_cleanup_and_rerun(tmp_path: Path) -> None:
-    import dataclasses
+    from pulsar_model.demo import generate_demo
+    from tests.test_nightly_crash import TINY  # the one-cluster demo of the nightly crash test
 
-    from pulsar_model.demo import DemoSpec, generate_demo
-
-    tiny = dataclasses.replace(
-        DemoSpec(),
-        clusters=("us-east",),
-        pulsar_versions={"us-east": "4.1.3"},
-        namespaces=("acme/orders",),
-        topics_per_namespace=2,
-        replicated_namespace=None,
-        replicated_topics=0,
-        partitions=2,
-        messages_per_topic=(20, 40),
-    )
     export, warehouse = tmp_path / "export", tmp_path / "wh"
-    generate_demo(export, tiny, overwrite=True)
+    generate_demo(export, TINY, overwrite=True)
     stages = ",".join(NIGHTLY_KILLS)
     first = _nightly(export, warehouse, stages)
     assert first.returncode == 0, first.stderr[-3000:]
