@@ -37,13 +37,13 @@ run: check-java $(STAMP) ## fresh clone -> venv, demo export, nightly job on it,
 ingest: check-java $(STAMP) ## ingest $(EXPORT) into $(WAREHOUSE)
 	$(VENV)/bin/pulsar-analytics ingest --export-dir $(EXPORT) --warehouse $(WAREHOUSE)
 
-test: check-java $(STAMP) ## run the test suite (what CI runs; long and runtime end-to-end tests excluded)
-	$(PY) -m pytest -q -m "not runtime and not long" $(PYTEST_ARGS)
+test: check-java $(STAMP) ## run the test suite (what CI runs, with the cluster/notebook runtime tests; long ones excluded)
+	$(PY) -m pytest -q -m "not long" $(PYTEST_ARGS)
 
 test-long: check-java $(STAMP) ## the long end-to-end tests CI leaves out (demo pipelines, tens of minutes)
 	$(PY) -m pytest -q -m long $(PYTEST_ARGS)
 
-test-runtime: check-java $(STAMP) ## spark-submit to a local standalone cluster, run the notebooks (slow)
+test-runtime: check-java $(STAMP) ## only the runtime tests: spark-submit to a local standalone cluster, the notebooks
 	$(PY) -m pytest -q -m runtime $(PYTEST_ARGS)
 
 dist: $(STAMP) ## build the wheel and the --py-files zip into dist/

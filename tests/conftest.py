@@ -10,6 +10,7 @@ import pytest
 from pyspark.sql import SparkSession
 
 from pulsar_model.session import build_session
+from tests.standalone_cluster import ClusterNightly, run_cluster_nightly
 
 os.environ.setdefault("TZ", "UTC")
 
@@ -32,3 +33,12 @@ def spark() -> Iterator[SparkSession]:
     session.sparkContext.setLogLevel("ERROR")
     yield session
     session.stop()
+
+
+@pytest.fixture(scope="session")
+def cluster_nightly(tmp_path_factory: pytest.TempPathFactory) -> ClusterNightly:
+    """The nightly job spark-submitted once per session to a standalone cluster on 127.0.0.1 (stopped again).
+
+    Used by the cluster test (the run itself) and the notebook test (the warehouse it wrote).
+    """
+    return run_cluster_nightly(tmp_path_factory.mktemp("cluster-nightly"))

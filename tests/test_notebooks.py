@@ -2,8 +2,10 @@
 
 Cells are split at ``# COMMAND ----------``; magic cells (``%md``, ``%pip``, ``%run``) are what Databricks
 interprets and are skipped here (``%run ./00_setup`` is replaced by running 00_setup first in the shared
-namespace). The session fixture's ``spark`` and a recording ``display`` are injected; 00_setup generates
-one tiny demo and runs the nightly pipeline once, then every area notebook reads its tables.
+namespace). The session fixture's ``spark`` and a recording ``display`` are injected. In CI the notebooks
+read the warehouse that the session's ``spark-submit`` of the nightly job wrote on the standalone cluster
+(``generate_demo`` false, as in a workspace next to the nightly job); the long variant lets 00_setup
+generate the tiny demo and run the nightly pipeline itself (``generate_demo`` true).
 """
 
 from __future__ import annotations
@@ -11,32 +13,20 @@ from __future__ import annotations
 import dataclasses
 import re
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
 from pyspark.sql import DataFrame, SparkSession
 
-from pulsar_model.demo import DemoSpec
+from tests.standalone_cluster import TINY  # the demo the session's cluster run ingests
 
 NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"
 HEADER = "# Databricks notebook source"
 SEPARATOR = re.compile(r"^# COMMAND -{10}\s*$", re.MULTILINE)
 MAGIC = re.compile(r"^# MAGIC ?")
 KNOWN_MAGICS = ("%md", "%pip", "%run")
-#: The smallest demo on which every result below is non-empty: two clusters (geo-replication needs two)
-#: on ONE broker version. Cost is Spark jobs, not rows: every stage plans its transforms once per broker
-#: version present, so three versions tripled the jobs and the plan sizes (issue 8 measurements).
-TINY = dataclasses.replace(
-    DemoSpec(),
-    clusters=("us-east", "us-west"),
-    pulsar_versions={"us-east": "4.1.3", "us-west": "4.1.3"},
-    topics_per_namespace=2,
-    replicated_topics=1,
-    partitions=2,
-    replicated_partitions=2,
-    messages_per_topic=(20, 60),
-)
 #: Session settings while the notebooks run (restored afterwards; the session is shared with other tests).
 #: Tiny data and very wide plans: adaptive re-planning (one extra job per shuffle) and code generation cost
 #: far more than they save, as in the golden tests' ``FAST_CONF``. Shuffle partitions stay at the fixture's 2.
@@ -121,18 +111,15 @@ def test_parse_notebook_rejects_mixed_cells(tmp_path):
         parse_notebook(bad)
 
 
-@pytest.fixture(scope="module")
-def notebook_namespace(spark, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
-    """Run every notebook's Python cells in order in one namespace (one demo, one nightly run).
-
-    ``NOTEBOOK_CONF`` holds until the module's tests are done (the results are lazy DataFrames).
-    """
+@contextmanager
+def _notebook_conf(spark: SparkSession) -> Iterator[None]:
+    """``NOTEBOOK_CONF`` while the notebooks run and their lazy results are checked, then the old values."""
     # 00_setup sets spark.sql.unionOutputPartitioning (a Spark 4.1 bug workaround): restored as well.
     saved = {key: spark.conf.get(key, None) for key in (*NOTEBOOK_CONF, "spark.sql.unionOutputPartitioning")}
     for key, value in NOTEBOOK_CONF.items():
         spark.conf.set(key, value)
     try:
-        yield _run_notebooks(spark, tmp_path_factory.mktemp("notebooks"))
+        yield
     finally:
         for key, old in saved.items():
             if old is None:
@@ -141,17 +128,41 @@ def notebook_namespace(spark, tmp_path_factory: pytest.TempPathFactory) -> Itera
                 spark.conf.set(key, old)
 
 
-def _run_notebooks(spark: SparkSession, scratch: Path) -> dict[str, Any]:
+@pytest.fixture(scope="module")
+def notebook_namespace(
+    spark, cluster_nightly, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[dict[str, Any]]:
+    """Every notebook's Python cells in order in one namespace, on the warehouse the session's
+    ``spark-submit`` of the nightly job wrote on the standalone cluster (``generate_demo`` false): the
+    notebooks read what the cluster job wrote, as in a Databricks workspace next to the nightly job.
+    """
+    with _notebook_conf(spark):
+        scratch = tmp_path_factory.mktemp("notebooks")
+        yield _run_notebooks(
+            spark, {"WAREHOUSE": str(cluster_nightly.warehouse), "GENERATE_DEMO": "false"}, scratch
+        )
+
+
+@pytest.fixture(scope="module")
+def notebook_namespace_with_demo(spark, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+    """The notebooks with ``generate_demo`` true: 00_setup writes the demo export and runs the nightly job
+    in the notebook's own session (one demo, one nightly run), then every area notebook reads its tables.
+    """
+    with _notebook_conf(spark):
+        scratch = tmp_path_factory.mktemp("notebooks-demo")
+        settings = {"WAREHOUSE": str(scratch / "warehouse"), "GENERATE_DEMO": "true", "DEMO_SPEC": TINY}
+        yield _run_notebooks(spark, settings, scratch)
+
+
+def _run_notebooks(spark: SparkSession, settings: dict[str, Any], scratch: Path) -> dict[str, Any]:
     displayed: list[DataFrame] = []
     namespace: dict[str, Any] = {
         "__name__": "__notebook__",
         "spark": spark,
         "display": displayed.append,
-        "WAREHOUSE": str(scratch / "warehouse"),
         "EXPORT_DIR": str(scratch / "export"),
-        "GENERATE_DEMO": "true",
-        "DEMO_SPEC": TINY,
         "_displayed": displayed,
+        **settings,
     }
     for path in notebook_paths():
         for cell in parse_notebook(path):
@@ -163,9 +174,19 @@ def _run_notebooks(spark: SparkSession, scratch: Path) -> dict[str, Any]:
 
 @pytest.mark.slow
 @pytest.mark.runtime
+@pytest.mark.timeout(3300)  # covers the session's cluster run when this module runs first
+def test_notebooks_on_the_cluster_jobs_warehouse(notebook_namespace):
+    _check_results(notebook_namespace)
+
+
+@pytest.mark.slow
+@pytest.mark.long
 @pytest.mark.timeout(3300)  # covers the fixture (the nightly); 1200 s failed at load ~18 (shared box)
-def test_notebooks_run_and_leave_non_empty_results(notebook_namespace):
-    ns = notebook_namespace
+def test_notebooks_generate_the_demo_and_run_the_nightly(notebook_namespace_with_demo):
+    _check_results(notebook_namespace_with_demo)
+
+
+def _check_results(ns: dict[str, Any]) -> None:
     assert ns["spark"] is not None and ns["WAREHOUSE"].endswith("warehouse")
     empty = []
     for notebook, names in KEY_RESULTS.items():
