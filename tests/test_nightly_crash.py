@@ -17,6 +17,7 @@ import sys
 import time
 from pathlib import Path
 
+import pyarrow.fs as pafs
 import pytest
 from deltalake import DeltaTable
 
@@ -72,7 +73,9 @@ def _snapshot(warehouse: Path) -> dict[str, tuple[int, list[str]]]:
     tables = {}
     for path in sorted(p for p in warehouse.iterdir() if (p / "_delta_log").is_dir()):
         table = DeltaTable(str(path))
-        rows = sorted(repr(sorted(r.items())) for r in table.to_pyarrow_table().to_pylist())
+        # An explicit filesystem: without it to_pyarrow_table can abort the interpreter at exit (PLATFORM.md).
+        arrow = table.to_pyarrow_table(filesystem=pafs.SubTreeFileSystem(str(path), pafs.LocalFileSystem()))
+        rows = sorted(repr(sorted(r.items())) for r in arrow.to_pylist())
         tables[path.name] = (table.version(), rows)
     return tables
 
