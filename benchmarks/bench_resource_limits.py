@@ -197,7 +197,9 @@ def hot_key_messages(spark: SparkSession, messages: int, parts: int) -> DataFram
     )
 
 
-def _steps(version: str) -> dict[str, tuple[str, Callable[[dict[str, DataFrame]], DataFrame]]]:
+def _steps(
+    version: str, trace_max_iterations: int = 100_000
+) -> dict[str, tuple[str, Callable[[dict[str, DataFrame]], DataFrame]]]:
     """name -> (input set, the transform's output reduced to one row)."""
     from pulsar_model.backlog import estimated_backlog_size
     from pulsar_model.compaction import compact, compaction_horizons, compaction_summary
@@ -206,12 +208,21 @@ def _steps(version: str) -> dict[str, tuple[str, Callable[[dict[str, DataFrame]]
     from pulsar_model.readers import reset_cursor_by_time_plan
 
     def evicted(df: DataFrame) -> DataFrame:
+        moved = F.col("mark_delete_position") > F.col("mark_delete_position_before")
         return df.agg(
             F.count("*").alias("rows"),
             F.min("stop_reason").alias("stop_reason"),
+            F.min("stop_cursor_name").alias("stop_cursor_name"),
             F.max("iteration_count").alias("iterations"),
             F.sum("skipped_entries").alias("skipped_entries"),
             F.max("estimated_backlog_size_bytes_after").alias("estimate_after"),
+            F.sum(F.when(moved, 1).otherwise(0)).alias("moved_cursors"),
+            F.min(F.when(moved, F.col("mark_delete_position"))).alias("moved_md_min"),
+            F.max(F.when(moved, F.col("mark_delete_position"))).alias("moved_md_max"),
+            # the trace: each recorded step on the row of its cursor only (no repetition per row)
+            F.sum("trace_steps").alias("trace_steps"),
+            F.sum(F.size("iterations")).alias("trace_elements"),
+            F.max(F.col("trace_truncated").cast("int")).alias("trace_truncated"),
         )
 
     return {
@@ -231,18 +242,26 @@ def _steps(version: str) -> dict[str, tuple[str, Callable[[dict[str, DataFrame]]
             "big",
             lambda d: evicted(
                 drop_backlog_for_size_limit(
-                    d["managed_ledgers"], d["ledgers"], d["cursors"], d["size_limits"], version
+                    d["managed_ledgers"],
+                    d["ledgers"],
+                    d["cursors"],
+                    d["size_limits"],
+                    version,
+                    trace_max_iterations=trace_max_iterations,
                 )
             ),
         ),
         "quota_time_eviction": (
             "big",
-            lambda d: drop_backlog_for_time_limit(
-                d["managed_ledgers"], d["ledgers"], d["cursors"], d["time_limits"], pulsar_version=version
-            ).agg(
-                F.count("*").alias("rows"),
-                F.min("stop_reason").alias("stop_reason"),
-                F.max("iteration_count").alias("iterations"),
+            lambda d: evicted(
+                drop_backlog_for_time_limit(
+                    d["managed_ledgers"],
+                    d["ledgers"],
+                    d["cursors"],
+                    d["time_limits"],
+                    pulsar_version=version,
+                    trace_max_iterations=trace_max_iterations,
+                )
             ),
         ),
         "reset_cursor_by_time": (
@@ -313,6 +332,7 @@ def run(
     version: str,
     only: list[str] | None = None,
     step_timeout: float | None = None,
+    trace_max_iterations: int = 100_000,
 ) -> dict[str, dict[str, Any]]:
     """Run every step once; return name -> {seconds, peak_rss_mib, result | error}."""
     inputs = {
@@ -320,7 +340,7 @@ def run(
         "hot": {"messages": hot_key_messages(spark, messages, parts)},
     }
     out: dict[str, dict[str, Any]] = {}
-    for name, (which, build) in _steps(version).items():
+    for name, (which, build) in _steps(version, trace_max_iterations).items():
         if only and name not in only:
             continue
         t0 = time.monotonic()
@@ -378,6 +398,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--probe-cap-mib", type=int, default=None, help="first check that a worker allocating N MiB fails"
     )
+    parser.add_argument(
+        "--trace-max-iterations",
+        type=int,
+        default=100_000,
+        help="loop steps kept in the eviction trace per topic (config quota.trace_max_iterations)",
+    )
     parser.add_argument("--out", default=str(RESULTS))
     args = parser.parse_args(argv)
 
@@ -406,6 +432,7 @@ def main(argv: list[str] | None = None) -> int:
             version=args.version,
             only=[s.strip() for s in args.steps.split(",")] if args.steps else None,
             step_timeout=args.step_timeout,
+            trace_max_iterations=args.trace_max_iterations,
         )
         spark.stop()
     result: dict[str, Any] = {
@@ -417,6 +444,7 @@ def main(argv: list[str] | None = None) -> int:
         },
         "hot_key_messages": args.messages,
         "pulsar_version": args.version,
+        "trace_max_iterations": args.trace_max_iterations,
         "master": args.master,
         "conf": conf,
         "session_start_seconds": round(session_s, 2),

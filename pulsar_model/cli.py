@@ -66,7 +66,8 @@ STAGE_COMMANDS: dict[str, tuple[str, str]] = {
     "quota": (
         "effective backlog quotas, breaches, what-if eviction and producer outcomes for a run date",
         "Run the quota stage on already-ingested tables (after the backlog stage): quota_status, "
-        "quota_evictions and quota_producer_outcomes for the run date (default: the newest export date).",
+        "quota_evictions, quota_eviction_trace and quota_producer_outcomes for the run date (default: the "
+        "newest export date).",
     ),
     "replication": (
         "replicated subscriptions: remote cursor translation, failover duplicates, findings, for a run date",

@@ -88,6 +88,18 @@ class CompactionConfig:
 
 
 @dataclass(frozen=True)
+class QuotaConfig:
+    """What-if backlog-quota eviction (SPEC §3.6, §3.7).
+
+    ``trace_max_iterations``: loop steps kept per topic and quota type in ``quota_eviction_trace`` (the first
+    in loop order; ``quota_evictions.trace_truncated`` flags longer loops, whose end state and
+    ``iteration_count`` are always complete); 0 keeps no trace.
+    """
+
+    trace_max_iterations: int = 100_000
+
+
+@dataclass(frozen=True)
 class BrokerConfig:
     """Broker settings (``broker.conf``) that no export carries, applied to every cluster.
 
@@ -113,6 +125,7 @@ class AppConfig:
     plans: PlansConfig = field(default_factory=PlansConfig)
     broker: BrokerConfig = field(default_factory=BrokerConfig)
     compaction: CompactionConfig = field(default_factory=CompactionConfig)
+    quota: QuotaConfig = field(default_factory=QuotaConfig)
     report_dir: str = "reports"
 
 
@@ -169,6 +182,11 @@ def validate(config: AppConfig) -> AppConfig:
             raise ConfigError(
                 f"{where} = {version!r} is not a Pulsar version; write it like '3.0.7' or '4.1.3'"
             )
+    if not 0 <= config.quota.trace_max_iterations <= 2**31 - 1:
+        raise ConfigError(
+            f"quota.trace_max_iterations = {config.quota.trace_max_iterations} must be between 0 (no trace) "
+            "and 2147483647, e.g. 100000"
+        )
     if config.storage.delta_backend not in {"auto", "spark", "bridge"}:
         raise ConfigError(
             f"storage.delta_backend = {config.storage.delta_backend!r}; use 'auto', 'spark' or 'bridge'"

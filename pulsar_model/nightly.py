@@ -143,7 +143,13 @@ def _stage_quota(ctx: StageContext) -> StageOutcome:
     from pulsar_model.quota_stage import run_quota_stage
 
     run_date = ctx.run_date("quota")
-    return _outcome(run_date, *run_quota_stage(ctx.tables, run_date, ctx.config.pulsar.default_version))
+    trace_max = ctx.config.quota.trace_max_iterations
+    return _outcome(
+        run_date,
+        *run_quota_stage(
+            ctx.tables, run_date, ctx.config.pulsar.default_version, trace_max_iterations=trace_max
+        ),
+    )
 
 
 def _stage_replication(ctx: StageContext) -> StageOutcome:

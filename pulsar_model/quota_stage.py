@@ -1,7 +1,8 @@
 """The nightly ``quota`` stage: effective backlog quotas, breaches, what-if eviction, producer outcomes.
 
 Driver-side orchestration only (reads, a tiny ``distinct`` of the Pulsar versions present, one materialised
-status per version, one tiny query choosing the eviction runs, writes); the logic is the pure transforms of
+status per version, one tiny query choosing the eviction runs, one materialised eviction result per version
+feeding both eviction tables, writes); the logic is the pure transforms of
 :mod:`pulsar_model.quota`, applied once per broker version so that every cluster gets its own version's
 semantics (SPEC §0.3, §3). Output tables, partitioned by ``export_date``:
 
@@ -10,6 +11,9 @@ semantics (SPEC §0.3, §3). Output tables, partitioned by ``export_date``:
 * ``quota_evictions`` - one row per (cluster, topic, export, quota_type, cursor): what
   ``consumer_backlog_eviction`` would do to each cursor (§3.6 size, §3.7 time) for every topic with an
   enabled limit of that type, whatever its configured policy (the "what if we switched" question);
+* ``quota_eviction_trace`` - one row per (cluster, topic, export, quota_type, iteration): the steps of those
+  loops in loop order, the first ``trace_max_iterations`` per topic and type (each step once, not repeated
+  per cursor row);
 * ``quota_producer_outcomes`` - one row per (cluster, topic, export): disconnections and the error new
   producers get (§3.3, §3.5).
 
@@ -33,6 +37,7 @@ from pyspark.sql import types as T
 from pulsar_model.contracts import contract
 from pulsar_model.delta_io import DeltaTables
 from pulsar_model.quota import drop_backlog_for_size_limit, drop_backlog_for_time_limit
+from pulsar_model.quota.eviction import DEFAULT_TRACE_MAX_ITERATIONS
 from pulsar_model.quota.policy import (
     POLICY_CONSUMER_BACKLOG_EVICTION,
     QUOTA_TYPE_SIZE,
@@ -47,7 +52,7 @@ from pulsar_model.stage_io import read_day, write_day_outputs
 log = logging.getLogger(__name__)
 
 #: Output tables of the stage.
-OUTPUT_TABLES = ("quota_status", "quota_evictions", "quota_producer_outcomes")
+OUTPUT_TABLES = ("quota_status", "quota_evictions", "quota_eviction_trace", "quota_producer_outcomes")
 _TOPIC = ["cluster", "topic"]
 #: Columns of ``cursor_backlog`` the exact-data view of :func:`quota_breaches` reads (SPEC §3.4).
 _EXACT_COLUMNS = (
@@ -76,6 +81,36 @@ _ENTRY_FIELDS = T.StructType(
 ALL_EVICTION_RUNS: frozenset[tuple[str, bool | None]] = frozenset(
     {(QUOTA_TYPE_SIZE, None), (QUOTA_TYPE_TIME, False), (QUOTA_TYPE_TIME, True)}
 )
+#: Fields of a trace step (``quota_eviction_trace``): those of both loops, the size loop's, the time loop's.
+_STEP_COMMON = (
+    "iteration",
+    "cursor_name",
+    "slowest_tie",
+    "mark_delete_before",
+    "mark_delete_after",
+    "skipped_entries",
+    "error",
+)
+_STEP_SIZE = ("backlog_before", "entries_counter", "entries_source", "to_skip", "backlog_after")
+_STEP_TIME = ("ledger_id", "ledger_closed_at", "action")
+_POSITION = T.StructType([T.StructField("ledger_id", T.LongType()), T.StructField("entry_id", T.LongType())])
+_STEP_TYPES: dict[str, T.DataType] = {
+    "iteration": T.IntegerType(),
+    "cursor_name": T.StringType(),
+    "slowest_tie": T.BooleanType(),
+    "mark_delete_before": _POSITION,
+    "mark_delete_after": _POSITION,
+    "skipped_entries": T.LongType(),
+    "error": T.StringType(),
+    "backlog_before": T.LongType(),
+    "entries_counter": T.LongType(),
+    "entries_source": T.StringType(),
+    "to_skip": T.LongType(),
+    "backlog_after": T.LongType(),
+    "ledger_id": T.LongType(),
+    "ledger_closed_at": T.TimestampType(),
+    "action": T.StringType(),
+}
 #: Eviction output columns renamed so that every before/after pair reads alike in ``quota_evictions``.
 _AFTER_RENAMES = {
     "mark_delete_position": "mark_delete_position_after",
@@ -116,19 +151,44 @@ def exact_completeness(cursor_backlog: DataFrame) -> DataFrame:
     )
 
 
-def _eviction_columns(result: DataFrame, quota_type: str) -> DataFrame:
-    """Eviction output with ``quota_type``, the ``_after`` names and the trace as ``iterations_json``.
+def _trace_step(step: Column, fields: tuple[str, ...]) -> Column:
+    """One loop step (a size or time step struct) as the struct of every trace field, the others null."""
+    return F.struct(
+        *[
+            (step[name] if name in fields else F.lit(None)).cast(dtype).alias(name)
+            for name, dtype in _STEP_TYPES.items()
+        ]
+    )
 
-    The size and time traces have different element structs; one JSON string column (``to_json``: an
-    array of objects, timestamps ISO-8601 with offset) lets both kinds share a table.
-    """
+
+def _eviction_columns(result: DataFrame, quota_type: str) -> DataFrame:
+    """Eviction output with ``quota_type``, the ``_after`` names and each cursor's trace steps as
+    ``iterations`` of one struct type for both loops (size and time steps differ; see ``_STEP_TYPES``)."""
+    fields = (*_STEP_COMMON, *(_STEP_SIZE if quota_type == QUOTA_TYPE_SIZE else _STEP_TIME))
     cols: list[Column] = [F.lit(quota_type).alias("quota_type")]
     for name in result.columns:
         if name == "iterations":
-            cols.append(F.to_json(F.col("iterations")).alias("iterations_json"))
+            cols.append(F.transform("iterations", lambda s: _trace_step(s, fields)).alias("iterations"))
         else:
             cols.append(F.col(f"`{name}`").alias(_AFTER_RENAMES.get(name, name)))
     return result.select(*cols)
+
+
+def eviction_trace(evictions: DataFrame) -> DataFrame:
+    """One row per recorded loop step: the per-cursor ``iterations`` of :func:`quota_evictions` exploded.
+
+    Every step is carried by the row of the cursor it moved only, so the union of the cursor rows' steps
+    is the topic's trace (up to ``trace_max_iterations`` steps), each once. Keeps the columns of
+    ``evictions`` other than the cursor's own (``cluster``, ``topic``, ``quota_type`` and whatever identity
+    columns were joined, e.g. ``export_id``) that the ``quota_eviction_trace`` contract names. Pure and lazy.
+    """
+    keep = [
+        c
+        for c in ("cluster", "topic", "export_id", "export_date", "pulsar_version")
+        if c in evictions.columns
+    ]
+    steps = evictions.select(*keep, "quota_type", F.explode("iterations").alias("_step"))
+    return steps.select(*keep, "quota_type", *[F.col("_step")[name].alias(name) for name in _STEP_TYPES])
 
 
 def quota_evictions(
@@ -139,6 +199,7 @@ def quota_evictions(
     entries: DataFrame | None,
     pulsar_version: str,
     runs: frozenset[tuple[str, bool | None]] = ALL_EVICTION_RUNS,
+    trace_max_iterations: int = DEFAULT_TRACE_MAX_ITERATIONS,
 ) -> DataFrame | None:
     """One row per (cluster, topic, quota_type, cursor): what-if ``consumer_backlog_eviction`` (§3.6, §3.7).
 
@@ -153,6 +214,8 @@ def quota_evictions(
 
     ``runs`` limits the eviction calls to those with topics (see :func:`eviction_kinds`): each call is a
     grouped Arrow pass over the topics' state, worth skipping when empty; None when no run is left.
+    ``iterations``: this cursor's steps among the first ``trace_max_iterations`` of its topic's loop (one
+    struct type for both loops; :func:`eviction_trace` turns them into ``quota_eviction_trace`` rows).
     Pure and lazy.
     """
     spark = managed_ledgers.sparkSession
@@ -160,7 +223,13 @@ def quota_evictions(
     if (QUOTA_TYPE_SIZE, None) in runs:
         size_limits = status.where(enabled_limit(QUOTA_TYPE_SIZE)).select(*_TOPIC, "limit_size_bytes")
         size = drop_backlog_for_size_limit(
-            managed_ledgers, ledgers, cursors, size_limits, pulsar_version, entries=entries
+            managed_ledgers,
+            ledgers,
+            cursors,
+            size_limits,
+            pulsar_version,
+            entries=entries,
+            trace_max_iterations=trace_max_iterations,
         )
         parts.append(_eviction_columns(size, QUOTA_TYPE_SIZE))
     time_rows = status.where(enabled_limit(QUOTA_TYPE_TIME))
@@ -181,6 +250,7 @@ def quota_evictions(
             entries=probe,
             precise=precise,
             pulsar_version=pulsar_version,
+            trace_max_iterations=trace_max_iterations,
         )
         parts.append(_eviction_columns(result, QUOTA_TYPE_TIME))
     if not parts:
@@ -283,11 +353,16 @@ def _eviction_runs_by_version(
 
 
 def run_quota_stage(
-    tables: DeltaTables, run_date: dt.date, default_version: str
+    tables: DeltaTables,
+    run_date: dt.date,
+    default_version: str,
+    trace_max_iterations: int = DEFAULT_TRACE_MAX_ITERATIONS,
 ) -> tuple[dict[str, int], dict[str, int]]:
     """Compute and write the stage's tables for ``run_date``; return (rows written, table versions).
 
     Every table's ``run_date`` partition is replaced, also by an empty result (a rerun leaves no stale rows).
+    ``trace_max_iterations`` (config ``quota.trace_max_iterations``): loop steps kept per topic and quota
+    type in ``quota_eviction_trace``.
     """
     day = {"export_date": run_date}
     managed = tables.read("managed_ledgers", partition_filter=day).withColumn(
@@ -307,17 +382,28 @@ def run_quota_stage(
     runs = _eviction_runs_by_version({v: i.status for v, i in inputs.items()})
     outputs: dict[str, list[DataFrame]] = {name: [] for name in OUTPUT_TABLES}
     for version, i in inputs.items():
-        parts = {
-            "quota_status": i.status,
-            "quota_evictions": quota_evictions(
-                i.status, i.managed_ledgers, i.ledgers, i.cursors, i.entries, version, runs[version]
-            ),
-            "quota_producer_outcomes": producer_outcomes(i.status, i.status, version),
-        }
         ids = i.managed_ledgers.select(*_TOPIC, "export_id", "export_date", "pulsar_version")
-        for name, part in parts.items():
-            if part is not None:
-                outputs[name].append(part.join(ids, _TOPIC, "inner"))
+        evictions = quota_evictions(
+            i.status,
+            i.managed_ledgers,
+            i.ledgers,
+            i.cursors,
+            i.entries,
+            version,
+            runs[version],
+            trace_max_iterations,
+        )
+        if evictions is not None:
+            # both eviction tables read the grouped eviction pass (the expensive part of the stage): run it
+            # once, materialised on the executors, instead of once per written table
+            evictions = evictions.join(ids, _TOPIC, "inner").localCheckpoint()
+            outputs["quota_evictions"].append(evictions)
+            outputs["quota_eviction_trace"].append(eviction_trace(evictions))
+        for name, part in (
+            ("quota_status", i.status),
+            ("quota_producer_outcomes", producer_outcomes(i.status, i.status, version)),
+        ):
+            outputs[name].append(part.join(ids, _TOPIC, "inner"))
     rows, versions_written = write_day_outputs(
         tables, day, {name: outputs[name] for name in OUTPUT_TABLES}, stage="quota"
     )

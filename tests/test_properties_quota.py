@@ -161,7 +161,10 @@ def oracle_time(qc: QuotaCase, version: str) -> tuple[Any, dict[str, Any]]:
     cursors = qcursors(qc)
     out = q.time_eviction_ledgers(qc.case.ml, cursors, qc.closed_at, qc.limit_time, NOW_MS, version)
     topic = (out.stop_reason, out.trace)
-    return topic, {c.name: (c.mark_delete, sorted(c.individually_deleted)) for c in cursors}
+    return topic, {
+        c.name: (c.mark_delete, sorted(c.individually_deleted), c.skipped, c.consumed, c.skips)
+        for c in cursors
+    }
 
 
 def oracle_precise(qc: QuotaCase, version: str) -> dict[str, Any]:
@@ -229,6 +232,26 @@ def _p(v: Any) -> o.Position | None:
     return None if v is None else (v["ledger_id"], v["entry_id"])
 
 
+def topic_traces(rows: list[dict[str, Any]]) -> dict[tuple[str, str], list[dict[str, Any]]]:
+    """(version, topic) -> the topic's trace: the union of its cursor rows' own steps in loop order.
+
+    Checks the per-cursor shape: a row carries only its cursor's steps, ``trace_steps`` counts them, the
+    iterations are 1..n, n = ``iteration_count`` (the default cap is never reached here).
+    """
+    merged: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    counts: dict[tuple[str, str], set[int]] = {}
+    for r in rows:
+        assert all(s["cursor_name"] == r["cursor_name"] for s in r["iterations"]), r["cursor_name"]
+        assert r["trace_steps"] == len(r["iterations"]) and r["trace_truncated"] is False
+        merged.setdefault((r["_version"], r["topic"]), []).extend(r["iterations"])
+        counts.setdefault((r["_version"], r["topic"]), set()).add(r["iteration_count"])
+    for key, steps in merged.items():
+        steps.sort(key=lambda s: s["iteration"])
+        assert [s["iteration"] for s in steps] == list(range(1, len(steps) + 1)), key
+        assert counts[key] == {len(steps)}, key
+    return merged
+
+
 def _run(transform: Any) -> list[dict[str, Any]]:
     union = functools.reduce(
         lambda a, b: a.unionByName(b), [transform(v).withColumn("_version", F.lit(v)) for v in VERSIONS]
@@ -277,6 +300,7 @@ def test_drop_backlog_matches_oracle(spark: SparkSession, cases: list[QuotaCase]
         name: {(r["_version"], r["topic"], r["cursor_name"]): r for r in result}
         for name, result in rows.items()
     }
+    traces = {name: topic_traces(result) for name, result in rows.items()}
     for v in VERSIONS:
         for i, qc in enumerate(cases):
             topic = S.topic_name(i)
@@ -290,7 +314,10 @@ def test_drop_backlog_matches_oracle(spark: SparkSession, cases: list[QuotaCase]
                     r["stop_reason"],
                     r["estimated_backlog_size_bytes_before"],
                     r["estimated_backlog_size_bytes_after"],
-                    [(s["cursor_name"], s["to_skip"], _p(s["mark_delete_after"])) for s in r["iterations"]],
+                    [
+                        (s["cursor_name"], s["to_skip"], _p(s["mark_delete_after"]))
+                        for s in traces["size"][(v, topic)]
+                    ],
                 )
                 got_cursor = (
                     _p(r["mark_delete_position"]),
@@ -313,12 +340,15 @@ def test_drop_backlog_matches_oracle(spark: SparkSession, cases: list[QuotaCase]
                     r["stop_reason"],
                     [
                         (s["cursor_name"], _p(s["mark_delete_before"]), _p(s["mark_delete_after"]))
-                        for s in r["iterations"]
+                        for s in traces["time"][(v, topic)]
                     ],
                 )
                 got_c = (
                     _p(r["mark_delete_position"]),
                     sorted((_p(x["lower"]), _p(x["upper"])) for x in r["individually_deleted"]),
+                    r["skipped_entries"],
+                    r["messages_consumed_counter"],
+                    r["skip_count"],
                 )
                 if (got_t, got_c) != (time_topic, time_cursors[c.name]):
                     mismatches.append(
@@ -386,8 +416,27 @@ def test_topic_engine_matches_oracle(qc: QuotaCase) -> None:
             ml, cursors, qc.closed_at, qc.limit_time, NOW_MS, time_limit_millis_overflow_int(v)
         )
         steps = [(s.cursor_name, s.mark_delete_before, s.mark_delete_after) for s in tres.steps]
-        got_t = ((tres.stop_reason, steps), {c.name: (c.md, sorted(c.idm)) for c in cursors})
-        assert got_t == oracle_time(qc, v), f"time, version {v}\n{qc.describe()}"
+        got_t = (
+            (tres.stop_reason, steps),
+            {c.name: (c.md, sorted(c.idm), c.skipped, c.consumed, c.skips) for c in cursors},
+        )
+        expected_t = oracle_time(qc, v)
+        assert got_t == expected_t, f"time, version {v}\n{qc.describe()}"
+        oracle_tie = q.time_eviction_ledgers(
+            qc.case.ml, qcursors(qc), qc.closed_at, qc.limit_time, NOW_MS, v
+        ).tie
+        assert tres.tie_ambiguous == oracle_tie, f"time tie, version {v}\n{qc.describe()}"
+        # the direct end state (what the eviction outputs) against the oracle too
+        cursors = _engine_cursors(qc)
+        dres = eng.drop_backlog_for_time_limit_direct(
+            ml, cursors, qc.closed_at, qc.limit_time, NOW_MS, time_limit_millis_overflow_int(v)
+        )
+        got_d = (
+            (dres.stop_reason, dres.iteration_count, dres.tie_ambiguous),
+            {c.name: (c.md, sorted(c.idm), c.skipped, c.consumed, c.skips) for c in cursors},
+        )
+        expected_d = ((expected_t[0][0], len(expected_t[0][1]), oracle_tie), expected_t[1])
+        assert got_d == expected_d, f"time direct, version {v}\n{qc.describe()}"
 
         if qc.limit_time <= 0:
             continue

@@ -339,6 +339,9 @@ def collect(df_for: Any, spark: SparkSession, versions: tuple[str, ...] = VERSIO
     for row in union.collect():
         d = row.asDict(recursive=True)
         out.setdefault((d["_version"], d["topic"]), {})[d["cursor_name"]] = d
+    for rows in out.values():
+        for d in rows.values():
+            d["_topic_rows"] = rows  # steps(row) reassembles the topic's trace from its cursor rows
     return out
 
 
@@ -360,6 +363,22 @@ def results(spark: SparkSession) -> Iterator[dict[str, Result]]:
         "time": lambda v: drop_backlog_for_time_limit(
             time_["ml"], time_["ledgers"], time_["cursors"], time_["limits"], pulsar_version=v
         ),
+        "time_trace_1": lambda v: drop_backlog_for_time_limit(
+            time_["ml"],
+            time_["ledgers"],
+            time_["cursors"],
+            time_["limits"],
+            pulsar_version=v,
+            trace_max_iterations=1,
+        ),
+        "size_trace_1": lambda v: drop_backlog_for_size_limit(
+            size["ml"],
+            size["ledgers"],
+            size["cursors"],
+            size["limits"],
+            pulsar_version=v,
+            trace_max_iterations=1,
+        ),
         "precise": lambda v: drop_backlog_for_time_limit(
             precise["ml"],
             precise["ledgers"],
@@ -376,7 +395,7 @@ def results(spark: SparkSession) -> Iterator[dict[str, Result]]:
             spark.conf.set(key, value)
         with ThreadPoolExecutor(max_workers=4) as pool:
             futures = {
-                name: pool.submit(collect, fn, spark, (V4,) if name == "size_precise_counter" else VERSIONS)
+                name: pool.submit(collect, fn, spark, VERSIONS if name in FULL_VERSION_JOBS else (V4,))
                 for name, fn in jobs.items()
             }
             yield {name: f.result() for name, f in futures.items()}
@@ -385,9 +404,35 @@ def results(spark: SparkSession) -> Iterator[dict[str, Result]]:
             spark.conf.set(key, value)
 
 
+#: Fixture jobs run on every version (the others on 4.x only).
+FULL_VERSION_JOBS = ("size", "time", "precise")
+
+
 def md(row: dict[str, Any]) -> Pos:
     p = row["mark_delete_position"]
     return (p["ledger_id"], p["entry_id"])
+
+
+def steps(row: dict[str, Any]) -> list[dict[str, Any]]:
+    """The topic's trace: the union of its cursor rows' own steps, in loop order.
+
+    Checks the shape on the way: a row carries only steps of its own cursor, ``trace_steps`` counts them,
+    every step is on exactly one row, iterations are 1..n and n is the topic's ``iteration_count`` unless
+    ``trace_truncated``.
+    """
+    rows = row["_topic_rows"]
+    merged: list[dict[str, Any]] = []
+    for name, r in rows.items():
+        assert all(s["cursor_name"] == name for s in r["iterations"]), (name, r["iterations"])
+        assert r["trace_steps"] == len(r["iterations"]), name
+        merged.extend(r["iterations"])
+    merged.sort(key=lambda s: s["iteration"])
+    assert [s["iteration"] for s in merged] == list(range(1, len(merged) + 1))
+    if not row["trace_truncated"]:
+        assert len(merged) == row["iteration_count"], (len(merged), row["iteration_count"])
+    else:
+        assert len(merged) < row["iteration_count"]
+    return merged
 
 
 def trace(row: dict[str, Any]) -> list[tuple[str, int, int, Pos, int]]:
@@ -399,7 +444,7 @@ def trace(row: dict[str, Any]) -> list[tuple[str, int, int, Pos, int]]:
             (s["mark_delete_after"]["ledger_id"], s["mark_delete_after"]["entry_id"]),
             s["backlog_after"],
         )
-        for s in row["iterations"]
+        for s in steps(row)
     ]
 
 
@@ -494,7 +539,7 @@ def test_drop_backlog_for_size_limit_uses_non_precise_counter(
     """§1.8/§3.6: entries = entriesAddedCounter - messagesConsumedCounter = 120 - 90 = 30 (the precise
     backlog is 20): toSkip = int(0.55 x 30) = 16; the skip consumes 16 entries (counter 106)."""
     row = results["size"][(version, "counter_drift")]["s1"]
-    assert row["iterations"][0]["entries_source"] == "counter"
+    assert steps(row)[0]["entries_source"] == "counter"
     assert trace(row) == [("s1", 30, 16, (1, 15), 4000)]
     assert (row["messages_consumed_counter_before"], row["messages_consumed_counter"]) == (90, 106)
 
@@ -502,7 +547,7 @@ def test_drop_backlog_for_size_limit_uses_non_precise_counter(
 def test_drop_backlog_for_size_limit_precise_counter_option(results: dict[str, Result]) -> None:
     """``counter="precise"`` ignores the exported counters: 20 entries (not 30), toSkip 11."""
     row = results["size_precise_counter"][(V4, "counter_drift")]["s1"]
-    assert row["iterations"][0]["entries_source"] == "precise"
+    assert steps(row)[0]["entries_source"] == "precise"
     assert trace(row) == [("s1", 20, 11, (1, 10), 9000)]
 
 
@@ -520,7 +565,7 @@ def test_drop_backlog_for_size_limit_negative_counter_falls_back(
     """§1.8: "non-precise: entriesAddedCounter - messagesConsumedCounter; if that is negative, fall back to
     precise" (120 - 500 < 0 -> 20 entries)."""
     row = results["size"][(version, "counter_negative")]["s1"]
-    assert row["iterations"][0]["entries_source"] == "precise_fallback"
+    assert steps(row)[0]["entries_source"] == "precise_fallback"
     assert trace(row) == [("s1", 20, 11, (1, 10), 9000)]
 
 
@@ -609,7 +654,11 @@ def test_drop_backlog_for_time_limit_whole_ledgers(results: dict[str, Result], v
     assert {name: md(r) for name, r in rows.items()} == {"sub1": (3, -1), "sub2": (3, -1)}
     assert rows["sub1"]["stop_reason"] == "open_ledger" and rows["sub1"]["iteration_count"] == 4
     assert rows["sub1"]["estimated_backlog_size_bytes_after"] == 4000
-    assert [s["action"] for s in rows["sub1"]["iterations"]] == ["expired_ledger"] * 4
+    assert [s["action"] for s in steps(rows["sub1"])] == ["expired_ledger"] * 4
+    assert [s["cursor_name"] for s in steps(rows["sub1"])] == ["sub1", "sub2", "sub1", "sub2"]
+    assert [s["ledger_id"] for s in steps(rows["sub1"])] == [1, 1, 2, 2]
+    assert (rows["sub1"]["trace_steps"], rows["sub2"]["trace_steps"]) == (2, 2)
+    assert rows["sub1"]["trace_truncated"] is False
 
 
 @pytest.mark.parametrize("version", VERSIONS)
@@ -635,7 +684,7 @@ def test_drop_backlog_for_time_limit_edges(results: dict[str, Result], version: 
     )
     assert "not exported" in unknown["error"]
     deleted = t[(version, "t_deleted")]["s1"]
-    assert [s["action"] for s in deleted["iterations"]] == ["deleted_ledger"]
+    assert [s["action"] for s in steps(deleted)] == ["deleted_ledger"]
     assert (md(deleted), deleted["stop_reason"]) == ((8, -1), "not_expired")
     no_next = t[(version, "t_no_next")]["s1"]
     assert (md(no_next), no_next["stop_reason"]) == ((1, 2), "no_next_ledger")
@@ -732,3 +781,37 @@ def test_drop_backlog_for_time_limit_precise_needs_entries(spark: SparkSession) 
     d = frames(spark, {"x": PRECISE["p2_nine"]}, "limit_time_seconds")
     with pytest.raises(ConfigError, match="pass entries"):
         drop_backlog_for_time_limit(d["ml"], d["ledgers"], d["cursors"], d["limits"], precise=True)
+
+
+# --- the trace cap ------------------------------------------------------------------------------------------
+def test_drop_backlog_trace_is_capped_not_the_loop(results: dict[str, Result]) -> None:
+    """``trace_max_iterations=1``: the loops run to the same end (same md, counts, estimate) but only their
+    first step is recorded, on the row of the cursor it moved; ``trace_truncated`` flags the topic."""
+    for job, full_job, topic, first_cursor in (
+        ("time_trace_1", "time", "t3_ledgers", "sub1"),
+        ("size_trace_1", "size", "s6_two_subs", "s1"),
+    ):
+        capped, full = results[job][(V4, topic)], results[full_job][(V4, topic)]
+        for name, row in capped.items():
+            for column in (
+                "mark_delete_position",
+                "skipped_entries",
+                "iteration_count",
+                "stop_reason",
+                "estimated_backlog_size_bytes_after",
+            ):
+                assert row[column] == full[name][column], (job, name, column)
+            assert row["trace_truncated"] is (full[name]["iteration_count"] > 1), (job, name)
+        recorded = steps(capped[first_cursor])
+        assert [(s["iteration"], s["cursor_name"]) for s in recorded] == [(1, first_cursor)], job
+        assert recorded == steps(full[first_cursor])[:1], job
+        assert sum(r["trace_steps"] for r in capped.values()) == 1, job
+    # a loop shorter than the cap is not truncated
+    one = results["size_trace_1"][(V4, "s6_one_sub")]["s1"]
+    assert (one["iteration_count"], one["trace_truncated"], one["trace_steps"]) == (1, False, 1)
+
+
+def test_drop_backlog_rejects_a_negative_trace_cap(spark: SparkSession) -> None:
+    d = frames(spark, {"x": SIZE["s6_one_sub"]}, "limit_size_bytes")
+    with pytest.raises(ConfigError, match="trace_max_iterations"):
+        drop_backlog_for_size_limit(d["ml"], d["ledgers"], d["cursors"], d["limits"], trace_max_iterations=-1)

@@ -22,7 +22,8 @@ from typing import Any
 import pytest
 
 # A benchmark in test form (one child session building 100k ledgers x 1k cursors and 1M messages): minutes
-# of CI time, so it runs with `make test-long`.
+# of CI time, so it runs with `make test-long`. The eviction steps used to be out of reach (a trace repeated
+# on every cursor row, a time loop of ~49 million single-ledger steps); they are checked exactly now.
 pytestmark = [pytest.mark.slow, pytest.mark.long]
 
 BENCH = Path(__file__).resolve().parent.parent / "benchmarks" / "bench_resource_limits.py"
@@ -30,16 +31,10 @@ LEDGERS, CURSORS, PER_LEDGER, MESSAGES = 100_000, 1_000, 2, 1_000_000
 #: Python worker cap of the child session (per worker; RLIMIT_AS, so it includes pyarrow's mappings).
 PYSPARK_MEMORY = "1g"
 MAX_RECORDS_PER_BATCH = 2_000
-#: A step's Spark job is cancelled after this long (the eviction loops below do not finish in time).
-STEP_TIMEOUT = 45
-EVICTION_GAP = (
-    "quota eviction loops are quadratic per topic: slowest_durable() scans every cursor on every iteration, "
-    "the time loop moves the slowest cursor one ledger per iteration (sum over cursors of the ledgers they "
-    "cross: ~50M iterations here), and the topic's whole `iterations` trace is repeated on every cursor "
-    "row. Measured: size eviction 100k ledgers x 1k cursors 276 s; time eviction did not finish in 9 min "
-    "(a Python worker crashed). Fix proposed in the issue-9 report (heap of cursors, batched ledger "
-    "moves, trace once per topic)."
-)
+#: A step's Spark job is cancelled after this long.
+STEP_TIMEOUT = 240
+#: Loop steps kept in the eviction trace (the time loop here makes ~49 million: truncated).
+TRACE_MAX = 100_000
 
 
 def _bench() -> Any:
@@ -67,6 +62,7 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         f"--max-records-per-batch={MAX_RECORDS_PER_BATCH}",
         "--probe-cap-mib=1536",
         f"--step-timeout={STEP_TIMEOUT}",
+        f"--trace-max-iterations={TRACE_MAX}",
         f"--out={out}",
     ]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=1800, check=False, env={**os.environ})
@@ -103,7 +99,12 @@ def test_backlog_steps_on_one_topic_with_100k_ledgers_and_1k_cursors(run: dict[s
     assert pins["pinned_ledgers"] >= 1 and pins["pinned_bytes"] == pins["pinned_ledgers"] * PER_LEDGER * 1000
 
 
-@pytest.mark.xfail(reason=EVICTION_GAP, strict=False)
+def cursor_ledgers() -> list[int]:
+    """The bench's md ledger of cursor i: ``1 + floor(i * (closed - 3) / cursors)`` (entry 0)."""
+    closed = LEDGERS - 1
+    return [1 + (i * (closed - 3)) // CURSORS for i in range(CURSORS)]
+
+
 def test_quota_size_eviction_on_one_topic_with_100k_ledgers_and_1k_cursors(run: dict[str, Any]) -> None:
     size = _step(run, "quota_size_eviction")
     total = (LEDGERS - 1) * PER_LEDGER * 1000
@@ -113,13 +114,37 @@ def test_quota_size_eviction_on_one_topic_with_100k_ledgers_and_1k_cursors(run: 
     assert size["stop_reason"] in {"below_target", "zero_skip", "same_cursor"}, size
     assert size["estimate_after"] <= total
     assert size["stop_reason"] != "below_target" or size["estimate_after"] <= target
+    # the trace: each recorded step once (on its cursor's row), capped at TRACE_MAX
+    assert size["trace_steps"] == size["trace_elements"] == min(size["iterations"], TRACE_MAX), size
+    assert size["trace_truncated"] == int(size["iterations"] > TRACE_MAX), size
 
 
-@pytest.mark.xfail(reason=EVICTION_GAP, strict=True)
 def test_quota_time_eviction_on_one_topic_with_100k_ledgers_and_1k_cursors(run: dict[str, Any]) -> None:
+    """Entry n is published at T0 + n s, ledger L closes 0.5 s after its entry 2L-1, the export is 30 min
+    after the last entry and the limit one hour: ledgers L <= closed - 901 expired, F = closed - 900 is the
+    first young one. A cursor at (L, 0) with L < F walks (L+1, 0), (L+2, 0) (its acked holes), then
+    (L+3, -1) ... (F, -1): F - L mark-deletes consuming 2 (F - L) - 4 entries (1 when F - L = 2, 0 when 1),
+    and ends at (F, -1) - or (F, 0) when its second hole is in F. The loop stops on sub-00000 (smallest
+    order at (F, -1)); cursors at or after F do not move. ~49 million steps in the stepwise loop."""
     time_ = _step(run, "quota_time_eviction")
-    # ledgers closed more than an hour before the export expire: every cursor ends at the first other one
-    assert time_["rows"] == CURSORS and time_["stop_reason"] == "not_expired", time_
+    first_young = (LEDGERS - 1) - 900
+    behind = [ledger for ledger in cursor_ledgers() if ledger < first_young]
+    steps = sum(first_young - ledger for ledger in behind)
+    skipped = sum({1: 0, 2: 1}.get(first_young - ledger, 2 * (first_young - ledger) - 4) for ledger in behind)
+    assert (time_["rows"], time_["stop_reason"], time_["stop_cursor_name"]) == (
+        CURSORS,
+        "not_expired",
+        "sub-00000",
+    ), time_
+    assert (time_["iterations"], time_["skipped_entries"], time_["moved_cursors"]) == (
+        steps,
+        skipped,
+        len(behind),
+    ), time_
+    tail = [ledger for ledger in behind if first_young - ledger <= 2]
+    assert time_["moved_md_min"] == {"ledger_id": first_young, "entry_id": -1}, time_
+    assert time_["moved_md_max"] == {"ledger_id": first_young, "entry_id": 0 if tail else -1}, time_
+    assert time_["trace_steps"] == time_["trace_elements"] == TRACE_MAX and time_["trace_truncated"] == 1
 
 
 def test_reset_by_time_searches_a_topic_of_100k_ledgers(run: dict[str, Any]) -> None:

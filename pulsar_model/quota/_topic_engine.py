@@ -13,7 +13,9 @@ result into the next iteration:
 * §2.3 ``getEstimatedBacklogSize()`` with the slowest durable cursor of §1.11 (the loops keep the durable
   cursors in a heap, :class:`SlowestCursors`, so each pick costs ``O(log C)`` instead of a scan);
 * §3.6 ``dropBacklogForSizeLimit``, §3.7 ``dropBacklogForTimeLimit`` (precise: ``findNewestMatching``;
-  non-precise: whole ledgers by close timestamp).
+  non-precise: whole ledgers by close timestamp - stepwise for the trace, and its end state computed from
+  each cursor's own path, :func:`drop_backlog_for_time_limit_direct`, because the loop makes up to
+  cursors x ledgers steps).
 
 Positions are ``(ledger_id, entry_id)`` tuples (Python's tuple order is Pulsar's order, §0.1); acked ranges
 are open-closed ``(lower, upper]`` pairs. Where the broker throws, :class:`BrokerError` is raised with the
@@ -42,8 +44,10 @@ INT_MIN, INT_MAX = -(2**31), 2**31 - 1
 LONG_MIN, LONG_MAX = -(2**63), 2**63 - 1
 #: ``getSlowestConsumer`` tracks a durable cursor without a position at EARLIEST (SPEC §1.11).
 EARLIEST: Position = (-1, -1)
-#: Safety cap on loop iterations: the broker loops are finite (every step moves a mark-delete forward or
-#: stops), the cap only guards this re-implementation.
+#: Safety cap on the §3.6 size loop's iterations: the broker loop is finite (every step moves a mark-delete
+#: forward or stops), the cap only guards this re-implementation. Each skip moves the slowest cursor toward
+#: the target in one step, so real topics need about one iteration per cursor (18,144 for 1M ledgers x 10k
+#: cursors). The §3.7 time loop has no cap: its end state is computed without stepping it.
 MAX_LOOP_ITERATIONS = 1_000_000
 
 
@@ -479,15 +483,7 @@ class ManagedLedger:
         md = c.md
         if md is None:
             raise BrokerError("cursor has no mark_delete_position")
-        if new < md:
-            raise BrokerError(
-                f"MarkDeletingMarkedPosition: current mark-delete {_p(md)}, attempted mark delete {_p(new)}"
-            )
-        if new > self.lac:
-            nxt = self.higher_key(self.lac[0])
-            md_entries = self.listed_entries(md[0])
-            if not (nxt is not None and md_entries is not None and md[1] + 1 >= md_entries and new[0] == nxt):
-                raise BrokerError("ManagedLedgerException: Invalid mark deleted position")
+        self.check_mark_delete(md, new)
         if new == md:
             return 0
         if new[0] == md[0] and new[1] == md[1] + 1:
@@ -507,6 +503,22 @@ class ManagedLedger:
             c.consumed += newly
         c.skipped += newly
         return newly
+
+    def check_mark_delete(self, md: Position, new: Position) -> None:
+        """Raise where ``asyncMarkDelete(new)`` refuses at ``md`` (SPEC §1.2): depends on ``md`` only.
+
+        ``new < md`` is MarkDeletingMarkedPosition; ``new > LAC`` is refused unless md is at the end of its
+        ledger and ``new`` is in the ledger after the LAC's (the next-ledger rule).
+        """
+        if new < md:
+            raise BrokerError(
+                f"MarkDeletingMarkedPosition: current mark-delete {_p(md)}, attempted mark delete {_p(new)}"
+            )
+        if new > self.lac:
+            nxt = self.higher_key(self.lac[0])
+            md_entries = self.listed_entries(md[0])
+            if not (nxt is not None and md_entries is not None and md[1] + 1 >= md_entries and new[0] == nxt):
+                raise BrokerError("ManagedLedgerException: Invalid mark deleted position")
 
     def skip_include(self, c: Cursor, n: int) -> int:
         """``skipEntries(n, Include)`` (§1.10): mark-delete at ``getPositionAfterN(md, n, startExcluded)``.
@@ -657,6 +669,8 @@ class SizeStep:
 
 @dataclass
 class SizeResult:
+    """End of the §3.6 loop: ``steps`` holds the first ``trace_limit`` skips, ``iteration_count`` all."""
+
     target: Target | None
     backlog_before: int
     backlog_after: int
@@ -665,6 +679,7 @@ class SizeResult:
     steps: list[SizeStep]
     tie_ambiguous: bool
     error: str | None
+    iteration_count: int = 0
 
 
 def entries_in_backlog(
@@ -721,12 +736,14 @@ def drop_backlog_for_size_limit(
     entries_added: int | None,
     use_counter: bool,
     formula_4x: bool,
+    trace_limit: int | None = None,
 ) -> SizeResult:
     """``dropBacklogForSizeLimit(topic, quota)`` (SPEC §3.6), mutating ``cursors``.
 
     A null or negative limit means "no size quota": the broker never calls the method (stop
     ``quota_disabled``). Errors of ``skipEntries`` are logged by the broker and the loop goes on (the cursor
     is then the previous one); an error computing the entries leaves the method (stop ``error``).
+    Only the first ``trace_limit`` skips are kept in ``steps`` (None: all); ``iteration_count`` counts all.
     """
     backlog = estimated_backlog(ml, cursors)
     before = backlog
@@ -736,13 +753,14 @@ def drop_backlog_for_size_limit(
     slowest = SlowestCursors(cursors)
     position = {id(c): i for i, c in enumerate(cursors)}
     steps: list[SizeStep] = []
+    count = 0
     prev: Cursor | None = None
     tie_ambiguous = False
     reason = "below_target"
     stop_name: str | None = None
     error: str | None = None
     while above_target(backlog, target):
-        if len(steps) >= MAX_LOOP_ITERATIONS:
+        if count >= MAX_LOOP_ITERATIONS:
             reason, error = "error", "iteration cap reached"
             break
         c, tie = slowest.slowest()
@@ -772,25 +790,27 @@ def drop_backlog_for_size_limit(
             step_error = str(exc)
         slowest.moved(c, position[id(c)])
         new_backlog = ml.estimate_from_slowest(slowest.slowest_md())
-        steps.append(
-            SizeStep(
-                len(steps) + 1,
-                c.name,
-                md_before,
-                backlog,
-                entries,
-                source,
-                to_skip,
-                c.md,
-                newly,
-                new_backlog,
-                tie,
-                step_error,
+        count += 1
+        if trace_limit is None or count <= trace_limit:
+            steps.append(
+                SizeStep(
+                    count,
+                    c.name,
+                    md_before,
+                    backlog,
+                    entries,
+                    source,
+                    to_skip,
+                    c.md,
+                    newly,
+                    new_backlog,
+                    tie,
+                    step_error,
+                )
             )
-        )
         backlog = new_backlog
         prev = c
-    return SizeResult(target, before, backlog, reason, stop_name, steps, tie_ambiguous, error)
+    return SizeResult(target, before, backlog, reason, stop_name, steps, tie_ambiguous, error, count)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -816,12 +836,35 @@ class TimeStep:
 
 @dataclass
 class TimeResult:
+    """End of the non-precise §3.7 loop: ``steps`` is the recorded trace, ``iteration_count`` all steps."""
+
     stop_reason: str
     stop_cursor_name: str | None
     steps: list[TimeStep]
     tie_ambiguous: bool
     undecidable: bool
     error: str | None
+    iteration_count: int = 0
+
+
+#: ``stop_reason`` of :func:`drop_backlog_for_time_limit_ledgers` cut by ``max_steps`` (trace runs only).
+TRACE_LIMIT_REACHED = "trace_limit_reached"
+
+
+def time_limit_ms(limit_seconds: int, millis_overflow_int: bool) -> int:
+    """The §3.7 limit in ms: 3.x ``limitTime * 1000`` in 32-bit ints (wraps), 4.x ``SECONDS.toMillis``."""
+    return java_int_mul(_java_int(limit_seconds), 1000) if millis_overflow_int else limit_seconds * 1000
+
+
+def _unknown_close_time(lid: int) -> str:
+    return (
+        f"close time of ledger {lid} not exported (stats-internal has no LedgerInfo timestamp; "
+        "export topics info-internal)"
+    )
+
+
+def _no_next_ledger(lid: int) -> str:
+    return f"NullPointerException: no ledger after {lid} (next position has a null ledger id)"
 
 
 def drop_backlog_for_time_limit_ledgers(
@@ -831,72 +874,404 @@ def drop_backlog_for_time_limit_ledgers(
     limit_seconds: int | None,
     now_ms: int,
     millis_overflow_int: bool,
+    max_steps: int | None = None,
 ) -> TimeResult:
-    """Non-precise ``dropBacklogForTimeLimit`` (SPEC §3.7): whole closed ledgers by close timestamp.
+    """Non-precise ``dropBacklogForTimeLimit`` (SPEC §3.7) step by step: whole closed ledgers by close time.
 
     ``closed_at_ms`` maps ledger id -> close time (None: not exported). The open ledger's LedgerInfo has
     timestamp 0 and never expires. A closed ledger whose close time was not exported stops the loop with
     ``unknown_close_time`` (undecidable: the broker knows the time, the export does not). Any exception
     (no next ledger, a refused mark-delete) ends the broker's loop (stop ``error``/``no_next_ledger``).
     ``millis_overflow_int``: up to 3.x the limit is converted with ``limitTime * 1000`` in 32-bit ints.
+
+    One mark-delete per iteration, so the cost is the number of steps (up to cursors x ledgers): the
+    eviction uses :func:`drop_backlog_for_time_limit_direct` for the end state and this loop, cut after
+    ``max_steps`` steps (stop :data:`TRACE_LIMIT_REACHED`), for the trace only.
     """
     if limit_seconds is None or limit_seconds <= 0:
         return TimeResult("quota_disabled", None, [], False, False, None)
-    # 3.x: int * int wraps around; 4.x: SECONDS.toMillis (long)
-    limit_ms = java_int_mul(_java_int(limit_seconds), 1000) if millis_overflow_int else limit_seconds * 1000
+    limit_ms = time_limit_ms(limit_seconds, millis_overflow_int)
     steps: list[TimeStep] = []
     tie_ambiguous = False
     slowest = SlowestCursors(cursors)
     position = {id(c): i for i, c in enumerate(cursors)}
+
+    def result(reason: str, name: str | None, undecidable: bool, error: str | None) -> TimeResult:
+        return TimeResult(reason, name, steps, tie_ambiguous, undecidable, error, len(steps))
+
     while True:
-        if len(steps) >= MAX_LOOP_ITERATIONS:
-            return TimeResult("error", None, steps, tie_ambiguous, False, "iteration cap reached")
+        if max_steps is not None and len(steps) >= max_steps:
+            return result(TRACE_LIMIT_REACHED, None, False, None)
         c, tie = slowest.slowest()
         if c is None:
-            return TimeResult("no_cursor", None, steps, tie_ambiguous, False, None)
+            return result("no_cursor", None, False, None)
         md = c.md
         if md is None:
-            return TimeResult(
-                "error", c.name, steps, tie_ambiguous, False, "cursor has no mark_delete_position"
-            )
+            return result("error", c.name, False, "cursor has no mark_delete_position")
         ts: int | None = None
         if ml.exists(md[0]):
             if md[0] == ml.cur_id:
-                return TimeResult("open_ledger", c.name, steps, tie_ambiguous, False, None)
+                return result("open_ledger", c.name, False, None)
             ts = closed_at_ms.get(md[0])
             if ts is None:
-                return TimeResult(
-                    "unknown_close_time",
-                    c.name,
-                    steps,
-                    tie_ambiguous,
-                    True,
-                    f"close time of ledger {md[0]} not exported (stats-internal has no LedgerInfo timestamp; "
-                    "export topics info-internal)",
-                )
+                return result("unknown_close_time", c.name, True, _unknown_close_time(md[0]))
             if not (ts > 0 and now_ms - ts > limit_ms):
-                return TimeResult("not_expired", c.name, steps, tie_ambiguous, False, None)
+                return result("not_expired", c.name, False, None)
             action = "expired_ledger"
         else:
             action = "deleted_ledger"
         nxt = ml.higher_key(md[0])
         if nxt is None:
-            return TimeResult(
-                "no_next_ledger",
-                c.name,
-                steps,
-                tie_ambiguous,
-                False,
-                f"NullPointerException: no ledger after {md[0]} (next position has a null ledger id)",
-            )
+            return result("no_next_ledger", c.name, False, _no_next_ledger(md[0]))
         tie_ambiguous = tie_ambiguous or tie
         try:
             newly = ml.mark_delete(c, (nxt, -1))
         except BrokerError as exc:
             steps.append(TimeStep(len(steps) + 1, c.name, md, md[0], ts, action, c.md, 0, tie, str(exc)))
-            return TimeResult("error", c.name, steps, tie_ambiguous, False, str(exc))
+            return result("error", c.name, False, str(exc))
+        c.skips += 1
         slowest.moved(c, position[id(c)])
         steps.append(TimeStep(len(steps) + 1, c.name, md, md[0], ts, action, c.md, newly, tie, None))
+
+
+@dataclass(frozen=True)
+class _TimeStop:
+    """A state where the §3.7 loop stops when the slowest cursor is in it (it depends on the md only)."""
+
+    reason: str
+    error: str | None = None
+    undecidable: bool = False
+    #: the loop got as far as a refused mark-delete: the broker's attempt is one more (failing) iteration
+    refused_step: bool = False
+
+
+@dataclass(frozen=True)
+class _TimeMove:
+    """A state the loop leaves: mark-delete ``(next_ledger, -1)``."""
+
+    next_ledger: int
+
+
+_Interval = tuple[int, int, tuple[int, int]]  # (first ledger index, last ledger index, cursor key)
+
+
+@dataclass
+class _WalkEnd:
+    """Where :meth:`_TimePaths.walk` left a cursor."""
+
+    md: Position | None
+    idm: list[IdmRange]
+    skipped: int
+    steps: int
+    stop: _TimeStop | None  # None: the walk ended at its threshold, not at a stopping state
+
+
+class _Visits:
+    """States visited by the cursors' paths: canonical ``(ids[k], -1)`` as ledger-index intervals, others as
+    points, each with the cursor's ``(order, index)`` key."""
+
+    def __init__(self) -> None:
+        self.intervals: list[_Interval] = []
+        self.points: list[tuple[Position, tuple[int, int]]] = []
+
+
+class _TimePaths:
+    """The per-cursor paths of the non-precise §3.7 loop on one topic, computed by jumps.
+
+    A cursor's path (its md after each mark-delete ``(next ledger, -1)``, with §1.2's extension over its own
+    acked ranges) depends on the ledgers and its own state only. From a canonical state ``(ids[k], -1)`` the
+    path runs through ``(ids[k+1], -1)``, ``(ids[k+2], -1)``, ... (one ledger's listed entries newly consumed
+    per step) until a stopping state (``next_stop``, precomputed per topic) or the first step one of the
+    cursor's acked ranges intersects or extends (found by bisection); that step, and every step from a
+    non-canonical state, is made with :meth:`ManagedLedger.mark_delete` itself. Cost per cursor:
+    ``O((ranges + 1)^2 log L)`` (plus one real step per ledger an acked range spans without extending).
+    """
+
+    def __init__(
+        self, ml: ManagedLedger, closed_at_ms: dict[int, int | None], now_ms: int, limit_ms: int
+    ) -> None:
+        self.ml = ml
+        self.closed = closed_at_ms
+        self.now_ms = now_ms
+        self.limit_ms = limit_ms
+        ids, n = ml.ids, len(ml.ids)
+        # next_stop[k]: smallest index j >= k whose canonical state (ids[j], -1) stops the loop (n-1 always
+        # does: no next ledger); the same conditions as :meth:`classify` on (ids[j], -1)
+        lac = ml.lac
+        after_lac = ml.higher_key(lac[0])
+        self.next_stop = [n] * (n + 1)
+        for k in range(n - 1, -1, -1):
+            lid = ids[k]
+            ts = closed_at_ms.get(lid)
+            stops = (
+                lid == ml.cur_id
+                or ts is None
+                or not (ts > 0 and now_ms - ts > limit_ms)
+                or k == n - 1
+                or (
+                    (ids[k + 1], -1) > lac
+                    and not (after_lac is not None and ml.ent[k] <= 0 and ids[k + 1] == after_lac)
+                )
+            )
+            self.next_stop[k] = k if stops else self.next_stop[k + 1]
+        # next_valid((ids[m], -1)) = (ids[valid0_from[m]], 0) while valid0_from[m] < n (non-decreasing in m),
+        # then a constant fallback from index `fallback_from` on (SPEC §1.5)
+        self.valid0 = ml.valid0_from
+        self.fallback_from = bisect.bisect_left(self.valid0, n, 0, n)
+        if ml.beh.new_valid_position and ml.cur_id is not None and ml.cle == 0:
+            self.fallback: Position = (ml.cur_id, 0)
+        else:
+            self.fallback = (lac[0], lac[1] + 1)
+
+    # -- stopping states ----------------------------------------------------------------------------
+    def classify(self, md: Position | None) -> _TimeStop | _TimeMove:
+        """What one iteration does with the slowest cursor at ``md`` (the stepwise loop's checks)."""
+        ml = self.ml
+        if md is None:
+            return _TimeStop("error", "cursor has no mark_delete_position")
+        if ml.exists(md[0]):
+            if md[0] == ml.cur_id:
+                return _TimeStop("open_ledger")
+            ts = self.closed.get(md[0])
+            if ts is None:
+                return _TimeStop("unknown_close_time", _unknown_close_time(md[0]), undecidable=True)
+            if not (ts > 0 and self.now_ms - ts > self.limit_ms):
+                return _TimeStop("not_expired")
+        nxt = ml.higher_key(md[0])
+        if nxt is None:
+            return _TimeStop("no_next_ledger", _no_next_ledger(md[0]))
+        try:
+            ml.check_mark_delete(md, (nxt, -1))
+        except BrokerError as exc:
+            return _TimeStop("error", str(exc), refused_step=True)
+        return _TimeMove(nxt)
+
+    # -- acked ranges ---------------------------------------------------------------------------------
+    def _next_valid_key(self, m: int) -> Position:
+        return (self.ml.ids[self.valid0[m]], 0)
+
+    def _first_extension(self, lower: Position, upper: Position, start: int) -> int:
+        """Smallest arrival index ``m >= start`` whose step ``-> (ids[m], -1)`` is extended by the acked range
+        ``(lower, upper]`` (``lower < next_valid((ids[m], -1)) <= min(upper, LAC)``); ``n`` when none."""
+        n = len(self.ml.ids)
+        t = self.fallback_from
+        if start < t:
+            m = start + bisect.bisect_right(range(start, t), lower, key=self._next_valid_key)
+            if m < t and self._next_valid_key(m) <= upper:
+                return m
+        m = max(start, t)
+        if m < n and lower < self.fallback <= upper:
+            return m
+        return n
+
+    def next_touch(self, idm: list[IdmRange], k: int) -> int:
+        """Arrival index of the first step from canonical ``(ids[k], -1)`` that one of ``idm`` intersects or
+        extends (``n``: none); the steps before it consume whole ledgers and leave ``idm`` as it is."""
+        ml = self.ml
+        ids, n = ml.ids, len(ml.ids)
+        here = (ids[k], -1)
+        best = n
+        for lower, upper in idm:
+            if upper <= here:
+                continue  # at or below md: trimmed away, meets no later step
+            # the step into m covers ((ids[m-1], -1), (ids[m], -1)]: the first m with (ids[m], -1) > lower
+            first = (
+                bisect.bisect_right(ids, lower[0]) if lower[1] >= -1 else bisect.bisect_left(ids, lower[0])
+            )
+            best = min(best, max(k + 1, first))
+            cap = min(upper, ml.lac)
+            if lower < cap:
+                best = min(best, self._first_extension(lower, cap, k + 1))
+            if best == k + 1:
+                break
+        return best
+
+    def _first_meeting(self, threshold: tuple[Position, bool], lo: int, hi: int) -> int:
+        """First index in ``[lo, hi)`` whose canonical position meets ``threshold`` (``hi``: none)."""
+        (t_l, t_e), inclusive = threshold
+        ids = self.ml.ids
+        if inclusive:  # (ids[m], -1) >= (t_l, t_e)
+            m = bisect.bisect_left(ids, t_l) if t_e <= -1 else bisect.bisect_right(ids, t_l)
+        else:  # (ids[m], -1) > (t_l, t_e)
+            m = bisect.bisect_left(ids, t_l) if t_e < -1 else bisect.bisect_right(ids, t_l)
+        m = max(lo, m)
+        return m if m < hi else hi
+
+    # -- one cursor's path ------------------------------------------------------------------------------
+    def walk(
+        self,
+        c: Cursor,
+        threshold: tuple[Position, bool] | None = None,
+        visits: _Visits | None = None,
+        key: tuple[int, int] = (0, 0),
+    ) -> _WalkEnd:
+        """Follow ``c``'s path (``c`` is not changed) to its first stopping state, or with ``threshold``
+        ``(position, inclusive)`` to its first state above (or at) that position if that comes first.
+        ``visits`` collects every state on the way, tagged with ``key``."""
+        ml = self.ml
+        if c.md is None:
+            if visits is not None:
+                visits.points.append((EARLIEST, key))
+            return _WalkEnd(None, list(c.idm), 0, 0, _TimeStop("error", "cursor has no mark_delete_position"))
+        work = Cursor(c.name, c.order, c.durable, c.kind, c.md, list(c.idm), None)
+        steps = 0
+
+        def meets(p: Position) -> bool:
+            return threshold is not None and (p > threshold[0] or (threshold[1] and p == threshold[0]))
+
+        def end(stop: _TimeStop | None) -> _WalkEnd:
+            return _WalkEnd(work.md, work.idm, work.skipped, steps, stop)
+
+        while True:
+            md = work.md
+            assert md is not None
+            k = ml.index.get(md[0]) if md[1] == -1 else None
+            if k is None:  # not canonical: one real iteration
+                if visits is not None:
+                    visits.points.append((md, key))
+                if meets(md):
+                    return end(None)
+                state = self.classify(md)
+                if isinstance(state, _TimeStop):
+                    return end(state)
+                ml.mark_delete(work, (state.next_ledger, -1))
+                steps += 1
+                continue
+            if visits is not None:
+                visits.intervals.append((k, k, key))
+            if meets(md):
+                return end(None)
+            stop = self.next_stop[k]
+            if stop == k:
+                state = self.classify(md)
+                assert isinstance(state, _TimeStop)
+                return end(state)
+            j = min(stop, self.next_touch(work.idm, k) - 1)
+            at_threshold = False
+            if threshold is not None and j > k:
+                first = self._first_meeting(threshold, k + 1, j + 1)
+                if first <= j:
+                    j, at_threshold = first, True
+            if j > k:  # whole ledgers k .. j-1 consumed, one per step, no acked range involved
+                if visits is not None:
+                    visits.intervals.append((k + 1, j, key))
+                work.skipped += ml.cum_ent[j] - ml.cum_ent[k]
+                steps += j - k
+                work.md = (ml.ids[j], -1)
+                work.idm = [(max(a, work.md), b) for a, b in work.idm if b > work.md]
+                if at_threshold:
+                    return end(None)
+                if j == stop:
+                    state = self.classify(work.md)
+                    assert isinstance(state, _TimeStop)
+                    return end(state)
+            ml.mark_delete(work, (ml.ids[j + 1], -1))  # the step an acked range meets: made for real
+            steps += 1
+
+
+def drop_backlog_for_time_limit_direct(
+    ml: ManagedLedger,
+    cursors: list[Cursor],
+    closed_at_ms: dict[int, int | None],
+    limit_seconds: int | None,
+    now_ms: int,
+    millis_overflow_int: bool,
+) -> TimeResult:
+    """End state of :func:`drop_backlog_for_time_limit_ledgers` without stepping it (SPEC §3.7), mutating
+    ``cursors`` the same way; ``steps`` stays empty, ``iteration_count`` is the loop's number of steps.
+
+    The loop moves the durable cursor with the smallest ``(md, cursor_order, list index)`` key one path
+    state further and stops the first time that cursor is in a stopping state; whether a state stops the
+    loop depends on its md and the ledgers only (:meth:`_TimePaths.classify`). Let ``b_c`` be the first
+    stopping state of cursor ``c``'s path and ``B`` the smallest key ``(b_c, order, index)``: every state
+    with a key below ``B`` is not stopping, so every cursor is moved until its key is at least ``B``; the
+    cursor of ``B`` is then the slowest and stops the loop. Each cursor thus ends at the first state of its
+    path whose key is >= ``B``. ``slowest_tie`` is set at a pick when another durable cursor shares the md:
+    at that moment every cursor whose path visits that md with a larger key is there, so the flag is set
+    iff two durable paths share a position before ``B``'s (each such state is picked), or share ``B``'s
+    position with a picked state there (a smaller key than ``B``, or the failing mark-delete of ``B``).
+    """
+    if limit_seconds is None or limit_seconds <= 0:
+        return TimeResult("quota_disabled", None, [], False, False, None)
+    paths = _TimePaths(ml, closed_at_ms, now_ms, time_limit_ms(limit_seconds, millis_overflow_int))
+    durable = [(i, c) for i, c in enumerate(cursors) if c.durable]
+    if not durable:
+        return TimeResult("no_cursor", None, [], False, False, None)
+    best: tuple[tuple[Position, int, int], Cursor, _TimeStop] | None = None
+    for i, c in durable:
+        end = paths.walk(c)
+        assert end.stop is not None
+        key = (end.md if end.md is not None else EARLIEST, c.order, i)
+        if best is None or key < best[0]:
+            best = (key, c, end.stop)
+    assert best is not None
+    (b_pos, b_order, b_index), b_cursor, stop = best
+    visits = _Visits()
+    count = 1 if stop.refused_step else 0
+    for i, c in durable:
+        inclusive = (c.order, i) >= (b_order, b_index)
+        end = paths.walk(c, (b_pos, inclusive), visits, (c.order, i))
+        c.md, c.idm = end.md, end.idm
+        c.skipped += end.skipped
+        c.skips += end.steps
+        if c.consumed is not None:
+            c.consumed += end.skipped
+        count += end.steps
+    tie = _shared_state(paths.ml, visits, b_pos, (b_order, b_index), stop.refused_step)
+    return TimeResult(stop.reason, b_cursor.name, [], tie, stop.undecidable, stop.error, count)
+
+
+def _shared_state(
+    ml: ManagedLedger, visits: _Visits, b_pos: Position, b_key: tuple[int, int], refused_step: bool
+) -> bool:
+    """Did a pick of the loop find two durable cursors on the same md (see
+    :func:`drop_backlog_for_time_limit_direct`)?"""
+    ids = ml.ids
+    # canonical indexes below B's position: (ids[m], -1) < b_pos
+    below = bisect.bisect_left(ids, b_pos[0]) if b_pos[1] <= -1 else bisect.bisect_right(ids, b_pos[0])
+    spans = sorted((lo, min(hi, below - 1)) for lo, hi, _ in visits.intervals if lo <= min(hi, below - 1))
+    reach = -1
+    for lo, hi in spans:
+        if lo <= reach:
+            return True
+        reach = max(reach, hi)
+    seen: set[Position] = set()
+    for p, _ in visits.points:
+        if p < b_pos:
+            if p in seen:
+                return True
+            seen.add(p)
+    b_index = ml.index.get(b_pos[0]) if b_pos[1] == -1 else None
+    if b_index is not None:
+        at_b = [key for lo, hi, key in visits.intervals if lo <= b_index <= hi]
+    else:
+        at_b = [key for p, key in visits.points if p == b_pos]
+    return len(at_b) >= 2 and (min(at_b) < b_key or refused_step)
+
+
+def time_eviction_ledgers(
+    ml: ManagedLedger,
+    cursors: list[Cursor],
+    closed_at_ms: dict[int, int | None],
+    limit_seconds: int | None,
+    now_ms: int,
+    millis_overflow_int: bool,
+    trace_limit: int,
+) -> TimeResult:
+    """The non-precise §3.7 eviction as the topic output needs it: the end state and counts from
+    :func:`drop_backlog_for_time_limit_direct` (mutating ``cursors``), the first ``trace_limit`` steps from
+    the stepwise loop run on copies of the cursors."""
+    steps: list[TimeStep] = []
+    if trace_limit > 0:
+        copies = [Cursor(c.name, c.order, c.durable, c.kind, c.md, list(c.idm), c.consumed) for c in cursors]
+        steps = drop_backlog_for_time_limit_ledgers(
+            ml, copies, closed_at_ms, limit_seconds, now_ms, millis_overflow_int, max_steps=trace_limit
+        ).steps
+    result = drop_backlog_for_time_limit_direct(
+        ml, cursors, closed_at_ms, limit_seconds, now_ms, millis_overflow_int
+    )
+    result.steps = steps
+    return result
 
 
 def _java_int(x: int) -> int:

@@ -44,6 +44,7 @@ from pulsar_model.versions import Behaviour, PulsarVersion, VersionLike, _since,
 __all__ = [
     "COUNTER_AUTO",
     "COUNTER_PRECISE",
+    "DEFAULT_TRACE_MAX_ITERATIONS",
     "STOP_REASONS",
     "drop_backlog_for_size_limit",
     "drop_backlog_for_time_limit",
@@ -58,6 +59,11 @@ KEY = ("cluster", "topic")
 #: ``counter`` values: the non-precise counter when exported (``auto``) or always the precise count.
 COUNTER_AUTO = "auto"
 COUNTER_PRECISE = "precise"
+
+#: Loop steps kept in the trace per topic and quota type (config ``quota.trace_max_iterations``): a loop can
+#: make millions of steps (the non-precise time loop moves one cursor one ledger per step); the end state
+#: and ``iteration_count`` always cover all of them, ``trace_truncated`` says when the trace does not.
+DEFAULT_TRACE_MAX_ITERATIONS = 100_000
 
 #: Why the loop of a topic ended (SPEC §3.6/§3.7 break conditions, plus what this model adds).
 STOP_REASONS = {
@@ -217,7 +223,9 @@ _CURSOR_FIELDS = [
     _f("estimated_backlog_size_bytes_after", T.LongType()),
     _f("stop_reason", T.StringType()),
     _f("stop_cursor_name", T.StringType()),
-    _f("iteration_count", T.IntegerType()),
+    _f("iteration_count", T.LongType()),  # the time loop can make billions of steps
+    _f("trace_steps", T.IntegerType()),
+    _f("trace_truncated", T.BooleanType()),
     _f("slowest_tie_ambiguous", T.BooleanType()),
     _f("error", T.StringType()),
 ]
@@ -472,7 +480,13 @@ class _Topic:
             return None, f"several limits for this cluster/topic: {sorted(distinct, key=str)}"
         return (self.limits[0] if self.limits else None), None
 
-    def cursor_rows(self, extra: dict[str, Any]) -> list[dict[str, Any]]:
+    def cursor_rows(
+        self, extra: dict[str, Any], steps: list[dict[str, Any]] | None = None
+    ) -> list[dict[str, Any]]:
+        """One row per cursor: its state, ``extra`` (topic columns) and its own ``steps`` of the trace."""
+        own: dict[str, list[dict[str, Any]]] = {}
+        for step in steps or ():
+            own.setdefault(step["cursor_name"], []).append(step)
         rows = []
         for c in self.cursors:
             row: dict[str, Any] = {
@@ -493,6 +507,9 @@ class _Topic:
                 "messages_consumed_counter": c.consumed,
             }
             row.update(extra)
+            mine = own.get(c.name, [])
+            row["iterations"] = mine
+            row["trace_steps"] = len(mine)
             rows.append(row)
         return rows
 
@@ -540,28 +557,33 @@ def _empty_topic_fields(schema: T.StructType, error: str | None, stop: str | Non
             "stop_reason": stop,
             "stop_cursor_name": None,
             "iteration_count": 0,
+            "trace_truncated": False,
             "slowest_tie_ambiguous": False,
             "error": error,
-            "iterations": [],
         }
     )
     return base
 
 
-def _size_topic(topic: _Topic, beh: Behaviour, use_counter: bool, formula_4x: bool) -> list[dict[str, Any]]:
+def _size_topic(
+    topic: _Topic, beh: Behaviour, use_counter: bool, formula_4x: bool, trace_limit: int
+) -> list[dict[str, Any]]:
     ml, error = topic.managed_ledger(beh)
     limit, limit_error = topic.limit()
     if ml is None or limit_error is not None:
         return topic.cursor_rows(_empty_topic_fields(SIZE_SCHEMA, error or limit_error, "error"))
     eac = topic.ml_value("m_eac")
-    result = eng.drop_backlog_for_size_limit(ml, topic.cursors, limit, eac, use_counter, formula_4x)
+    result = eng.drop_backlog_for_size_limit(
+        ml, topic.cursors, limit, eac, use_counter, formula_4x, trace_limit
+    )
     target = None if result.target is None else float(result.target)
     extra = {
         "estimated_backlog_size_bytes_before": result.backlog_before,
         "estimated_backlog_size_bytes_after": result.backlog_after,
         "stop_reason": result.stop_reason,
         "stop_cursor_name": result.stop_cursor_name,
-        "iteration_count": len(result.steps),
+        "iteration_count": result.iteration_count,
+        "trace_truncated": result.iteration_count > len(result.steps),
         "slowest_tie_ambiguous": result.tie_ambiguous and not beh.slowest_ties_by_insertion,
         "error": result.error,
         "limit_size_bytes": limit,
@@ -571,9 +593,8 @@ def _size_topic(topic: _Topic, beh: Behaviour, use_counter: bool, formula_4x: bo
         "above_target_after": None
         if result.target is None
         else eng.above_target(result.backlog_after, result.target),
-        "iterations": [_size_step(s) for s in result.steps],
     }
-    return topic.cursor_rows(extra)
+    return topic.cursor_rows(extra, [_size_step(s) for s in result.steps])
 
 
 def _time_topic(
@@ -584,6 +605,7 @@ def _time_topic(
     overflow_int: bool,
     closure_step: bool,
     formula_4x: bool,
+    trace_limit: int,
 ) -> list[dict[str, Any]]:
     ml, error = topic.managed_ledger(beh)
     limit, limit_error = topic.limit()
@@ -599,11 +621,12 @@ def _time_topic(
         "stop_reason": None,
         "stop_cursor_name": None,
         "iteration_count": 0,
+        "trace_truncated": False,
         "slowest_tie_ambiguous": False,
         "undecidable": False,
         "error": None,
-        "iterations": [],
     }
+    steps: list[dict[str, Any]] = []
     per_cursor: dict[str, dict[str, Any]] = {}
     if now_ms is None:
         extra.update(stop_reason="error", error="no evaluation time: managed_ledgers.exported_at is null")
@@ -629,20 +652,22 @@ def _time_topic(
                 "undecidable": res.error is not None and "not in the exported entries" in res.error,
             }
     else:
-        result = eng.drop_backlog_for_time_limit_ledgers(
-            ml, topic.cursors, topic.closed, limit, now_ms, overflow_int
+        # end state computed directly (no per-step cost), the trace from the stepwise loop up to the cap
+        result = eng.time_eviction_ledgers(
+            ml, topic.cursors, topic.closed, limit, now_ms, overflow_int, trace_limit
         )
         extra.update(
             stop_reason=result.stop_reason,
             stop_cursor_name=result.stop_cursor_name,
-            iteration_count=len(result.steps),
+            iteration_count=result.iteration_count,
+            trace_truncated=result.iteration_count > len(result.steps),
             slowest_tie_ambiguous=result.tie_ambiguous and not beh.slowest_ties_by_insertion,
             undecidable=result.undecidable,
             error=result.error,
-            iterations=[_time_step(s) for s in result.steps],
         )
+        steps = [_time_step(s) for s in result.steps]
     extra["estimated_backlog_size_bytes_after"] = eng.estimated_backlog(ml, topic.cursors)
-    rows = topic.cursor_rows(extra)
+    rows = topic.cursor_rows(extra, steps)
     for row in rows:
         row.update(per_cursor.get(row["cursor_name"], {}))
     return rows
@@ -650,8 +675,8 @@ def _time_topic(
 
 #: Output rows per Arrow record batch handed back to Spark.
 _OUTPUT_BATCH_ROWS = 4096
-#: Output cells (rows plus their ``iterations`` structs) per Arrow record batch: a topic's trace is repeated
-#: on each of its cursor rows, so a batch of many cursors of one long loop is cut short to bound memory.
+#: Output cells (rows plus their ``iterations`` structs) per Arrow record batch: a cursor of a long loop
+#: can carry many trace steps, so a batch of such cursors is cut short to bound memory.
 _OUTPUT_BATCH_CELLS = 200_000
 
 
@@ -815,6 +840,7 @@ def drop_backlog_for_size_limit(
     *,
     entries: DataFrame | None = None,
     counter: str = COUNTER_AUTO,
+    trace_max_iterations: int = DEFAULT_TRACE_MAX_ITERATIONS,
 ) -> DataFrame:
     """What ``dropBacklogForSizeLimit`` would do to every cursor of the topics in ``limits`` (SPEC §3.6).
 
@@ -840,22 +866,27 @@ def drop_backlog_for_size_limit(
     the counters before/after; and, repeated on every cursor row of the topic: ``limit_size_bytes``,
     ``target_size_bytes``, ``estimated_backlog_size_bytes_before``/``_after``, ``quota_exceeded_before``
     (§3.4 ``estimate >= limit``), ``above_target_after`` (one broker check leaves it above the target),
-    ``stop_reason`` (:data:`STOP_REASONS`), ``stop_cursor_name``, ``iteration_count``, ``iterations`` (the
-    topic's trace, one struct per skip), ``slowest_tie_ambiguous`` (≤3.0: a tie on the slowest md was
-    broken by ``cursor_order`` while the broker's heap order is arbitrary), ``error``. With ``entries``
+    ``stop_reason`` (:data:`STOP_REASONS`), ``stop_cursor_name``, ``iteration_count`` (every skip of the
+    loop), ``trace_truncated`` (the loop made more than ``trace_max_iterations`` skips),
+    ``slowest_tie_ambiguous`` (≤3.0: a tie on the slowest md was broken by ``cursor_order`` while the
+    broker's heap order is arbitrary), ``error``. The trace: ``iterations`` holds THIS cursor's skips among
+    the first ``trace_max_iterations`` of the topic's loop (one struct each, ``iteration`` numbering the
+    topic's loop order), ``trace_steps`` their number; the topic's trace is the union over its cursor rows
+    (no step is repeated, so the output stays linear in cursors + recorded steps). With ``entries``
     (``cluster, topic, ledger_id, entry_id`` [+ ``message_count``, ``entry_size_bytes``]): ``lost_entries``,
     ``lost_messages``, ``lost_bytes`` of the exported entries the cursor loses (null without). A null or
     negative limit never evicts (``quota_disabled``). Pure and lazy.
     """
     if counter not in (COUNTER_AUTO, COUNTER_PRECISE):
         raise ConfigError(f"counter must be {COUNTER_AUTO!r} or {COUNTER_PRECISE!r}, got {counter!r}")
+    trace_limit = _trace_limit(trace_max_iterations)
     beh = behaviour(pulsar_version)
     formula_4x = size_eviction_uses_long_target(beh.version)
     use_counter = counter == COUNTER_AUTO
     packed = _pack(managed_ledgers, ledgers, cursors, limits, "limit_size_bytes", None, F.lit(None))
 
     def per_topic(topic: _Topic) -> list[dict[str, Any]]:
-        return _size_topic(topic, beh, use_counter, formula_4x)
+        return _size_topic(topic, beh, use_counter, formula_4x, trace_limit)
 
     result = _grouped(packed, SIZE_SCHEMA, per_topic)
     return _with_losses(result, entries)
@@ -870,6 +901,7 @@ def drop_backlog_for_time_limit(
     precise: bool = False,
     now: dt.datetime | int | None = None,
     pulsar_version: str = DEFAULT_PULSAR_VERSION,
+    trace_max_iterations: int = DEFAULT_TRACE_MAX_ITERATIONS,
 ) -> DataFrame:
     """What ``dropBacklogForTimeLimit`` would do to every cursor of the topics in ``limits`` (SPEC §3.7).
 
@@ -884,7 +916,12 @@ def drop_backlog_for_time_limit(
       the loop with ``unknown_close_time`` and ``undecidable = true``; no next ledger -> ``no_next_ledger``
       (the broker's NullPointerException); a refused mark-delete (beyond LAC, §1.2) -> ``error``. Up to 3.x
       the limit is converted with a 32-bit ``limit * 1000`` (:func:`time_limit_millis_overflow_int`).
-      ``iterations`` is the topic's trace (one struct per mark-delete).
+      The loop can make up to cursors x ledgers mark-deletes: the end state, ``iteration_count`` and the
+      flags are computed per cursor path without stepping it (every cursor's path depends only on the
+      ledgers and its own state, see ``_topic_engine.drop_backlog_for_time_limit_direct``), in
+      ``O(cursors x (acked ranges + 1)^2 x log ledgers)``; the trace (``iterations``: this cursor's
+      mark-deletes among the topic's first ``trace_max_iterations``, ``trace_steps``, ``trace_truncated``)
+      comes from the stepwise loop cut there.
     * ``precise=True`` (needs ``entries`` with ``publish_time_ms`` [+ ``broker_timestamp``]): every cursor of
       the topic's subscription map (``cursor_kind`` subscription, reader or compaction; not replicators or
       dedup) runs message expiry with TTL ``int(0.9 x limit)``: versions with
@@ -901,6 +938,7 @@ def drop_backlog_for_time_limit(
     """
     if precise and entries is None:
         raise ConfigError("precise time eviction reads entry timestamps: pass entries (SPEC §3.7)")
+    trace_limit = _trace_limit(trace_max_iterations)
     beh = behaviour(pulsar_version)
     formula_4x = size_eviction_uses_long_target(beh.version)
     overflow = time_limit_millis_overflow_int(beh.version)
@@ -922,10 +960,21 @@ def drop_backlog_for_time_limit(
     )
 
     def per_topic(topic: _Topic) -> list[dict[str, Any]]:
-        return _time_topic(topic, beh, precise, now_ms, overflow, closure, formula_4x)
+        return _time_topic(topic, beh, precise, now_ms, overflow, closure, formula_4x, trace_limit)
 
     result = _grouped(packed, TIME_SCHEMA, per_topic)
     return _with_losses(result, entries)
+
+
+def _trace_limit(trace_max_iterations: int) -> int:
+    if isinstance(trace_max_iterations, bool) or not isinstance(trace_max_iterations, int):
+        raise ConfigError(f"trace_max_iterations must be an integer, got {trace_max_iterations!r}")
+    if not 0 <= trace_max_iterations <= eng.INT_MAX:
+        raise ConfigError(
+            f"trace_max_iterations = {trace_max_iterations} must be between 0 (no trace) and {eng.INT_MAX}, "
+            "e.g. 100000"
+        )
+    return trace_max_iterations
 
 
 def _now_ms(now: dt.datetime | int | None) -> int | None:

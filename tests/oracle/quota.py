@@ -234,6 +234,7 @@ def time_eviction_ledgers(
         except o.OracleError:
             trace.append((c.name, md, c.mark_delete))
             return TimeOutcome("error", trace, tie_seen)
+        c.skips += 1
         trace.append((c.name, md, c.mark_delete))
 
 
