@@ -16,6 +16,7 @@ from pyspark.sql import DataFrame
 
 from pulsar_model.contracts import conform, contract
 from pulsar_model.delta_io import DeltaTables, TableWrite
+from pulsar_model.errors import SchemaChangeError
 
 log = logging.getLogger(__name__)
 
@@ -45,7 +46,16 @@ def write_day_outputs(
     writes = []
     for name, produced in outputs.items():
         c = contract(name)
-        tables.create(name, c.spark_schema, c.partitioned_by, description=c.description)
+        try:
+            tables.create(name, c.spark_schema, c.partitioned_by, description=c.description)
+        except SchemaChangeError as exc:
+            raise SchemaChangeError(
+                f"{exc} Output table {name!r} of the {stage} stage was written by a version of "
+                f"pulsar-analytics with another contract (schemas/{name}.yaml; README 'Upgrading'). It is "
+                f"derived data: move {tables.location(name)} aside (or delete it) and rerun the {stage} "
+                f"stage for the dates you need, e.g. `pulsar-analytics nightly --stages {stage} "
+                "--export-date YYYY-MM-DD`."
+            ) from exc
         if produced is None:
             continue
         if isinstance(produced, DataFrame):
