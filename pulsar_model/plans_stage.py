@@ -19,7 +19,7 @@ from __future__ import annotations
 import datetime as dt
 import functools
 import os
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import cast
@@ -43,7 +43,13 @@ from pulsar_model.plan_requests import (
     RejectedRequest,
     parse_plan_requests,
 )
-from pulsar_model.positions import clear_backlog_plan, reset_cursor_plan, skip_entries
+from pulsar_model.positions import (
+    CursorBasis,
+    clear_backlog_plan,
+    cursor_basis,
+    reset_cursor_plan,
+    skip_entries,
+)
 from pulsar_model.readers import reader_start_positions, reset_cursor_by_time_plan
 
 OUTPUT_TABLES = ("skip_plans", "reader_starts")
@@ -162,13 +168,16 @@ def cursor_plans(
     inputs: PlanInputs,
     pulsar_version: str,
     actions: Collection[str] = CURSOR_ACTIONS,
+    basis: CursorBasis | None = None,
 ) -> DataFrame:
     """One row per cursor request (skip / clear_backlog / reset / reset_by_time): where the cursor lands.
 
     Grain: one row per request. Positions come from the broker arithmetic of SPEC §1.10/§1.11 (and the
     time search for ``reset_by_time``, :mod:`pulsar_model.readers`); :func:`with_entry_effects` adds
     what it does to the exported entries. ``actions`` limits the transforms built to the actions present
-    (each is a large plan that Spark analyses even when no request uses it).
+    (each is a large plan that Spark analyses even when no request uses it). ``basis``: the
+    :func:`~pulsar_model.positions.cursor_basis` of ``inputs`` shared by skip, clear_backlog and reset (with
+    the cursor state when skip or clear_backlog is among ``actions``); built per action when None.
     """
     ml, led, cur = inputs.managed_ledgers, inputs.ledgers, inputs.cursors
     base = requests.select(
@@ -185,7 +194,12 @@ def cursor_plans(
 
     def skip() -> DataFrame:
         return skip_entries(
-            base.where(F.col("action") == ACTION_SKIP), cur, led, ml, pulsar_version=pulsar_version
+            base.where(F.col("action") == ACTION_SKIP),
+            cur,
+            led,
+            ml,
+            pulsar_version=pulsar_version,
+            basis=basis,
         ).select(
             *base.columns,
             "target_position",
@@ -200,7 +214,12 @@ def cursor_plans(
 
     def clear() -> DataFrame:
         return clear_backlog_plan(
-            base.where(F.col("action") == ACTION_CLEAR_BACKLOG), cur, led, ml, pulsar_version=pulsar_version
+            base.where(F.col("action") == ACTION_CLEAR_BACKLOG),
+            cur,
+            led,
+            ml,
+            pulsar_version=pulsar_version,
+            basis=basis,
         ).select(
             *base.columns,
             F.lit(None).cast(_POS).alias("target_position"),
@@ -215,7 +234,12 @@ def cursor_plans(
 
     def reset() -> DataFrame:
         return reset_cursor_plan(
-            base.where(F.col("action") == ACTION_RESET), cur, led, ml, pulsar_version=pulsar_version
+            base.where(F.col("action") == ACTION_RESET),
+            cur,
+            led,
+            ml,
+            pulsar_version=pulsar_version,
+            basis=basis,
         ).select(
             *base.columns,
             F.lit(None).cast(_POS).alias("target_position"),
@@ -262,13 +286,20 @@ def cursor_plans(
     )
 
 
-def with_entry_effects(plans: DataFrame, inputs: PlanInputs) -> DataFrame:
+def with_entry_effects(
+    plans: DataFrame,
+    inputs: PlanInputs,
+    materialise: Callable[[DataFrame], DataFrame] | None = None,
+) -> DataFrame:
     """Add the cursor's state before the plan and what the plan does to exported entries (``skip_plans``).
 
     Grain: one row per plan (the output of :func:`cursor_plans`). skipped = not-yet-acked entries in
     ``(md before, md after]``; redelivered (resets only, which clear the acked ranges) = entries after the
     new mark-delete that were acked before (at or below the old mark-delete or inside an old acked range).
     Messages and bytes need the topic's entries in the export (``entries_exported``).
+
+    ``materialise`` (e.g. the driver's ``localCheckpoint``) is applied to the plans joined with the state
+    before, which the entry totals read four times (three intervals, and the join back).
     """
     ml, cur = inputs.managed_ledgers, inputs.cursors
     before = cur.select(
@@ -326,6 +357,8 @@ def with_entry_effects(plans: DataFrame, inputs: PlanInputs) -> DataFrame:
         ).alias("_skip_upper"),
         F.when(F.col("error").isNull() & is_reset, F.col("mark_delete_position")).alias("_reset_lower"),
     )
+    if materialise is not None:
+        df = materialise(df)
     df = _entry_totals(
         df,
         inputs.entries,
@@ -371,8 +404,14 @@ def with_entry_effects(plans: DataFrame, inputs: PlanInputs) -> DataFrame:
     )
 
 
-def reader_plans(requests: DataFrame, inputs: PlanInputs, pulsar_version: str) -> DataFrame:
-    """One row per ``reader_start`` request: the ``reader_starts`` rows (SPEC §7)."""
+def reader_plans(
+    requests: DataFrame, inputs: PlanInputs, pulsar_version: str, basis: CursorBasis | None = None
+) -> DataFrame:
+    """One row per ``reader_start`` request: the ``reader_starts`` rows (SPEC §7).
+
+    ``basis``: a :func:`~pulsar_model.positions.cursor_basis` of ``inputs`` (its ledger view and topic
+    context are used), e.g. the one the cursor plans share; built when None.
+    """
     req = requests.where(F.col("action") == ACTION_READER_START).select(
         "request_id",
         *_TOPIC,
@@ -384,7 +423,12 @@ def reader_plans(requests: DataFrame, inputs: PlanInputs, pulsar_version: str) -
         F.coalesce("initial_position", F.lit("Latest")).alias("initial_position"),
     )
     out = reader_start_positions(
-        req, inputs.ledgers, inputs.managed_ledgers, messages=inputs.messages, pulsar_version=pulsar_version
+        req,
+        inputs.ledgers,
+        inputs.managed_ledgers,
+        messages=inputs.messages,
+        pulsar_version=pulsar_version,
+        basis=basis,
     )
     ids = inputs.managed_ledgers.select(*_TOPIC, "export_id")
     return out.join(ids, _TOPIC, "left").select(
@@ -483,22 +527,31 @@ def run_plans_stage(
         )
         mine = requests.where(F.col("pulsar_version") == version).drop("pulsar_version")
         cursor_actions = present[version] & set(CURSOR_ACTIONS)
+        # The ledger view, topic context and (for skip / clear_backlog) cursor state are the same for every
+        # request kind of the version: built and materialised once (on the executors) and shared, instead
+        # of each action's plan building, compiling and computing its own copy (tier s: a third of the
+        # stage's CPU).
+        basis = None
+        if present[version] & {ACTION_SKIP, ACTION_CLEAR_BACKLOG, ACTION_RESET, ACTION_READER_START}:
+            basis = cursor_basis(
+                inputs.cursors,
+                inputs.ledgers,
+                inputs.managed_ledgers,
+                version,
+                with_state=bool(present[version] & {ACTION_SKIP, ACTION_CLEAR_BACKLOG}),
+                materialise=lambda df: df.localCheckpoint(),
+            )
         if cursor_actions:
-            # Each action's broker arithmetic is a large plan: materialise it on its own (on the executors,
-            # nothing comes to the driver) before measuring its effect on the entries, so Spark analyses it
-            # once. Separately, because with exchange reuse on, Spark 4.1 wrongly reused an exchange
-            # between skip_entries and clear_backlog_plan planned together (clear rows lost their cursor:
-            # test_plans_stage_answers_every_demo_request; spark.sql.exchange.reuse=false also avoids it).
+            # The actions' plans start from the materialised basis, so they are small; they and the cursor
+            # state before are materialised once more (one action, on the executors: nothing comes to the
+            # driver) where the entry totals start, which read them four times.
             plans = functools.reduce(
                 DataFrame.unionByName,
-                [
-                    cursor_plans(mine, inputs, version, {action}).localCheckpoint()
-                    for action in sorted(cursor_actions)
-                ],
+                [cursor_plans(mine, inputs, version, {action}, basis) for action in sorted(cursor_actions)],
             )
-            skip_parts.append(with_entry_effects(plans, inputs))
+            skip_parts.append(with_entry_effects(plans, inputs, materialise=lambda df: df.localCheckpoint()))
         if ACTION_READER_START in present[version]:
-            reader_parts.append(reader_plans(mine, inputs, version))
+            reader_parts.append(reader_plans(mine, inputs, version, basis))
     outputs = {
         "skip_plans": _union_or_empty(spark, skip_parts, "skip_plans"),
         "reader_starts": _union_or_empty(spark, reader_parts, "reader_starts"),

@@ -29,7 +29,7 @@ position", endless loops) never fail the job: the row gets a null result and an 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -72,7 +72,9 @@ __all__ = [
     "TARGET_EARLIEST",
     "TARGET_LATEST",
     "TARGET_POSITION",
+    "CursorBasis",
     "clear_backlog_plan",
+    "cursor_basis",
     "entries_between",
     "is_valid_position",
     "next_valid_position",
@@ -175,10 +177,19 @@ class _Env:
     ctx: DataFrame
 
     @classmethod
-    def build(cls, ledgers: DataFrame, managed_ledgers: DataFrame, beh: Behaviour) -> _Env:
+    def build(
+        cls,
+        ledgers: DataFrame,
+        managed_ledgers: DataFrame,
+        beh: Behaviour,
+        materialise: Callable[[DataFrame], DataFrame] | None = None,
+    ) -> _Env:
+        """The environment of ``ledgers``/``managed_ledgers``; ``materialise`` (e.g. the caller's
+        ``localCheckpoint``) is applied to the ledger view, then to the context built on it."""
+        keep = materialise or (lambda df: df)
         ml = _ml_frame(_by_topic(managed_ledgers))
-        view = _ledger_view(_by_topic(ledgers), ml, beh)
-        ctx = _context(ml, view, beh)
+        view = keep(_ledger_view(_by_topic(ledgers), ml, beh))
+        ctx = keep(_context(ml, view, beh))
         return cls(beh=beh, view=view, ctx=ctx)
 
     def with_ctx(self, df: DataFrame) -> DataFrame:
@@ -945,7 +956,72 @@ def _join_cursor_state(requests: DataFrame, state: DataFrame) -> DataFrame:
     )
 
 
+# --- shared basis of several cursor operations ---------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CursorBasis:
+    """The ledger view and topic context (``env``) and, optionally, the per-cursor state (``state``, one row
+    per cursor, see :func:`_cursor_state` with the skip plan) of one broker version's inputs.
+
+    What :func:`skip_entries`, :func:`clear_backlog_plan`, :func:`reset_cursor_plan` and
+    :func:`pulsar_model.readers.reader_start_positions` start from; build it once with
+    :func:`cursor_basis` and pass it to several of them so they share it instead of each building (and
+    Spark analysing, compiling and computing) its own copy.
+    """
+
+    env: _Env
+    state: DataFrame | None
+
+    def check(self, pulsar_version: str, *, needs_state: bool = False) -> None:
+        """Raise ``ValueError`` when built for another version's behaviour (or without a needed state)."""
+        if self.env.beh != behaviour(pulsar_version):
+            raise ValueError(f"CursorBasis built for another Pulsar version than {pulsar_version!r}")
+        if needs_state and self.state is None:
+            raise ValueError("CursorBasis built without the cursor state (with_state=False)")
+
+
+def cursor_basis(
+    cursors: DataFrame,
+    ledgers: DataFrame,
+    managed_ledgers: DataFrame,
+    pulsar_version: str = DEFAULT_PULSAR_VERSION,
+    *,
+    with_state: bool = True,
+    materialise: Callable[[DataFrame], DataFrame] | None = None,
+) -> CursorBasis:
+    """The :class:`CursorBasis` of the inputs: ledger view + topic context, and the cursor state when
+    ``with_state`` (skip and clear need it; reset and reader starts only need the view and context).
+
+    ``materialise`` is applied to the view, the context and the state, each built on the previous ones:
+    a driver passes ``DataFrame.localCheckpoint`` so later plans start from small leaves (pure and lazy
+    without it).
+    """
+    env = _Env.build(ledgers, managed_ledgers, behaviour(pulsar_version), materialise)
+    state = None
+    if with_state:
+        state = _cursor_state(env, cursors, with_plan=True)
+        if materialise is not None:
+            state = materialise(state)
+    return CursorBasis(env=env, state=state)
+
+
 # --- §1.10 skipEntries -------------------------------------------------------------------------------------
+
+
+def _env_and_state(
+    cursors: DataFrame,
+    ledgers: DataFrame,
+    managed_ledgers: DataFrame,
+    pulsar_version: str,
+    basis: CursorBasis | None,
+) -> tuple[_Env, DataFrame]:
+    """The basis' environment and cursor state, or freshly built ones when ``basis`` is None."""
+    if basis is None:
+        basis = cursor_basis(cursors, ledgers, managed_ledgers, pulsar_version)
+    basis.check(pulsar_version, needs_state=True)
+    assert basis.state is not None
+    return basis.env, basis.state
 
 
 def skip_entries(
@@ -954,6 +1030,8 @@ def skip_entries(
     ledgers: DataFrame,
     managed_ledgers: DataFrame,
     pulsar_version: str = DEFAULT_PULSAR_VERSION,
+    *,
+    basis: CursorBasis | None = None,
 ) -> DataFrame:
     """Dry-run ``cursor.skipEntries(n, deletedEntries)`` (SPEC §1.10): one row per request.
 
@@ -973,11 +1051,10 @@ def skip_entries(
     * ``error``: why the broker would fail (e.g. 2.x-old NPE, "Invalid mark deleted position" when an
       unclamped 2.x target lies beyond LAC); the cursor is then left unchanged.
 
-    Pure and lazy.
+    ``basis``: a :func:`cursor_basis` (with the state) of these same cursors, ledgers and managed ledgers,
+    used instead of building one. Pure and lazy.
     """
-    beh = behaviour(pulsar_version)
-    env = _Env.build(ledgers, managed_ledgers, beh)
-    state = _cursor_state(env, cursors, with_plan=True)
+    env, state = _env_and_state(cursors, ledgers, managed_ledgers, pulsar_version, basis)
     df = _join_cursor_state(requests, state)
     df = df.select(
         "*",
@@ -1039,17 +1116,17 @@ def clear_backlog_plan(
     ledgers: DataFrame,
     managed_ledgers: DataFrame,
     pulsar_version: str = DEFAULT_PULSAR_VERSION,
+    *,
+    basis: CursorBasis | None = None,
 ) -> DataFrame:
     """Dry-run ``cursor.clearBacklog()`` = mark-delete at LAC (SPEC §1.11): one row per request.
 
     Requests: ``cluster, topic, cursor_name`` (+ carried columns). Adds ``mark_delete_position`` (LAC, or
     unchanged when the cursor is already past LAC), ``read_position`` (``nextValid(md)``),
     ``individually_deleted`` (``removeAtMost(md)``), ``cleared_entries`` (not-yet-acked entries in
-    ``(old md, LAC]``) and ``error``. Pure and lazy.
+    ``(old md, LAC]``) and ``error``. ``basis``: as for :func:`skip_entries`. Pure and lazy.
     """
-    beh = behaviour(pulsar_version)
-    env = _Env.build(ledgers, managed_ledgers, beh)
-    state = _cursor_state(env, cursors, with_plan=True)
+    env, state = _env_and_state(cursors, ledgers, managed_ledgers, pulsar_version, basis)
     df = _join_cursor_state(requests, state)
     df = _mark_delete(env, df, LAC, NULL_STRING, "_pa_mdp")
     added = ["mark_delete_position", "read_position", "individually_deleted", "cleared_entries", "error"]
@@ -1069,6 +1146,8 @@ def reset_cursor_plan(
     ledgers: DataFrame,
     managed_ledgers: DataFrame,
     pulsar_version: str = DEFAULT_PULSAR_VERSION,
+    *,
+    basis: CursorBasis | None = None,
 ) -> DataFrame:
     """Dry-run ``cursor.resetCursor(target)`` (SPEC §1.11, ``asyncResetCursor``/``internalResetCursor``).
 
@@ -1077,10 +1156,16 @@ def reset_cursor_plan(
     A target that is not a valid position moves to ``nextValid(target)``; earliest reads from
     ``getFirstPosition()``; latest from ``nextValid(LAC)`` (3.x+) or ``LAC.next`` (2.x). Adds
     ``mark_delete_position`` = ``getPreviousPosition(read_position)``, ``read_position``, an empty
-    ``individually_deleted`` and ``error``. Reset by publish time is not covered here. Pure and lazy.
+    ``individually_deleted`` and ``error``. Reset by publish time is not covered here. ``basis``: a
+    :func:`cursor_basis` of these same ledgers and managed ledgers (its view and context are used; the
+    state is not needed). Pure and lazy.
     """
     beh = behaviour(pulsar_version)
-    env = _Env.build(ledgers, managed_ledgers, beh)
+    if basis is None:
+        env = _Env.build(ledgers, managed_ledgers, beh)
+    else:
+        basis.check(pulsar_version)
+        env = basis.env
     cursor_md = _by_topic(cursors).select(
         *KEY,
         F.col("cursor_name").alias("_key"),

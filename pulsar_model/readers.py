@@ -83,6 +83,7 @@ from pulsar_model.positions import (
     MISSING_TOPIC,
     MISSING_TOPIC_SQL,
     NULL_STRING,
+    CursorBasis,
     E,
     X,
     _by_topic,
@@ -921,6 +922,7 @@ def reader_start_positions(
     *,
     entries: DataFrame | None = None,
     ledger_close_clock_skew_ms: int | None = DEFAULT_LEDGER_CLOSE_CLOCK_SKEW_MS,
+    basis: CursorBasis | None = None,
 ) -> DataFrame:
     """Where a new reader's non-durable cursor starts and what it delivers first (SPEC §7.2, §7.3).
 
@@ -953,11 +955,17 @@ def reader_start_positions(
       ``start_message_id``, topic without managed ledger, no ledgers, failed time search, ...).
 
     ``entries`` (optional keyword) supplies the entry timestamps of the rollback search (broker-entry
-    timestamps included); without it they come from ``messages`` (publish times). Pure and lazy.
+    timestamps included); without it they come from ``messages`` (publish times). ``basis`` (optional
+    keyword): a :func:`pulsar_model.positions.cursor_basis` of these same ledgers and managed ledgers, whose
+    ledger view and topic context are used instead of building them. Pure and lazy.
     """
     beh = behaviour(pulsar_version)
     rules = find_rules(pulsar_version, ledger_close_clock_skew_ms)
-    env = _Env.build(ledgers, managed_ledgers, beh)
+    if basis is None:
+        env = _Env.build(ledgers, managed_ledgers, beh)
+    else:
+        basis.check(pulsar_version)
+        env = basis.env
     df = _by_topic(requests).select(
         "*",
         F.col("start_kind").cast("string").alias("_pa_kind"),
