@@ -1,9 +1,9 @@
 """The nightly ``replication`` stage: replicated-subscription translation, failover duplicates, findings.
 
 Driver-side orchestration only (reads, one tiny ``distinct`` of the clusters' versions and export times,
-writes); the logic is the pure transforms of :mod:`pulsar_model.replication` over the run date's tables of
-**all clusters at once** (a replicated subscription spans clusters, SPEC §4). Output tables, partitioned by
-``export_date``:
+``localCheckpoint`` of the inputs and of the intermediates read more than once, writes); the logic is
+the pure transforms of :mod:`pulsar_model.replication` over the run date's tables of **all clusters at
+once** (a replicated subscription spans clusters, SPEC §4). Output tables, partitioned by ``export_date``:
 
 * ``replication_positions`` - one row per (topic, subscription, source cluster, target cluster): the
   expected remote mark-delete from the source's last UPDATE beside the target's actual one, and the status
@@ -35,7 +35,7 @@ from __future__ import annotations
 import datetime as dt
 import functools
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from pyspark.sql import DataFrame
@@ -48,7 +48,7 @@ from pulsar_model.replication.cache import (
     CACHE_GENERATION_OLD,
     MAX_CACHED_NEW,
     MAX_CACHED_OLD,
-    predicted_updates,
+    compare_predicted_updates,
     replay_snapshot_cache,
     snapshot_cache_events,
     uses_new_snapshot_cache,
@@ -101,25 +101,17 @@ def snapshots_at_export_time(
     """:func:`snapshot_assembly` with each source cluster's timeouts checked at its export time (§4.5).
 
     ``isTimedOut`` compares with "now"; for an export that is the moment the cluster was exported
-    (``managed_ledgers.exported_at``), not the newest marker. ``snapshot_assembly`` takes one scalar
-    ``checked_at``, so it runs once per (cluster, export time) over the markers and cursors of that cluster's
-    topics (all clusters' copies: the protocol spans them) and keeps the rows whose source is that cluster.
-    None when ``exports`` is empty. Pure and lazy.
+    (``managed_ledgers.exported_at``), not the newest marker. One :func:`snapshot_assembly` over every
+    cluster's markers and cursors (the protocol spans them) with ``checked_at_by_topic`` = each (cluster,
+    topic)'s export time, keeping the rows whose (source cluster, topic) has an export. None when
+    ``exports`` is empty. Pure and lazy.
     """
-    parts: list[DataFrame] = []
-    for export_at in sorted({(e.cluster, e.exported_at_ms) for e in exports}):
-        cluster, at_ms = export_at
-        scope = managed_ledgers.where(
-            (F.col("cluster") == cluster) & (F.unix_millis(F.col("exported_at")) == at_ms)
-        ).select(*_TOPIC)
-        topics = scope.select("topic").distinct()
-        assembled = snapshot_assembly(
-            markers.join(topics, "topic", "left_semi"),
-            cursors=cursors.join(topics, "topic", "left_semi"),
-            checked_at=at_ms,
-        )
-        parts.append(assembled.join(scope, _TOPIC, "left_semi"))
-    return functools.reduce(DataFrame.unionByName, parts) if parts else None
+    if not exports:
+        return None
+    scope = managed_ledgers.select(*_TOPIC)
+    export_times = managed_ledgers.select(*_TOPIC, F.unix_millis(F.col("exported_at")).alias("checked_at_ms"))
+    assembled = snapshot_assembly(markers, cursors=cursors, checked_at_by_topic=export_times)
+    return assembled.join(scope, _TOPIC, "left_semi")
 
 
 def cache_replay(
@@ -128,6 +120,7 @@ def cache_replay(
     ledgers: DataFrame,
     managed_ledgers: DataFrame,
     pulsar_version: str,
+    reuse: Callable[[DataFrame], DataFrame] | None = None,
 ) -> tuple[DataFrame, DataFrame]:
     """The snapshot-cache replay of the clusters running ``pulsar_version`` (SPEC §4.4, §4.6).
 
@@ -135,21 +128,23 @@ def cache_replay(
     defaulted). Returns (``replication_cache_replay`` rows: :func:`predicted_updates` with
     ``pulsar_version``, ``cache_generation`` and the ``max_cached`` used; the
     ``snapshot_cache_evicted_useful`` findings, :data:`FINDING_COLUMNS` without export keys). Both use the
-    generation's default capacity. Pure and lazy.
+    generation's default capacity and are built from one set of cache events and one replay, which go
+    through ``reuse`` (default: as they are) so a caller can persist them. Pure and lazy.
     """
+    keep = reuse or (lambda df: df)
     scope = managed_ledgers.where(F.col("pulsar_version") == pulsar_version).select(*_TOPIC)
     mk, cur, led, ml = (
         df.join(scope, _TOPIC, "left_semi") for df in (markers, cursors, ledgers, managed_ledgers)
     )
     new_cache = uses_new_snapshot_cache(pulsar_version)
-    rows = predicted_updates(mk, cur, led, ml, pulsar_version=pulsar_version).select(
+    events = keep(snapshot_cache_events(mk, cur))
+    replay = keep(replay_snapshot_cache(events, led, ml, None, pulsar_version))
+    rows = compare_predicted_updates(events, replay).select(
         "*",
         F.lit(pulsar_version).alias("pulsar_version"),
         F.lit(CACHE_GENERATION_NEW if new_cache else CACHE_GENERATION_OLD).alias("cache_generation"),
         F.lit(MAX_CACHED_NEW if new_cache else MAX_CACHED_OLD).alias("max_cached"),
     )
-    events = snapshot_cache_events(mk, cur)
-    replay = replay_snapshot_cache(events, led, ml, None, pulsar_version)
     return rows, snapshot_cache_evicted_useful(events, replay)
 
 
@@ -161,6 +156,7 @@ def replication_outputs(
     entries: DataFrame | None,
     consumers: DataFrame | None,
     exports: Sequence[ClusterExport],
+    reuse: Callable[[DataFrame], DataFrame] | None = None,
 ) -> dict[str, DataFrame]:
     """The stage's tables for one export (one row set per table, export identity attached). Pure and lazy.
 
@@ -168,6 +164,10 @@ def replication_outputs(
     :func:`cluster_exports` of it (the versions to replay and the export times). Without ``markers`` an
     empty marker frame stands in for the translation (no UPDATE was exported, so every active pair reads
     ``stalled``: nothing can be said about its translation) and the snapshot and cache tables are empty.
+    ``reuse`` receives the intermediates read more than once - by several tables (the cache events and
+    replay, see :func:`cache_replay`) or several times by one (the translation's pairs with their UPDATEs,
+    the duplicates' pairs) - and returns what to read them from; the stage passes ``localCheckpoint`` so
+    each is computed once and the plans built on it stay small. Default: as they are (pure and lazy).
     """
     spark = managed_ledgers.sparkSession
     marker_frame = markers
@@ -175,15 +175,17 @@ def replication_outputs(
         marker_frame = spark.createDataFrame([], contract("markers").spark_schema)
     ids = managed_ledgers.select("cluster", "topic", "export_id", "export_date")
     source_ids = ids.withColumnRenamed("cluster", "source_cluster")
-    positions = position_translation(marker_frame, cursors, ledgers, managed_ledgers, consumers)
-    duplicates = failover_duplicates(cursors, entries, markers, ledgers, managed_ledgers)
+    positions = position_translation(
+        marker_frame, cursors, ledgers, managed_ledgers, consumers, materialise=reuse
+    )
+    duplicates = failover_duplicates(cursors, entries, markers, ledgers, managed_ledgers, materialise=reuse)
     findings = replication_findings(markers, cursors, entries, ledgers, managed_ledgers, consumers)
     snapshots = None
     replay_parts: list[DataFrame] = []
     if markers is not None:
         snapshots = snapshots_at_export_time(markers, cursors, managed_ledgers, exports)
         for version in sorted({e.pulsar_version for e in exports}):
-            rows, evicted = cache_replay(markers, cursors, ledgers, managed_ledgers, version)
+            rows, evicted = cache_replay(markers, cursors, ledgers, managed_ledgers, version, reuse)
             replay_parts.append(rows.drop("export_id", "export_date"))
             findings = findings.unionByName(evicted)
     if snapshots is None:
@@ -202,27 +204,50 @@ def replication_outputs(
     }
 
 
+def _materialise(df: DataFrame) -> DataFrame:
+    """Compute ``df`` once, now, for the several output tables that read it (driver-side).
+
+    ``localCheckpoint`` also cuts the lineage: the plans built on it are analysed and optimised without
+    the (wide) plan that produced it.
+    """
+    return df.localCheckpoint()
+
+
 def run_replication_stage(
     tables: DeltaTables, run_date: dt.date, default_version: str
 ) -> tuple[dict[str, int], dict[str, int]]:
     """Compute and write the stage's tables for ``run_date``; return (rows written, table versions).
+
+    The run date's inputs (small: one export) and the intermediates :func:`replication_outputs` reads more
+    than once are ``localCheckpoint``-ed (:func:`_materialise`): the five tables are five writes, i.e. five
+    queries, and without that each one recomputed the shared parts and Spark analysed and optimised plans
+    of hundreds of thousands of characters (tier ``s``, issue 10: 224 Spark jobs -> 157, the stage's CPU
+    time 108 s -> 58 s; ``benchmarks/results/replication_stage_before_after.json``).
 
     Every table's ``run_date`` partition is replaced, also by an empty result (a rerun leaves no stale rows);
     all tables go in one ``write_all``. ``default_version`` is the broker version of clusters whose export
     names none (it selects their snapshot-cache generation).
     """
     day = {"export_date": run_date}
-    managed = tables.read("managed_ledgers", partition_filter=day).withColumn(
-        "pulsar_version", F.coalesce("pulsar_version", F.lit(default_version))
+    managed = _materialise(
+        tables.read("managed_ledgers", partition_filter=day).withColumn(
+            "pulsar_version", F.coalesce("pulsar_version", F.lit(default_version))
+        )
+    )
+    ledgers, cursors = (_materialise(tables.read(n, partition_filter=day)) for n in ("ledgers", "cursors"))
+    markers, entries, consumers = (
+        None if df is None else _materialise(df)
+        for df in (read_day(tables, n, day) for n in ("markers", "entries", "consumers"))
     )
     outputs = replication_outputs(
         managed,
-        tables.read("ledgers", partition_filter=day),
-        tables.read("cursors", partition_filter=day),
-        read_day(tables, "markers", day),
-        read_day(tables, "entries", day),
-        read_day(tables, "consumers", day),
+        ledgers,
+        cursors,
+        markers,
+        entries,
+        consumers,
         cluster_exports(managed),
+        reuse=_materialise,
     )
     rows, versions_written = write_day_outputs(
         tables, day, {name: outputs[name] for name in OUTPUT_TABLES}, stage="replication"

@@ -47,6 +47,7 @@ __all__ = [
     "CachedSnapshot",
     "NewSnapshotCache",
     "OldSnapshotCache",
+    "compare_predicted_updates",
     "predicted_updates",
     "replay_snapshot_cache",
     "snapshot_cache_events",
@@ -749,6 +750,17 @@ def predicted_updates(
     """
     events = snapshot_cache_events(markers, cursors)
     replay = replay_snapshot_cache(events, ledgers, managed_ledgers, max_cached, pulsar_version)
+    return compare_predicted_updates(events, replay)
+
+
+def compare_predicted_updates(events: DataFrame, replay: DataFrame) -> DataFrame:
+    """:func:`predicted_updates` from already built cache ``events`` (:func:`snapshot_cache_events`) and
+    their ``replay`` (:func:`replay_snapshot_cache`): same rows and columns.
+
+    For callers that also feed the same events and replay to another consumer (the nightly stage's
+    ``snapshot_cache_evicted_useful`` detector): building them once keeps the plans small and lets the
+    caller persist them. Pure and lazy.
+    """
     export_keys = [k for k in EXPORT_KEYS if k in events.columns]
     skeys = ["cluster", "topic", "subscription", *export_keys]
     advances = events.where(F.col("op") == OP_ADVANCE).select(

@@ -167,15 +167,46 @@ def _ack_holes(
             else F.lit(None).cast("timestamp")
         ).alias("_moved_at"),
     )
-    # acked entries past the mark-delete = entries in (md, last acked] minus the unacked ones among them
-    unacked = existing_entries_between(holes, ledgers, managed_ledgers, ["cursor_name"], out="_unacked")
-    whole = existing_entries_between(
-        unacked.withColumn("acked", F.lit(None).cast(_RANGES_SQL_TYPE)),
-        ledgers,
-        managed_ledgers,
-        ["cursor_name"],
-        out="_whole",
-    ).join(managed_ledgers.select("cluster", "topic", "exported_at"), ["cluster", "topic"], "left")
+    # acked entries past the mark-delete = entries in (md, last acked] minus the unacked ones among them;
+    # both counts in one pass over the ledger list: one request per (cursor, count)
+    requests = holes.select("cluster", "topic", "cursor_name", "lower", "upper", "acked").select(
+        "*", F.lit("_unacked").alias("_count_kind")
+    )
+    requests = requests.unionByName(
+        requests.select(
+            "cluster",
+            "topic",
+            "cursor_name",
+            "lower",
+            "upper",
+            F.lit(None).cast(_RANGES_SQL_TYPE).alias("acked"),
+            F.lit("_whole").alias("_count_kind"),
+        )
+    )
+    counted = (
+        existing_entries_between(requests, ledgers, managed_ledgers, ["cursor_name", "_count_kind"], out="_n")
+        .groupBy(
+            F.col("cluster").alias("_k_cluster"),
+            F.col("topic").alias("_k_topic"),
+            F.col("cursor_name").alias("_k_cursor"),
+        )
+        .agg(
+            *[F.max(F.when(F.col("_count_kind") == k, F.col("_n"))).alias(k) for k in ("_unacked", "_whole")]
+        )
+    )
+    whole = (
+        holes.join(
+            counted,
+            [
+                F.col("cluster").eqNullSafe(F.col("_k_cluster")),
+                F.col("topic").eqNullSafe(F.col("_k_topic")),
+                F.col("cursor_name").eqNullSafe(F.col("_k_cursor")),
+            ],
+            "left",
+        )
+        .drop("_k_cluster", "_k_topic", "_k_cursor")
+        .join(managed_ledgers.select("cluster", "topic", "exported_at"), ["cluster", "topic"], "left")
+    )
     acked_past = F.col("_whole") - F.col("_unacked")
     stuck_seconds = (F.unix_millis(F.col("exported_at")) - F.unix_millis(F.col("_moved_at"))) / 1000.0
     severity = F.when(

@@ -29,6 +29,7 @@ Bounds from the ledgers and the snapshot markers alone (every row, also without 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Final
 
 from pyspark.sql import Column, DataFrame
@@ -117,6 +118,8 @@ def failover_duplicates(
     markers: DataFrame | None,
     ledgers: DataFrame,
     managed_ledgers: DataFrame,
+    *,
+    materialise: Callable[[DataFrame], DataFrame] | None = None,
 ) -> DataFrame:
     """Messages a failover from source to target would redeliver although the source acked them (SPEC §4.8).
 
@@ -131,9 +134,12 @@ def failover_duplicates(
     Bounds (module docstring): ``passed_snapshot_remote_position``,
     ``consumed_on_source_entries_lower_bound``, ``consumed_on_source_entries_upper_bound``. Every count is
     null when the target has no cursor for the subscription (it would be created at its initial position).
-    Pure and lazy.
+    ``materialise`` (e.g. the driver's ``localCheckpoint``) is applied to the pairs, which every part
+    reads; default: as they are. Pure and lazy (with the default).
     """
     pairs = replicated_pairs(cursors, managed_ledgers)
+    if materialise is not None:
+        pairs = materialise(pairs)
     zero = F.lit(0).cast("long")
     ranges_type = f"array<struct<lower:{POSITION_SQL_TYPE},upper:{POSITION_SQL_TYPE}>>"
 
@@ -147,30 +153,31 @@ def failover_duplicates(
     pkeys = [f"_p_{k}" for k in PAIR_KEY]
     md, lac = F.col("target_mark_delete_position"), F.col("target_last_confirmed_entry")
     target_acked = F.col("target_individually_deleted").cast(ranges_type)
-    lower_req = with_passed.select(
-        F.col("target_cluster").alias("cluster"),
-        "topic",
-        *[F.col(k).alias(f"_p_{k}") for k in PAIR_KEY],
-        md.alias("lower"),
-        F.least(F.greatest(md, F.col("_passed_position")), lac).alias("upper"),
-        target_acked.alias("acked"),
+    bound_requests = [
+        with_passed.select(
+            F.col("target_cluster").alias("cluster"),
+            "topic",
+            *[F.col(k).alias(f"_p_{k}") for k in PAIR_KEY],
+            F.lit(kind).alias("_p_bound"),
+            md.alias("lower"),
+            upper.alias("upper"),
+            target_acked.alias("acked"),
+        )
+        for kind, upper in (("low", F.least(F.greatest(md, F.col("_passed_position")), lac)), ("high", lac))
+    ]
+    # both bounds of a pair in one pass over the ledger list: one request per (pair, bound)
+    counted = existing_entries_between(
+        bound_requests[0].unionByName(bound_requests[1]),
+        ledgers,
+        managed_ledgers,
+        [*pkeys, "_p_bound"],
+        out="_n",
     )
-    upper_req = with_passed.select(
-        F.col("target_cluster").alias("cluster"),
-        "topic",
-        *[F.col(k).alias(f"_p_{k}") for k in PAIR_KEY],
-        md.alias("lower"),
-        lac.alias("upper"),
-        target_acked.alias("acked"),
-    )
-    low = existing_entries_between(lower_req, ledgers, managed_ledgers, pkeys, out="_low").select(
-        *pkeys, "_low"
-    )
-    high = existing_entries_between(upper_req, ledgers, managed_ledgers, pkeys, out="_high").select(
-        *pkeys, "_high"
+    bounds = counted.groupBy(*pkeys).agg(
+        *[F.max(F.when(F.col("_p_bound") == k, F.col("_n"))).alias(f"_{k}") for k in ("low", "high")]
     )
     on = [F.col(k) == F.col(f"_p_{k}") for k in PAIR_KEY]
-    bounded = with_passed.join(low, on, "left").drop(*pkeys).join(high, on, "left").drop(*pkeys)
+    bounded = with_passed.join(bounds, on, "left").drop(*pkeys)
 
     # --- exact, from the exported entries -------------------------------------------------------------------
     if entries is None:

@@ -513,6 +513,7 @@ def snapshot_assembly(
     timeout_seconds: int = DEFAULT_TIMEOUT_SECONDS,
     frequency_ms: int = DEFAULT_FREQUENCY_MS,
     checked_at: int | dt.datetime | None = None,
+    checked_at_by_topic: DataFrame | None = None,
 ) -> DataFrame:
     """One row per (source cluster, topic, snapshot id): the replicated-subscription snapshot protocol
     reassembled from the ``markers`` of every cluster (SPEC §4.3-§4.5, §4.7, §4.8).
@@ -536,7 +537,11 @@ def snapshot_assembly(
     of the same source/topic and ``gap_periods`` = gap / ``frequency_ms``.
 
     ``checked_at`` (epoch ms or an aware datetime) is "now" for ``isTimedOut`` (``start + timeout <
-    now``); by default the newest marker publish time of the source cluster in the export. Runs per
+    now``); by default the newest marker publish time of the source cluster in the export.
+    ``checked_at_by_topic`` (``cluster, topic, checked_at_ms``: one row per source cluster's topic, e.g.
+    its export time) replaces that default per (source, topic) when ``checked_at`` is None - one pass for
+    sources exported at different times; a (source, topic) without a row has no "now" (never
+    ``timed_out``). Runs per
     (source, topic) in ``groupBy(...).applyInPandas``; the builder receives responses in local position
     order (module docstring). Pure and lazy.
     """
@@ -605,11 +610,20 @@ def snapshot_assembly(
             *flat_cols,
         )
     )
-    clocks = markers.groupBy("cluster", *export_keys).agg(F.max("publish_time_ms").cast("long").alias("_c"))
+    if checked_at_by_topic is None:
+        clocks = markers.groupBy("cluster", *export_keys).agg(
+            F.max("publish_time_ms").cast("long").alias("_c")
+        )
+        clock_keys = ["cluster", *export_keys]
+    else:
+        clocks = checked_at_by_topic.select(
+            "cluster", "topic", F.col("checked_at_ms").cast("long").alias("_c")
+        ).distinct()
+        clock_keys = ["cluster", "topic"]
     marker_fields = parts[0].schema.fields[len(export_keys) + 3 : -2]
     meta = (
         _remote_sets(m, cursors, export_keys)
-        .join(clocks, on=["cluster", *export_keys], how="left")
+        .join(clocks, on=clock_keys, how="left")
         .select(
             *export_keys,
             F.col("cluster").alias("_source"),

@@ -19,7 +19,7 @@ Every input holds one export per (cluster, topic) (a run date); extra columns ar
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Final
 
 from pyspark.sql import Column, DataFrame
@@ -420,6 +420,7 @@ def position_translation(
     *,
     stall_after_seconds: int = DEFAULT_STALL_AFTER_SECONDS,
     stall_lead_entries: int = DEFAULT_STALL_LEAD_ENTRIES,
+    materialise: Callable[[DataFrame], DataFrame] | None = None,
 ) -> DataFrame:
     """Expected vs actual remote mark-delete per (topic, subscription, source, target) (SPEC §4.4-§4.8).
 
@@ -446,7 +447,9 @@ def position_translation(
     * ``lagging`` - the UPDATE has not reached the target, the target has no cursor, or actual < expected;
     * ``in_sync`` - actual >= expected (a target consumer may have acked further).
 
-    Pure and lazy.
+    ``materialise`` (e.g. the driver's ``localCheckpoint``) is applied to the pairs with their UPDATEs and
+    snapshots, which the result and both entry counts read; default: as they are. Pure and lazy (with the
+    default).
     """
     require(markers, MARKER_COLUMNS, "markers")
     pairs = replicated_pairs(cursors, managed_ledgers)
@@ -478,10 +481,13 @@ def position_translation(
         F.col("source_cluster").alias("_lead_cluster"),
         F.col("target_cluster").alias("_behind_cluster"),
     )
+    if materialise is not None:
+        staged = materialise(staged)
     lead = staged.select(
         F.col("_lead_cluster").alias("cluster"),
         F.col("topic"),
         *[F.col(k).alias(f"_p_{k}") for k in PAIR_KEY],
+        F.lit("lead").alias("_p_count"),
         F.col("last_update_position").alias("lower"),
         F.when(
             F.col("last_update_position").isNotNull(),
@@ -493,23 +499,20 @@ def position_translation(
         F.col("_behind_cluster").alias("cluster"),
         F.col("topic"),
         *[F.col(k).alias(f"_p_{k}") for k in PAIR_KEY],
+        F.lit("behind").alias("_p_count"),
         F.col("target_mark_delete_position").alias("lower"),
         F.greatest(F.col("target_mark_delete_position"), F.col("expected_remote_mark_delete")).alias("upper"),
         F.lit(None).cast(_RANGES_SQL_TYPE).alias("acked"),
     )
     pkeys = [f"_p_{k}" for k in PAIR_KEY]
-    lead_n = existing_entries_between(lead, ledgers, managed_ledgers, pkeys, out="_lead").select(
-        *pkeys, "_lead"
+    # both counts of a pair in one pass over the ledger list: one request per (pair, count)
+    counted = existing_entries_between(
+        lead.unionByName(behind), ledgers, managed_ledgers, [*pkeys, "_p_count"], out="_n"
     )
-    behind_n = existing_entries_between(behind, ledgers, managed_ledgers, pkeys, out="_behind").select(
-        *pkeys, "_behind"
+    counts = counted.groupBy(*pkeys).agg(
+        *[F.max(F.when(F.col("_p_count") == k, F.col("_n"))).alias(f"_{k}") for k in ("lead", "behind")]
     )
-    joined = (
-        staged.join(lead_n, [F.col(k) == F.col(f"_p_{k}") for k in PAIR_KEY], "left")
-        .drop(*pkeys)
-        .join(behind_n, [F.col(k) == F.col(f"_p_{k}") for k in PAIR_KEY], "left")
-        .drop(*pkeys)
-    )
+    joined = staged.join(counts, [F.col(k) == F.col(f"_p_{k}") for k in PAIR_KEY], "left").drop(*pkeys)
     expected, actual = F.col("expected_remote_mark_delete"), F.col("actual_remote_mark_delete")
     delivered = F.col("update_delivered_position").isNotNull()
     since_update = _seconds_between(F.col("source_exported_at"), F.col("last_update_publish_time_ms"))
