@@ -237,3 +237,15 @@ def test_time_direct_200k_ledgers_2k_cursors() -> None:
         skipped = 1 + 2 * (young_from - 2 - start)
         assert (c.md, c.idm, c.skipped, c.consumed) == ((young_from, -1), [], skipped, 1000 + skipped), i
     assert result.iteration_count == expected_steps > 190_000_000
+
+
+@pytest.mark.timeout(60)
+def test_mark_delete_extension_ends_on_an_export_whose_lac_is_past_the_current_ledger() -> None:
+    """Inconsistent export: current ledger 2 is empty but the LAC says (3, 5). After a mark-delete to (1, 0)
+    the extension over the acked range (1:0, 2:0] reaches (2, 0), whose next valid position falls back to
+    (2, 0) itself - still at or below the LAC and inside the same range. The SPEC-literal loop never ended
+    there (a hung Python worker); it now stops at (2, 0)."""
+    ml = eng.ManagedLedger([(1, 2, 200), (2, 0, 0)], 2, 0, 0, (3, 5), 200, behaviour("4.1.3"))
+    cursor = eng.Cursor("s", 0, True, "subscription", (1, -1), [((1, 0), (2, 0))], None)
+    ml.mark_delete(cursor, (1, 0))
+    assert cursor.md == (2, 0) and cursor.idm == []

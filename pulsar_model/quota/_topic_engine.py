@@ -493,7 +493,10 @@ class ManagedLedger:
         p = self.next_valid(new)
         while p <= self.lac:
             containing = _idm_range_containing(c.idm, p)
-            if containing is None:
+            # No progress ends the extension: with a LAC past the current ledger (an inconsistent export)
+            # getNextValidPosition falls back to (current ledger, 0) inside the range just applied and the
+            # SPEC-literal loop would never end (it ends wherever the state is consistent).
+            if containing is None or containing[1] <= new:
                 break
             new = containing[1]
             p = self.next_valid(new)
