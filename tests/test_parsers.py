@@ -691,6 +691,11 @@ _DELETE = object()
         ),
         (_set("lastConfirmedEntry", "abc:1"), "bad_position", 'lastConfirmedEntry "abc:1" is not a position'),
         (_set("lastConfirmedEntry", "-2:0"), "bad_position", "ledger id -2 is negative"),
+        (
+            _set("lastConfirmedEntry", "13:0"),
+            "bad_position",
+            "lastConfirmedEntry 13:0 is in a ledger after the current ledger 12",
+        ),
         (_set("cursors.sub1.markDeletePosition", "12:-2"), "bad_position", "entry id -2 is below -1"),
         (
             _set("cursors.sub1.readPosition", "-1:5"),

@@ -23,6 +23,7 @@ from typing import Any, Final
 
 from pulsar_model.ingest.parsers.common import (
     BAD_INDIVIDUALLY_DELETED,
+    BAD_POSITION,
     BAD_VALUE,
     DUPLICATE_LEDGER,
     NO_ID,
@@ -188,6 +189,13 @@ def parse_stats_internal(payload: Any, record: Record) -> Rows | None:
 
     ledger_rows, listed = _ledgers(top, record)
     current = current_ledger_id(state, listed)
+    if lac is not None and current is not None and lac[0] > current:
+        record.problem(
+            BAD_POSITION,
+            f"lastConfirmedEntry {lac[0]}:{lac[1]} is in a ledger after the current ledger {current} (the "
+            "last listed): a broker's LAC is never past its current ledger; re-export the topic's "
+            "stats-internal",
+        )
     for row in ledger_rows:
         row["is_current"] = current is not None and row["ledger_id"] == current
     cursor_rows = _cursors(top, record)
