@@ -3,6 +3,7 @@
     .venv/bin/python benchmarks/run.py --tier s                  # CI: seconds of data
     .venv/bin/python benchmarks/run.py --tier l --master local[1] # the scaling check (writes l.local1.json)
     .venv/bin/python benchmarks/run.py --tier m --reuse           # keep the generated warehouse, rerun stages
+    .venv/bin/python benchmarks/run.py --tier l --generate-only   # only (re)generate the tier's warehouse
 
 What one run does, in one warm ``local[N]`` session (driver memory 8 GiB by default):
 
@@ -23,8 +24,14 @@ What one run does, in one warm ``local[N]`` session (driver memory 8 GiB by defa
 6. position-after-N for ``--position-requests`` (default 1,000,000 on l/xl, 100,000 on m, 10,000 on s)
    random requests.
 
+Each stage also records the CPU seconds of the whole process tree and the Spark jobs, stages and tasks
+it ran: unlike wall time they do not swing with the machine's load, so they show what a change did.
+
 Results: ``benchmarks/results/<tier>[.<master>].json`` and a markdown table next to it, with the
-machine, date and the targets each number is checked against. Targets that are missed say by how much.
+machine, date and the targets each number is checked against (``<tier>.partial.json`` holds the stages
+measured so far while a run is going). Targets that are missed say by how much and do not fail the run;
+a failed stage, a failed baseline, or a baseline returning another row count than Spark does (exit
+status 1: CI runs tier ``s``).
 """
 
 from __future__ import annotations
@@ -50,7 +57,7 @@ if str(ROOT) not in sys.path:  # `python benchmarks/run.py` from anywhere
 from pyspark.sql import SparkSession  # noqa: E402
 from pyspark.sql import functions as F  # noqa: E402
 
-from benchmarks.bench_compaction import PeakSampler  # noqa: E402
+from benchmarks.bench_compaction import PeakSampler, _children_proc  # noqa: E402
 from pulsar_model.config import AppConfig, StorageConfig  # noqa: E402
 from pulsar_model.delta_io import DeltaTables, TableWrite  # noqa: E402
 from pulsar_model.nightly import StageOutcome, run_nightly  # noqa: E402
@@ -127,15 +134,69 @@ class Timed:
     seconds: float
     peak_rss_bytes: int
     value: Any = None
+    cpu_seconds: float = 0.0
+
+
+_CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
+def tree_cpu_seconds(root: int | None = None) -> float:
+    """User + system CPU seconds of ``root`` (default: this process) and its live descendants, plus what
+    its reaped children used (the JVM and the reused Python workers live for the whole session, so a
+    difference of two readings is the CPU a piece of work cost - load-independent, unlike wall time)."""
+    total, stack, seen = 0, [root or os.getpid()], set()
+    while stack:
+        pid = stack.pop()
+        if pid in seen:
+            continue
+        seen.add(pid)
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        # fields[0] is field 3 (state): utime, stime, cutime, cstime are fields 14-17.
+        total += sum(int(x) for x in fields[11:15])
+        stack += _children_proc(pid)
+    return total / _CLOCK_TICKS
 
 
 def timed(fn: Callable[[], Any]) -> Timed:
-    """Run ``fn`` and measure its wall time and the process tree's peak memory (PSS) meanwhile."""
+    """Run ``fn`` and measure its wall time, the process tree's peak memory (PSS) and CPU meanwhile."""
     with PeakSampler() as sampler:
+        cpu0 = tree_cpu_seconds()
         t0 = time.monotonic()
         value = fn()
         seconds = time.monotonic() - t0
-    return Timed(round(seconds, 3), sampler.peak, value)
+        cpu = tree_cpu_seconds() - cpu0
+    return Timed(round(seconds, 3), sampler.peak, value, round(cpu, 1))
+
+
+class SparkWork:
+    """Spark jobs, stages and tasks run since the last :meth:`take` (from the status tracker; the bench
+    session retains enough of them, see ``BENCH_CONF``). Counts do not depend on the machine's load, so
+    they show what an optimisation changed even when wall times swing."""
+
+    def __init__(self, spark: SparkSession) -> None:
+        self._tracker = spark.sparkContext.statusTracker()
+        self._seen: set[int] = set(self._tracker.getJobIdsForGroup())
+
+    def take(self) -> dict[str, int]:
+        jobs = [j for j in self._tracker.getJobIdsForGroup() if j not in self._seen]
+        self._seen.update(jobs)
+        stages = tasks = 0
+        for job in jobs:
+            info = self._tracker.getJobInfo(job)
+            for stage_id in info.stageIds if info else ():
+                stage = self._tracker.getStageInfo(stage_id)
+                if stage and stage.numCompletedTasks:  # skipped (reused shuffle) stages ran nothing
+                    stages += 1
+                    tasks += stage.numCompletedTasks
+        return {"jobs": len(jobs), "stages": stages, "tasks": tasks}
+
+
+#: Session settings of the benchmark on top of the project's: keep every job/stage of a run in the
+#: status tracker (defaults keep 1,000; one tier-s stage runs up to ~160 jobs).
+BENCH_CONF = {"spark.ui.retainedJobs": "100000", "spark.ui.retainedStages": "100000"}
 
 
 def _input_rows(tables: DeltaTables, names: Sequence[str], day: dict[str, object]) -> dict[str, int]:
@@ -230,6 +291,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--warehouse", default=None, help="default: benchmarks/.work/<tier>")
     parser.add_argument("--reuse", action="store_true", help="keep an existing generated warehouse")
     parser.add_argument("--stages", default=",".join(STAGES), help="comma-separated subset of the stages")
+    parser.add_argument(
+        "--generate-only", action="store_true", help="generate the tier's warehouse and stop (no results)"
+    )
     parser.add_argument("--no-floor", action="store_true", help="skip the scan floors")
     parser.add_argument("--no-set-based", action="store_true", help="skip the DuckDB/oracle comparisons")
     parser.add_argument(
@@ -275,7 +339,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         spark = build_session(
             "pulsar-analytics-bench",
             args.master,
-            {"spark.driver.memory": args.driver_memory, "spark.sql.shuffle.partitions": partitions},
+            {
+                **BENCH_CONF,
+                "spark.driver.memory": args.driver_memory,
+                "spark.sql.shuffle.partitions": partitions,
+            },
         )
         result["session_start_seconds"] = round(time.monotonic() - t0, 3)
         warm = timed(lambda: spark.range(100_000).selectExpr("sum(id)").collect())
@@ -301,12 +369,19 @@ def main(argv: Sequence[str] | None = None) -> int:
                 "peak_rss_bytes": gen.peak_rss_bytes,
             }
         result["input_rows"] = _input_rows(tables, sorted({t for s in STAGES for t in STAGE_INPUTS[s]}), day)
+        if args.generate_only:
+            spark.stop()
+            _echo(f"generated tier {args.tier} in {warehouse}: {result['generate']}")
+            return 0
 
         config = AppConfig(storage=StorageConfig(warehouse=str(warehouse)))
         stage_results: dict[str, Any] = {}
+        result["stages"] = stage_results
+        work = SparkWork(spark)
         for n, stage in enumerate(stages, start=1):
             _echo(f"[{n}/{len(stages)}] stage {stage}")
             rows_in = _input_rows(tables, STAGE_INPUTS[stage], day)
+            work.take()
             try:
                 outcome = timed(lambda stage=stage: run_stage(spark, config, stage))
             except Exception as exc:  # a failing stage is a result too: record it, measure the rest
@@ -315,6 +390,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 continue
             entry: dict[str, Any] = {
                 "seconds": outcome.seconds,
+                "cpu_seconds": outcome.cpu_seconds,
+                "spark": work.take(),
                 "peak_rss_bytes": outcome.peak_rss_bytes,
                 "rows_in": rows_in,
                 "rows_out": dict(outcome.value.rows_out),
@@ -331,7 +408,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 )
             )
             stage_results[stage] = entry
-        result["stages"] = stage_results
+            _write_partial(out, result)
         result["pipeline_seconds"] = round(sum(s.get("seconds", 0.0) for s in stage_results.values()), 3)
 
         if not args.no_set_based:
@@ -343,14 +420,45 @@ def main(argv: Sequence[str] | None = None) -> int:
     result["load_average_at_end"] = list(os.getloadavg())
     result["finished_at"] = f"{dt.datetime.now(dt.UTC):%Y-%m-%dT%H:%M:%SZ}"
     result["checks"] = checks(result)
+    result["problems"] = problems(result)
 
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=2, default=str) + "\n")
+    out.with_suffix(".partial.json").unlink(missing_ok=True)
     md = out.with_suffix(".md")
     md.write_text(markdown(result))
     _echo(f"wrote {out} and {md}")
     print(md.read_text())
+    if result["problems"]:
+        _echo("the run is not valid: " + "; ".join(result["problems"]))
+        return 1
     return 0
+
+
+def problems(result: dict[str, Any]) -> list[str]:
+    """What makes a run invalid (a missed target does not): a failed stage, a failed baseline, or a
+    baseline whose row count differs from Spark's on the same tables (they compute the same thing)."""
+    out = [f"stage {stage} failed" for stage, e in result.get("stages", {}).items() if "error" in e]
+    for name, entry in (result.get("set_based") or {}).items():
+        if not isinstance(entry, dict) or "spark_seconds" not in entry:
+            continue
+        for kind in ("duckdb", "oracle"):
+            base = entry.get(kind)
+            if base is None:
+                continue
+            if "error" in base:
+                out.append(f"{name}: the {kind} baseline failed ({base['error'][:200]})")
+            elif base.get("rows_out") != entry["rows_out"]:
+                out.append(f"{name}: {kind} returned {base.get('rows_out')} rows, Spark {entry['rows_out']}")
+    return out
+
+
+def _write_partial(out: Path, result: dict[str, Any]) -> None:
+    """After each stage: the results so far (``"complete": false``) to ``<out>.partial.json``, so a long
+    tier that is stopped early still leaves its measured stages behind."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    partial = out.with_suffix(".partial.json")
+    partial.write_text(json.dumps({**result, "complete": False}, indent=2, default=str) + "\n")
 
 
 def checks(result: dict[str, Any]) -> list[dict[str, Any]]:
@@ -409,17 +517,23 @@ def markdown(result: dict[str, Any]) -> str:
         f"**{result['pipeline_seconds']} s**; whole run {result['wall_seconds']} s; peak memory (PSS) of "
         f"the process tree **{result['peak_rss_gib']} GiB**.",
         "",
-        "| stage | seconds | rows in | rows out | scan floor s | stage / floor | peak PSS GiB |",
-        "|---|---:|---:|---:|---:|---:|---:|",
+        "Per stage: wall seconds, CPU seconds of the whole process tree, Spark jobs / stages / tasks run "
+        "(load-independent), rows, the scan floor and the peak memory.",
+        "",
+        "| stage | seconds | CPU s | jobs / stages / tasks | rows in | rows out | scan floor s "
+        "| stage / floor | peak PSS GiB |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for stage, e in result["stages"].items():
         if "error" in e:
-            lines.append(f"| {stage} | failed: {e['error'][:120]} | | | | | |")
+            lines.append(f"| {stage} | failed: {e['error'][:120]} | | | | | | | |")
             continue
+        work = e.get("spark") or {}
+        counts = " / ".join(str(work.get(k, "")) for k in ("jobs", "stages", "tasks")) if work else ""
         lines.append(
-            f"| {stage} | {e['seconds']:.1f} | {sum(e['rows_in'].values()):,} "
-            f"| {sum(e['rows_out'].values()):,} | {e.get('floor_seconds', '')} | {e.get('floor_ratio', '')} "
-            f"| {e['peak_rss_bytes'] / GIB:.2f} |"
+            f"| {stage} | {e['seconds']:.1f} | {e.get('cpu_seconds', '')} | {counts} "
+            f"| {sum(e['rows_in'].values()):,} | {sum(e['rows_out'].values()):,} "
+            f"| {e.get('floor_seconds', '')} | {e.get('floor_ratio', '')} | {e['peak_rss_bytes'] / GIB:.2f} |"
         )
     sb = result.get("set_based")
     if sb:
@@ -439,6 +553,8 @@ def markdown(result: dict[str, Any]) -> str:
                 f"| {e.get('spark_over_duckdb') or 'n/a'} | {orc.get('seconds', 'not run')} "
                 f"| {e.get('spark_over_oracle') or 'n/a'} |"
             )
+    for problem in result.get("problems", []):
+        lines.append(f"\n**Invalid run**: {problem}")
     lines += ["", "| check | value | target | met |", "|---|---:|---:|---|"]
     for c in result["checks"]:
         met = "yes" if c["met"] else f"**no** (missed by {c['missed_by']})"

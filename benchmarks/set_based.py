@@ -74,6 +74,7 @@ def spark_run(name: str, spark: SparkSession, tables: DeltaTables, day: dict[str
     """Compute ``name`` with the library transform into a noop sink; returns the result's row count."""
     from pulsar_model.backlog_exact import exact_backlog
     from pulsar_model.compaction import compact
+    from pulsar_model.compaction_stage import compaction_start_positions, with_uncompressed_size_flag
     from pulsar_model.positions import position_after_n
 
     def read(table: str) -> Any:
@@ -88,7 +89,14 @@ def spark_run(name: str, spark: SparkSession, tables: DeltaTables, day: dict[str
             read(REQUESTS_TABLE), read("ledgers"), read("managed_ledgers"), PULSAR_VERSION
         )
     elif name == "compaction_preview":
-        result = compact(read("messages"), pulsar_version=PULSAR_VERSION)
+        # The same inputs as the baselines and the compaction stage: phase one starts after the
+        # `__compaction` cursor's mark-delete, and the entries' sizes flag what the compactor sees.
+        result = compact(
+            with_uncompressed_size_flag(read("messages"), read("entries")),
+            None,
+            PULSAR_VERSION,
+            compaction_start_positions(read("cursors")),
+        )
     else:
         raise ValueError(f"unknown set-based computation {name!r}; expected one of {', '.join(COMPUTATIONS)}")
     result = result.persist()  # count and sink from one computation

@@ -2,7 +2,20 @@
 
 from __future__ import annotations
 
-from benchmarks.run import STAGE_INPUTS, TARGETS, checks, markdown
+import json
+import subprocess
+import sys
+
+from benchmarks.run import (
+    STAGE_INPUTS,
+    TARGETS,
+    SparkWork,
+    _write_partial,
+    checks,
+    markdown,
+    problems,
+    tree_cpu_seconds,
+)
 from pulsar_model.nightly import STAGES
 
 
@@ -32,6 +45,8 @@ def _result(tier: str = "l") -> dict:
         "stages": {
             "backlog": {
                 "seconds": 30.0,
+                "cpu_seconds": 41.5,
+                "spark": {"jobs": 3, "stages": 7, "tasks": 20},
                 "peak_rss_bytes": 2 * 1024**3,
                 "rows_in": {"cursors": 10, "entries": 100},
                 "rows_out": {"cursor_backlog": 10},
@@ -45,9 +60,9 @@ def _result(tier: str = "l") -> dict:
             "position_after_n": {
                 "spark_seconds": 20.0,
                 "rows_out": 1_000_000,
-                "duckdb": {"seconds": 2.0},
+                "duckdb": {"seconds": 2.0, "rows_out": 1_000_000},
                 "spark_over_duckdb": 10.0,
-                "oracle": {"seconds": 40.0},
+                "oracle": {"seconds": 40.0, "rows_out": 1_000_000},
                 "spark_over_oracle": 0.5,
             },
         },
@@ -88,6 +103,51 @@ def test_markdown_states_machine_numbers_and_misses():
     md = markdown(result)
     assert "# Benchmark tier `l`" in md
     assert "cpu, 2 cores, 23.4 GiB" in md
-    assert "| backlog | 30.0 | 110 | 10 | 10.0 | 3.0 | 2.00 |" in md
+    assert "| backlog | 30.0 | 41.5 | 3 / 7 / 20 | 110 | 10 | 10.0 | 3.0 | 2.00 |" in md
     assert "| position_after_n | 1,000,000 | 20.0 | 2.0 | 10.0 | 40.0 | 0.5 |" in md
     assert "**no** (missed by 25%)" in md
+
+
+def test_markdown_reads_results_without_cpu_or_spark_counts():
+    result = _result()
+    del result["stages"]["backlog"]["cpu_seconds"], result["stages"]["backlog"]["spark"]
+    result["checks"] = checks(result)
+    assert "| backlog | 30.0 |  |  | 110 | 10 | 10.0 | 3.0 | 2.00 |" in markdown(result)
+
+
+def test_tree_cpu_seconds_counts_a_busy_child():
+    before = tree_cpu_seconds()
+    subprocess.run([sys.executable, "-c", "x = 0\nfor i in range(3_000_000): x += i"], check=True)
+    assert tree_cpu_seconds() - before >= 0.05  # the reaped child's CPU counts (cutime)
+
+
+def test_partial_results_are_written_next_to_the_final_file(tmp_path):
+    out = tmp_path / "l.json"
+    _write_partial(out, {"tier": "l", "stages": {"backlog": {"seconds": 1.0}}})
+    partial = json.loads((tmp_path / "l.partial.json").read_text())
+    assert partial["complete"] is False and partial["stages"] == {"backlog": {"seconds": 1.0}}
+
+
+def test_spark_work_counts_the_jobs_stages_and_tasks_since_the_last_take(spark):
+    work = SparkWork(spark)
+    spark.range(0, 1000, 1, 3).selectExpr("id % 7 as k").groupBy("k").count()  # lazily built: no job
+    assert work.take() == {"jobs": 0, "stages": 0, "tasks": 0}
+    spark.range(0, 1000, 1, 3).selectExpr("id % 7 as k").groupBy("k").count().collect()
+    taken = work.take()
+    assert taken["jobs"] >= 1 and taken["stages"] >= 2 and taken["tasks"] >= 4
+    assert work.take() == {"jobs": 0, "stages": 0, "tasks": 0}
+
+
+def test_problems_invalidate_a_run_but_missed_targets_do_not():
+    result = _result()
+    assert problems(result) == []  # the synthetic run misses targets: still a valid run
+    result["stages"]["quota"] = {"error": "AnalysisException: boom"}
+    result["set_based"]["position_after_n"]["duckdb"]["rows_out"] = 999_999
+    result["set_based"]["position_after_n"]["oracle"] = {"error": "KeyError: 'x'"}
+    assert problems(result) == [
+        "stage quota failed",
+        "position_after_n: duckdb returned 999999 rows, Spark 1000000",
+        "position_after_n: the oracle baseline failed (KeyError: 'x')",
+    ]
+    result["checks"], result["problems"] = checks(result), problems(result)
+    assert "**Invalid run**: stage quota failed" in markdown(result)
