@@ -18,12 +18,13 @@ Public transforms:
 * :func:`exact_backlog` - per cursor: ``(mark_delete_position, LAC]`` minus ``individually_deleted``,
   next to the broker's precise and non-precise entry counts.
 
-How it scales (set-based, never per entry on the driver, never exploding ranges into positions): each
-request is first joined with the distinct ledger ids of its topic that its interval spans (a few rows per
-request and ledger), with its acked ranges already cut down to entry-id intervals of that ledger; pieces
-fully inside one acked range are dropped. The entries are then equi-joined on ``(cluster, topic,
-ledger_id)`` - a big topic is spread over its ledgers, not funnelled into one task - and an ``exists``
-over the (few) acked intervals of that ledger removes acked entries. One aggregation per request follows.
+How it scales (set-based, never per entry on the driver, never exploding ranges into positions, never
+joining entries with cursors): each request's interval minus its acked ranges is cut into disjoint
+unacked gaps (one window per request over its ranges); the gaps' bounds and the topic's entries form one
+position-ordered stream per topic, where running sums give every bound the measures of the entries up to
+it (prefix sums): a gap counts ``C(end) - C(start)``. The work is one shuffle and two sorts of entries +
+gap bounds - it does not grow with entries x cursors (the range join it replaced produced 9.8M joined
+rows for 2.9M entries on benchmark tier m, and hundreds of millions on a topic with 1k cursors).
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Final
 
-from pyspark.sql import Column, DataFrame
+from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from pulsar_model import DEFAULT_PULSAR_VERSION
@@ -178,48 +179,7 @@ def _classified_entries(entries: DataFrame, transactions: DataFrame | None) -> D
     return plain.unionByName(txn.select(*out_cols, kind.alias("_kind")))
 
 
-# --- requests cut into per-ledger pieces --------------------------------------------------------------
-
-
-def _ledger_pieces(requests: DataFrame, ledger_ids: DataFrame, keys: list[str]) -> DataFrame:
-    """One row per (request, spanned ledger): entry-id bounds ``(_lo, _hi]`` and acked intervals ``_acked``.
-
-    ``requests`` has ``keys, _k, _lower, _upper, _ranges``; ``ledger_ids`` has ``keys, _lid``. A position
-    ``(lid, e)`` is in ``(lower, upper]`` iff ``e > _lo`` and ``e <= _hi`` with ``_lo = lower.entry_id`` in
-    lower's ledger (else no bound) and ``_hi = upper.entry_id`` in upper's ledger (else no bound); the same
-    cut turns every acked range ``(a, b]`` touching the ledger into an entry-id interval. Pieces that one
-    acked interval covers entirely are dropped: their entries are never read.
-    """
-    lower, upper, lid = F.col("_lower"), F.col("_upper"), F.col("_lid")
-    joined = requests.join(ledger_ids, on=keys).where(
-        (lid >= lower["ledger_id"]) & (lid <= upper["ledger_id"]) & (lower < upper)
-    )
-    no_lo, no_hi = F.lit(_LONG_MIN).cast("long"), F.lit(_LONG_MAX).cast("long")
-    lo = F.when(lower["ledger_id"] == lid, lower["entry_id"]).otherwise(no_lo)
-    hi = F.when(upper["ledger_id"] == lid, upper["entry_id"]).otherwise(no_hi)
-    staged = joined.select(*keys, "_k", "_lid", lo.alias("_lo"), hi.alias("_hi"), "_ranges")
-
-    def touches(r: Column) -> Column:
-        return (
-            r["lower"].isNotNull()
-            & r["upper"].isNotNull()
-            & (r["lower"]["ledger_id"] <= lid)
-            & (r["upper"]["ledger_id"] >= lid)
-        )
-
-    def cut(r: Column) -> Column:
-        return F.struct(
-            F.when(r["lower"]["ledger_id"] == lid, r["lower"]["entry_id"]).otherwise(no_lo).alias("lo"),
-            F.when(r["upper"]["ledger_id"] == lid, r["upper"]["entry_id"]).otherwise(no_hi).alias("hi"),
-        )
-
-    acked = F.filter(
-        F.transform(F.filter(F.col("_ranges"), touches), cut),
-        lambda r: (r["hi"] > F.col("_lo")) & (r["lo"] < F.col("_hi")) & (r["lo"] < r["hi"]),
-    )
-    pieces = staged.select(*keys, "_k", "_lid", "_lo", "_hi", acked.alias("_acked"))
-    covered = F.exists("_acked", lambda r: (r["lo"] <= F.col("_lo")) & (r["hi"] >= F.col("_hi")))
-    return pieces.where(~covered)
+# --- unacked gaps and prefix sums ---------------------------------------------------------------------
 
 
 def _slim_requests(requests: DataFrame, keys: list[str], key: str) -> DataFrame:
@@ -233,25 +193,127 @@ def _slim_requests(requests: DataFrame, keys: list[str], key: str) -> DataFrame:
     )
 
 
-def _totals(pieces: DataFrame, entries: DataFrame, keys: list[str]) -> DataFrame:
-    """One row per request that has counted entries: the measures per kind and the oldest entry."""
-    eid = F.col("_eid")
-    joined = entries.join(pieces, on=[*keys, "_lid"]).where(
-        (eid > F.col("_lo"))
-        & (eid <= F.col("_hi"))
-        & ~F.exists("_acked", lambda r: (eid > r["lo"]) & (eid <= r["hi"]))
+def _gaps(requests: DataFrame, keys: list[str]) -> DataFrame:
+    """One row per unacknowledged gap of a request: ``keys, _k, _s, _e`` with the gap ``(_s, _e]``.
+
+    The gaps are ``(lower, upper]`` minus the union of the acked ranges (open-closed; ranges with a null
+    bound are ignored, reversed or empty ones cover nothing, overlapping and touching ones merge), in
+    position order and disjoint. Only requests with ``lower < upper`` (both known) have gaps. The ranges
+    are merged with one window per request, never by exploding them into positions: each range clipped to
+    ``(lower, upper]`` is preceded by the gap ``(max upper of the ranges before it, its lower]`` (empty
+    when an earlier range reaches it), and the last range is followed by ``(max upper of all, upper]``.
+    """
+    lower, upper = F.col("_lower"), F.col("_upper")
+    clipped = F.filter(
+        F.transform(
+            F.filter(F.col("_ranges"), lambda r: r["lower"].isNotNull() & r["upper"].isNotNull()),
+            lambda r: F.struct(
+                F.greatest(as_position(r["lower"]), lower).alias("lo"),
+                F.least(as_position(r["upper"]), upper).alias("hi"),
+            ),
+        ),
+        lambda r: r["lo"] < r["hi"],
     )
-    measures = {"entries": F.lit(1).cast("long"), "messages": F.col("_msgs"), "bytes": F.col("_bytes")}
-    aggs: list[Column] = []
-    for kind in KINDS:
-        is_kind = F.col("_kind") == _KIND_CODE[kind]
-        for name, value in measures.items():
-            aggs.append(
-                F.sum(F.when(is_kind, value).otherwise(F.lit(0).cast("long"))).alias(f"{kind}_{name}")
+    known = requests.where(lower.isNotNull() & upper.isNotNull() & (lower < upper))
+    ranges = known.select(*keys, "_k", "_lower", "_upper", F.explode_outer(clipped).alias("_r"))
+    order = Window.partitionBy(*keys, "_k").orderBy(F.col("_r.lo"), F.col("_r.hi"))
+    before = F.max(F.col("_r.hi")).over(order.rowsBetween(Window.unboundedPreceding, -1))
+    is_last = F.lead(F.lit(1)).over(order).isNull()
+    staged = ranges.select(
+        *keys, "_k", "_lower", "_upper", "_r", before.alias("_before"), is_last.alias("_last")
+    )
+    inner = F.struct(F.coalesce(F.col("_before"), lower).alias("s"), F.col("_r.lo").alias("e"))
+    final = F.struct(
+        F.coalesce(F.greatest(F.col("_before"), F.col("_r.hi")), lower).alias("s"), upper.alias("e")
+    )
+    candidates = F.when(F.col("_last"), F.array(inner, final)).otherwise(F.array(inner))
+    gaps = staged.select(*keys, "_k", F.explode(candidates).alias("_g"))
+    return gaps.where(F.col("_g.e").isNotNull() & (F.col("_g.s") < F.col("_g.e"))).select(
+        *keys, "_k", F.col("_g.s").alias("_s"), F.col("_g.e").alias("_e")
+    )
+
+
+def _measures() -> dict[str, Column]:
+    return {"entries": F.lit(1).cast("long"), "messages": F.col("_msgs"), "bytes": F.col("_bytes")}
+
+
+def _totals(gaps: DataFrame, entries: DataFrame, keys: list[str]) -> DataFrame:
+    """One row per request with at least one gap: the measures per kind and the oldest counted entry.
+
+    Prefix sums instead of a range join: the topic's entries and the gaps' two bounds are put in one
+    position-ordered stream per topic (one shuffle); a running sum gives each bound the measures of the
+    entries at or before it, ``C(p)``, so a gap counts ``C(e) - C(s)`` and a request the sum over its gaps.
+    A second ordering (descending) gives each gap start the first entry after it - the oldest counted entry
+    is the first of the first non-empty gap. Work grows with entries + gaps, not with entries x cursors.
+    """
+    names = [f"{kind}_{m}" for kind in KINDS for m in MEASURES]
+    zero = F.lit(0).cast("long")
+    entry_side = entries.select(
+        *keys,
+        F.col("_pos"),
+        F.lit(0).alias("_t"),
+        F.lit(None).cast(gaps.schema["_k"].dataType).alias("_k"),
+        F.lit(0).alias("_sign"),
+        F.lit(None).cast(entries.schema["_pos"].dataType).alias("_gend"),
+        F.struct(F.col("_pos").alias("p"), F.col("_pt").alias("t")).alias("_entry"),
+        *[
+            F.when(F.col("_kind") == _KIND_CODE[kind], F.coalesce(value, zero))
+            .otherwise(zero)
+            .alias(f"{kind}_{m}")
+            for kind in KINDS
+            for m, value in _measures().items()
+        ],
+    )
+    null_entry = F.lit(None).cast(entry_side.schema["_entry"].dataType)
+    bounds = gaps.select(
+        *keys,
+        F.explode(
+            F.array(
+                F.struct(F.col("_s").alias("pos"), F.lit(-1).alias("sign"), F.col("_e").alias("gend")),
+                F.struct(
+                    F.col("_e").alias("pos"),
+                    F.lit(1).alias("sign"),
+                    F.lit(None).cast(gaps.schema["_e"].dataType).alias("gend"),
+                ),
             )
-    aggs += [F.sum(value).alias(name) for name, value in measures.items()]
-    aggs.append(F.min(F.struct(F.col("_pos").alias("p"), F.col("_pt").alias("t"))).alias("_oldest"))
-    return joined.groupBy(*keys, "_k").agg(*aggs)
+        ).alias("_b"),
+        "_k",
+    ).select(
+        *keys,
+        F.col("_b.pos").alias("_pos"),
+        F.lit(1).alias("_t"),
+        "_k",
+        F.col("_b.sign").alias("_sign"),
+        F.col("_b.gend").alias("_gend"),
+        null_entry.alias("_entry"),
+        *[zero.alias(n) for n in names],
+    )
+    stream = entry_side.unionByName(bounds)
+    # entries at a bound's position are at or before it (the gap is open-closed)
+    upto = Window.partitionBy(*keys).orderBy("_pos", "_t").rowsBetween(Window.unboundedPreceding, 0)
+    # descending: a bound at p sees the entries after p only (ties: entries come after the bound); among
+    # entries at one position the smallest (position, publish time) is seen last
+    after = (
+        Window.partitionBy(*keys)
+        .orderBy(F.col("_pos").desc(), F.col("_t").desc(), F.col("_entry").desc())
+        .rowsBetween(Window.unboundedPreceding, 0)
+    )
+    swept = stream.select(
+        *keys,
+        "_t",
+        "_k",
+        "_sign",
+        "_gend",
+        *[F.sum(n).over(upto).alias(n) for n in names],
+        F.last("_entry", ignorenulls=True).over(after).alias("_next"),
+    ).where(F.col("_t") == 1)
+    first = F.when((F.col("_sign") < 0) & (F.col("_next.p") <= F.col("_gend")), F.col("_next"))
+    aggs: list[Column] = [F.sum(F.col("_sign") * F.col(n)).alias(n) for n in names]
+    aggs += [
+        F.sum(sum((F.col("_sign") * F.col(f"{kind}_{m}") for kind in KINDS), zero)).alias(m) for m in MEASURES
+    ]
+    aggs.append(F.min(first).alias("_oldest"))
+    return swept.groupBy(*keys, "_k").agg(*aggs)
 
 
 # --- generic API ----------------------------------------------------------------------------------------
@@ -296,8 +358,7 @@ def unacked_entry_totals(
     classified = _classified_entries(entries, transactions)
     keys = _keys(requests, entries)
     slim = _slim_requests(requests, keys, key)
-    ledger_ids = classified.select(*keys, "_lid").distinct()
-    totals = _totals(_ledger_pieces(slim, ledger_ids, keys), classified, keys)
+    totals = _totals(_gaps(slim, keys), classified, keys)
 
     known = F.col("lower").isNotNull() & F.col("upper").isNotNull()
     zero = F.lit(0).cast("long")
@@ -332,57 +393,89 @@ def unacked_entry_totals(
 # --- per cursor -------------------------------------------------------------------------------------------
 
 
-def _existing_count(lid: Column, n: Column, lo: Column, hi: Column) -> Column:
-    """Entries ``0..n-1`` of ledger ``lid`` inside the open-closed position range ``(lo, hi]``."""
-    first = F.greatest(F.when(lo["ledger_id"] == lid, lo["entry_id"] + 1).otherwise(F.lit(0)), F.lit(0))
-    last = F.least(F.when(hi["ledger_id"] == lid, hi["entry_id"]).otherwise(n - 1), n - 1)
-    inside = (lo["ledger_id"] <= lid) & (hi["ledger_id"] >= lid)
-    return F.when(inside, F.greatest(last - first + 1, F.lit(0).cast("long"))).otherwise(
-        F.lit(0).cast("long")
-    )
-
-
 def _expected_entries(
     requests: DataFrame, ledgers: DataFrame, managed_ledgers: DataFrame, cursor_keys: list[str]
 ) -> DataFrame:
-    """``cursor_keys, expected_entries``: positions the ledger list says exist in ``(lower, upper]`` minus
-    those inside an acked range (SPEC §0.2: the open ledger holds ``current_ledger_entries``, is listed 0/0).
+    """``cursor_keys, _expected``: positions the ledger list says exist in ``(lower, upper]`` outside the
+    acked ranges (SPEC §0.2: the open ledger holds ``current_ledger_entries``, is listed 0/0).
 
-    Acked ranges are assumed disjoint (the broker's range set keeps them so, SPEC §1.2).
+    ``requests``: ``cursor_keys, _lower, _upper, _ranges``. Same prefix sums as the entry totals, over the
+    ledger list instead of the entries: ``E(p)``, the listed positions at or before ``p = (L, e)``, is the
+    sum of the entry counts of the listed ledgers up to ``L`` minus the part of ``L`` after ``e``; a gap
+    ``(s, e]`` of the request has ``E(e) - E(s)``. Overlapping acked ranges count once.
     """
+    gap_keys = [k for k in cursor_keys if k != "cursor_name"]
     keys = _keys(requests, ledgers, managed_ledgers)
+    extra = [k for k in gap_keys if k not in keys]
+    gaps = _gaps(requests.withColumnRenamed("cursor_name", "_k"), gap_keys)
+    zero = F.lit(0).cast("long")
     ml = managed_ledgers.select(
         *keys,
         F.col("current_ledger_id").cast("long").alias("_cur"),
-        F.coalesce(F.col("current_ledger_entries").cast("long"), F.lit(0).cast("long")).alias("_cle"),
+        F.coalesce(F.col("current_ledger_entries").cast("long"), zero).alias("_cle"),
     )
     led = ledgers.select(
         *keys,
         F.col("ledger_id").cast("long").alias("_lid"),
-        F.coalesce(F.col("entries").cast("long"), F.lit(0).cast("long")).alias("_ent"),
+        F.coalesce(F.col("entries").cast("long"), zero).alias("_ent"),
     ).join(ml, on=keys, how="left")
-    led = led.select(
+    n = F.when(F.col("_lid") == F.col("_cur"), F.col("_cle")).otherwise(F.col("_ent"))
+    ledger_rows = led.select(
         *keys,
-        "_lid",
-        F.when(F.col("_lid") == F.col("_cur"), F.col("_cle")).otherwise(F.col("_ent")).alias("_n"),
-    )
-    lower, upper, lid, n = F.col("_lower"), F.col("_upper"), F.col("_lid"), F.col("_n")
-    pieces = requests.join(led, on=keys).where(
-        (lid >= lower["ledger_id"]) & (lid <= upper["ledger_id"]) & (lower < upper)
-    )
-    valid = F.filter(F.col("_ranges"), lambda r: r["lower"].isNotNull() & r["upper"].isNotNull())
-    acked = F.aggregate(
-        valid,
-        F.lit(0).cast("long"),
-        lambda acc, r: (
-            acc
-            + _existing_count(
-                lid, n, F.greatest(lower, as_position(r["lower"])), F.least(upper, as_position(r["upper"]))
-            )
+        *[F.lit(None).cast(gaps.schema[k].dataType).alias(k) for k in extra],
+        F.struct(F.col("_lid").alias("ledger_id"), F.lit(_LONG_MIN).cast("long").alias("entry_id")).alias(
+            "_pos"
         ),
+        F.lit(0).alias("_t"),
+        F.lit(None).cast(gaps.schema["_k"].dataType).alias("_k"),
+        F.lit(0).alias("_sign"),
+        n.alias("_ln"),
+        F.struct(F.col("_lid").alias("lid"), n.alias("n")).alias("_led"),
     )
-    counted = pieces.select(*cursor_keys, (_existing_count(lid, n, lower, upper) - acked).alias("_c"))
-    return counted.groupBy(*cursor_keys).agg(F.sum("_c").alias("_expected"))
+    bound_rows = gaps.select(
+        *gap_keys,
+        "_k",
+        F.explode(
+            F.array(
+                F.struct(F.col("_s").alias("pos"), F.lit(-1).alias("sign")),
+                F.struct(F.col("_e").alias("pos"), F.lit(1).alias("sign")),
+            )
+        ).alias("_b"),
+    ).select(
+        *keys,
+        *extra,
+        F.col("_b.pos").alias("_pos"),
+        F.lit(1).alias("_t"),
+        "_k",
+        F.col("_b.sign").alias("_sign"),
+        zero.alias("_ln"),
+        F.lit(None).cast(ledger_rows.schema["_led"].dataType).alias("_led"),
+    )
+    # a ledger's row sorts before every position inside it: (lid, Long.MIN_VALUE), ties -> ledger first
+    upto = Window.partitionBy(*keys).orderBy("_pos", "_t").rowsBetween(Window.unboundedPreceding, 0)
+    swept = (
+        ledger_rows.unionByName(bound_rows)
+        .select(
+            *gap_keys,
+            "_t",
+            "_k",
+            "_sign",
+            "_pos",
+            F.sum("_ln").over(upto).alias("_sum_n"),
+            F.last("_led", ignorenulls=True).over(upto).alias("_last"),
+        )
+        .where(F.col("_t") == 1)
+    )
+    last_n, eid = F.col("_last.n"), F.col("_pos.entry_id")
+    after = last_n - F.least(F.greatest(F.least(eid, last_n - 1) + 1, zero), last_n)
+    listed_upto = F.col("_sum_n") - F.when(F.col("_last.lid") == F.col("_pos.ledger_id"), after).otherwise(
+        zero
+    )
+    return (
+        swept.groupBy(*gap_keys, "_k")
+        .agg(F.sum(F.col("_sign") * listed_upto).alias("_expected"))
+        .withColumnRenamed("_k", "cursor_name")
+    )
 
 
 def exact_backlog(
