@@ -67,6 +67,7 @@ __all__ = [
     "compacted_reader_diff",
     "compacted_reader_view",
     "compaction_horizons",
+    "compaction_rows",
     "compaction_summary",
     "compaction_trigger",
     "compactor_semantics",
@@ -321,6 +322,7 @@ def compaction_horizons(
     retain_null_key: bool | None = None,
     pulsar_version: VersionLike = DEFAULT_PULSAR_VERSION,
     start_positions: DataFrame | None = None,
+    rows: DataFrame | None = None,
 ) -> DataFrame:
     """Phase one's result per topic: ``horizon``, ``from_position``, ``to_position`` (SPEC §5.4).
 
@@ -331,10 +333,14 @@ def compaction_horizons(
     fall back to the horizon when every entry was deleted). All three are null when there is nothing to
     read after the start position. ``start_positions``: ``cluster, topic, position`` (the
     ``__compaction`` cursor's mark-delete); topics without a row start at the beginning of the topic.
+    ``rows``: :func:`compaction_rows` of the same arguments, when already computed.
     """
-    sem = compactor_semantics(pulsar_version, retain_null_key)
-    read = _read_set(messages, start_positions).repartition(*_TOPIC)
-    ranges = _ranges(_phase_one(read, sem))
+    if rows is None:
+        sem = compactor_semantics(pulsar_version, retain_null_key)
+        read = _read_set(messages, start_positions).repartition(*_TOPIC)
+        ranges = _ranges(_phase_one(read, sem))
+    else:
+        ranges = _ranges(rows)
     topics = messages.select(*_TOPIC)
     if start_positions is not None:
         topics = topics.unionByName(start_positions.select(*_TOPIC))
@@ -364,15 +370,36 @@ def _phase_two(flagged: DataFrame) -> DataFrame:
     )
 
 
+def compaction_rows(
+    messages: DataFrame,
+    retain_null_key: bool | None = None,
+    pulsar_version: VersionLike = DEFAULT_PULSAR_VERSION,
+    start_positions: DataFrame | None = None,
+) -> DataFrame:
+    """Both phases for every message phase one reads: one row per read message (SPEC §5.4-§5.5).
+
+    The shared intermediate of :func:`compaction_horizons`, :func:`compacted_ledger`, :func:`compact` and
+    :func:`compaction_summary`: each takes it as ``rows=`` instead of recomputing the three windows of
+    phase one (the compaction stage materialises it once per broker version and derives all three tables
+    from it). Columns: the read columns plus phase one's flags (``is_marker, is_keyed, is_empty,
+    value_empty, is_batch, survives, first_of_key, slots, entry_deleted, entry_survives,
+    first_of_entry``) and phase two's ``from_position, to_position, written``. Pure and lazy.
+    """
+    sem = compactor_semantics(pulsar_version, retain_null_key)
+    read = _read_set(messages, start_positions).repartition(*_TOPIC)
+    return _phase_two(_phase_one(read, sem))
+
+
 def _compacted(
     messages: DataFrame,
     retain_null_key: bool | None,
     pulsar_version: VersionLike,
     start_positions: DataFrame | None,
+    rows: DataFrame | None = None,
 ) -> DataFrame:
-    sem = compactor_semantics(pulsar_version, retain_null_key)
-    read = _read_set(messages, start_positions).repartition(*_TOPIC)
-    return _phase_two(_phase_one(read, sem))
+    if rows is not None:
+        return rows
+    return compaction_rows(messages, retain_null_key, pulsar_version, start_positions)
 
 
 def compacted_ledger(
@@ -380,6 +407,7 @@ def compacted_ledger(
     retain_null_key: bool | None = None,
     pulsar_version: VersionLike = DEFAULT_PULSAR_VERSION,
     start_positions: DataFrame | None = None,
+    rows: DataFrame | None = None,
 ) -> DataFrame:
     """Phase two's output: one row per batch slot of every entry written to the compacted ledger (§5.5).
 
@@ -388,9 +416,10 @@ def compacted_ledger(
     ``payload_size_bytes`` are those of the original message, the placeholder itself is empty); a batch
     without survivors is not written. Only entries in ``[from_position, to_position]`` are written.
     Columns: ``cluster, topic, ledger_id, entry_id, batch_index, key, payload_size_bytes, marker_type,
-    compacted_out, batch_size`` (slots of the written entry, ``1`` when not batched).
+    compacted_out, batch_size`` (slots of the written entry, ``1`` when not batched). ``rows``:
+    :func:`compaction_rows` of the same arguments, when already computed.
     """
-    rows = _compacted(messages, retain_null_key, pulsar_version, start_positions)
+    rows = _compacted(messages, retain_null_key, pulsar_version, start_positions, rows)
     written = rows.where(F.col("written")).select(
         *_TOPIC,
         "ledger_id",
@@ -545,6 +574,7 @@ def compaction_summary(
     pulsar_version: VersionLike = DEFAULT_PULSAR_VERSION,
     start_positions: DataFrame | None = None,
     trigger: DataFrame | None = None,
+    rows: DataFrame | None = None,
 ) -> DataFrame:
     """One row per topic with messages read by phase one: what compaction would keep and save (SPEC §5).
 
@@ -559,8 +589,9 @@ def compaction_summary(
     (saved / before; null when nothing was read). Payload bytes are uncompressed message sizes.
     ``trigger``: :func:`compaction_trigger` output; with it the grain is one row per trigger row (every
     managed ledger), topics without messages read get zero counts; without it the trigger columns are null.
+    ``rows``: :func:`compaction_rows` of the same arguments, when already computed.
     """
-    rows = _compacted(messages, retain_null_key, pulsar_version, start_positions)
+    rows = _compacted(messages, retain_null_key, pulsar_version, start_positions, rows)
     is_msg = ~F.col("is_marker") & ~F.coalesce(F.col("compacted_out"), F.lit(False))
     keyless = is_msg & ~F.col("is_keyed")
     kept = F.col("written") & F.col("survives") & ~F.col("is_marker")

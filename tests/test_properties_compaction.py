@@ -155,9 +155,15 @@ def test_compacted_ledger_and_horizons_match_oracle(spark: SparkSession, cases: 
         "cluster string, topic string, position struct<ledger_id:bigint,entry_id:bigint>",
     )
     outputs: list[DataFrame] = []
-    for label, version, retain, _, _ in CONFIGS:
-        outputs.append(_tag(C.compacted_ledger(messages, retain, version, starts), f"ledger/{label}"))
-        outputs.append(_tag(C.compaction_horizons(messages, retain, version, starts), f"horizons/{label}"))
+    for n, (label, version, retain, _, _) in enumerate(CONFIGS):
+        # every other config derives both from precomputed compaction_rows (what the stage does)
+        rows = C.compaction_rows(messages, retain, version, starts) if n % 2 else None
+        outputs.append(
+            _tag(C.compacted_ledger(messages, retain, version, starts, rows=rows), f"ledger/{label}")
+        )
+        outputs.append(
+            _tag(C.compaction_horizons(messages, retain, version, starts, rows=rows), f"horizons/{label}")
+        )
     union = outputs[0]
     for df in outputs[1:]:
         union = union.unionByName(df)
@@ -245,8 +251,9 @@ def test_compaction_summary_counts_match_distinct_counts_and_oracle(
         "messages_before",
     ]
     parts = []
-    for label, version, retain, _, _ in CONFIGS:
-        summary = C.compaction_summary(messages, retain, version, starts).select("topic", *columns)
+    for n, (label, version, retain, _, _) in enumerate(CONFIGS):
+        rows = C.compaction_rows(messages, retain, version, starts) if n % 2 == 0 else None
+        summary = C.compaction_summary(messages, retain, version, starts, rows=rows).select("topic", *columns)
         reference = _summary_by_distinct_counts(messages, retain, version, starts).select("topic", *columns)
         parts.append(_tag(summary, f"summary/{label}"))
         parts.append(_tag(reference, f"reference/{label}"))
