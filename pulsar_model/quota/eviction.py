@@ -37,6 +37,7 @@ from pyspark.sql import types as T
 from pyspark.sql.pandas.types import to_arrow_schema
 
 from pulsar_model import DEFAULT_PULSAR_VERSION
+from pulsar_model.backlog_exact import unacked_entry_totals
 from pulsar_model.errors import ConfigError
 from pulsar_model.quota import _topic_engine as eng
 from pulsar_model.versions import Behaviour, PulsarVersion, VersionLike, _since, behaviour
@@ -784,6 +785,9 @@ def _grouped(
 def _with_losses(result: DataFrame, entries: DataFrame | None) -> DataFrame:
     """Add ``lost_entries``, ``lost_messages``, ``lost_bytes``: exported entries in ``(md before, md after]``
     that were not already acknowledged (outside ``individually_deleted_before``); null without ``entries``.
+
+    Measured by :func:`pulsar_model.backlog_exact.unacked_entry_totals` (prefix sums over each topic's
+    entries, not a join of every entry with every moved cursor of its topic).
     """
     if entries is None:
         return result.select(
@@ -794,10 +798,10 @@ def _with_losses(result: DataFrame, entries: DataFrame | None) -> DataFrame:
         )
     moved = result.where(F.col("mark_delete_position") > F.col("mark_delete_position_before")).select(
         *KEY,
-        "cursor_name",
-        F.col("mark_delete_position_before").alias("_lo"),
-        F.col("mark_delete_position").alias("_hi"),
-        F.col("individually_deleted_before").alias("_acked"),
+        F.col("cursor_name").alias("_loss_key"),
+        F.col("mark_delete_position_before").alias("lower"),
+        F.col("mark_delete_position").alias("upper"),
+        F.col("individually_deleted_before").alias("acked_ranges"),
     )
     e = entries.select(
         F.col("cluster").cast("string").alias("cluster"),
@@ -805,26 +809,31 @@ def _with_losses(result: DataFrame, entries: DataFrame | None) -> DataFrame:
         F.struct(
             F.col("ledger_id").cast("long").alias("ledger_id"),
             F.col("entry_id").cast("long").alias("entry_id"),
-        ).alias("_p"),
-        _opt(entries, "message_count", "long").alias("_m"),
-        _opt(entries, "entry_size_bytes", "long").alias("_b"),
+        ).alias("position"),
+        _opt(entries, "message_count", "long").alias("message_count"),
+        _opt(entries, "entry_size_bytes", "long").alias("entry_size_bytes"),
+        F.lit(None).cast("long").alias("publish_time_ms"),
+        F.lit(None).cast("int").alias("marker_type"),
+        F.lit(None).cast("long").alias("txnid_most_bits"),
+        F.lit(None).cast("long").alias("txnid_least_bits"),
     )
-    joined = moved.join(e, on=list(KEY)).where(
-        (F.col("_p") > F.col("_lo"))
-        & (F.col("_p") <= F.col("_hi"))
-        & ~F.exists("_acked", lambda r: (r["lower"] < F.col("_p")) & (F.col("_p") <= r["upper"]))
+    # every entry counts whatever its kind: no transaction lookup needed
+    no_txns = e.select(
+        *KEY, "txnid_most_bits", "txnid_least_bits", F.lit(None).cast("string").alias("state")
+    ).limit(0)
+    totals = unacked_entry_totals(moved, e, no_txns, key="_loss_key").select(
+        *KEY,
+        F.col("_loss_key").alias("cursor_name"),
+        F.col("entries").alias("_n"),
+        F.col("messages").alias("_msgs"),
+        F.col("bytes").alias("_bytes"),
     )
-    lost = joined.groupBy(*KEY, "cursor_name").agg(
-        F.count(F.lit(1)).alias("_n"),
-        F.sum(F.coalesce(F.col("_m"), F.lit(1))).alias("_msgs"),
-        F.sum("_b").alias("_bytes"),
-    )
-    out = result.join(lost, on=[*KEY, "cursor_name"], how="left")
+    out = result.join(totals, on=[*KEY, "cursor_name"], how="left")
     return out.select(
         *[F.col(f"`{c}`") for c in result.columns],
         F.coalesce(F.col("_n"), F.lit(0)).cast("long").alias("lost_entries"),
         F.coalesce(F.col("_msgs"), F.lit(0)).cast("long").alias("lost_messages"),
-        F.when(F.col("_n").isNull(), F.lit(0)).otherwise(F.col("_bytes")).cast("long").alias("lost_bytes"),
+        F.coalesce(F.col("_bytes"), F.lit(0)).cast("long").alias("lost_bytes"),
     )
 
 
