@@ -255,18 +255,28 @@ def set_based(
     oracle: bool,
     n_requests: int,
     echo=_echo,
+    out: dict[str, Any] | None = None,
+    saved: Callable[[], None] = lambda: None,
 ) -> dict[str, Any]:
-    """Exact backlog, position-after-N and compaction preview: Spark alone vs DuckDB vs the oracle."""
+    """Exact backlog, position-after-N and compaction preview: Spark alone vs DuckDB vs the oracle.
+
+    Fills ``out`` (returned) and calls ``saved`` after each computation (partial results)."""
     from benchmarks import set_based as sb
 
-    out: dict[str, Any] = {}
+    out = {} if out is None else out
     day = {"export_date": EXPORT_DATE}
     requests = timed(lambda: sb.write_position_requests(spark, tables, day, n_requests))
     out["position_requests"] = {"rows": n_requests, "generate_seconds": requests.seconds}
     con = sb.duckdb_connection()
     for name in sb.COMPUTATIONS:
         echo(f"set-based {name}: spark")
-        spark_t = timed(lambda name=name: sb.spark_run(name, spark, tables, day))
+        try:
+            spark_t = timed(lambda name=name: sb.spark_run(name, spark, tables, day))
+        except Exception as exc:  # recorded (the run is invalid), the other computations still run
+            echo(f"    FAILED: {type(exc).__name__}: {str(exc)[:300]}")
+            out[name] = {"spark_error": f"{type(exc).__name__}: {exc}"[:2000]}
+            saved()
+            continue
         entry: dict[str, Any] = {"spark_seconds": spark_t.seconds, "rows_out": spark_t.value}
         echo(f"set-based {name}: duckdb")
         duck = sb.duckdb_run(name, warehouse, EXPORT_DATE, con)
@@ -276,6 +286,7 @@ def set_based(
             orc = sb.oracle_run(name, warehouse, EXPORT_DATE)
             entry.update(oracle=orc, spark_over_oracle=_ratio(spark_t.seconds, (orc or {}).get("seconds")))
         out[name] = entry
+        saved()
     return out
 
 
@@ -412,7 +423,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         result["pipeline_seconds"] = round(sum(s.get("seconds", 0.0) for s in stage_results.values()), 3)
 
         if not args.no_set_based:
-            result["set_based"] = set_based(spark, str(warehouse), tables, args.tier, run_oracle, n_requests)
+            result["set_based"] = {}
+            set_based(
+                spark,
+                str(warehouse),
+                tables,
+                args.tier,
+                run_oracle,
+                n_requests,
+                out=result["set_based"],
+                saved=lambda: _write_partial(out, result),
+            )
         spark.stop()
         result["wall_seconds"] = round(time.monotonic() - t0, 3)
     result["peak_rss_bytes"] = whole.peak
@@ -440,6 +461,8 @@ def problems(result: dict[str, Any]) -> list[str]:
     baseline whose row count differs from Spark's on the same tables (they compute the same thing)."""
     out = [f"stage {stage} failed" for stage, e in result.get("stages", {}).items() if "error" in e]
     for name, entry in (result.get("set_based") or {}).items():
+        if isinstance(entry, dict) and "spark_error" in entry:
+            out.append(f"{name}: Spark failed ({entry['spark_error'][:200]})")
         if not isinstance(entry, dict) or "spark_seconds" not in entry:
             continue
         for kind in ("duckdb", "oracle"):

@@ -144,10 +144,12 @@ def test_problems_invalidate_a_run_but_missed_targets_do_not():
     result["stages"]["quota"] = {"error": "AnalysisException: boom"}
     result["set_based"]["position_after_n"]["duckdb"]["rows_out"] = 999_999
     result["set_based"]["position_after_n"]["oracle"] = {"error": "KeyError: 'x'"}
+    result["set_based"]["exact_backlog"] = {"spark_error": "Py4JJavaError: OOM"}
     assert problems(result) == [
         "stage quota failed",
         "position_after_n: duckdb returned 999999 rows, Spark 1000000",
         "position_after_n: the oracle baseline failed (KeyError: 'x')",
+        "exact_backlog: Spark failed (Py4JJavaError: OOM)",
     ]
     result["checks"], result["problems"] = checks(result), problems(result)
     assert "**Invalid run**: stage quota failed" in markdown(result)
