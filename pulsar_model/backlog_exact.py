@@ -51,6 +51,7 @@ __all__ = [
     "KINDS",
     "TOTAL_COLUMNS",
     "exact_backlog",
+    "request_totals",
     "unacked_entry_totals",
 ]
 
@@ -319,6 +320,25 @@ def _totals(gaps: DataFrame, entries: DataFrame, keys: list[str]) -> DataFrame:
 # --- generic API ----------------------------------------------------------------------------------------
 
 
+def request_totals(
+    requests: DataFrame,
+    entries: DataFrame,
+    transactions: DataFrame | None = None,
+    key: str = "request_key",
+) -> DataFrame:
+    """The core of :func:`unacked_entry_totals` without its final join back to ``requests``: one row per
+    request with a non-empty known interval, ``cluster, topic[, export keys], _k`` (the request key) and
+    the measures ``{kind}_{measure}``, ``entries, messages, bytes`` and ``_oldest`` (``struct<p, t>``).
+
+    ``requests`` is read once, so a caller whose requests come out of an expensive plan (a grouped Python
+    pass) joins the totals back itself instead of evaluating that plan once per reference. Pure and lazy.
+    """
+    _require(requests, [*REQUEST_COLUMNS, key], "requests")
+    keys = _keys(requests, entries)
+    slim = _slim_requests(requests, keys, key)
+    return _totals(_gaps(slim, keys), _classified_entries(entries, transactions), keys)
+
+
 def unacked_entry_totals(
     requests: DataFrame,
     entries: DataFrame,
@@ -355,10 +375,8 @@ def unacked_entry_totals(
     oldest entry are null when ``lower`` or ``upper`` is null (unknown interval). Pure and lazy.
     """
     _require(requests, [*REQUEST_COLUMNS, key], "requests")
-    classified = _classified_entries(entries, transactions)
     keys = _keys(requests, entries)
-    slim = _slim_requests(requests, keys, key)
-    totals = _totals(_gaps(slim, keys), classified, keys)
+    totals = request_totals(requests, entries, transactions, key)
 
     known = F.col("lower").isNotNull() & F.col("upper").isNotNull()
     zero = F.lit(0).cast("long")

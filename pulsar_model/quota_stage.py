@@ -37,7 +37,7 @@ from pyspark.sql import types as T
 from pulsar_model.contracts import contract
 from pulsar_model.delta_io import DeltaTables
 from pulsar_model.quota import drop_backlog_for_size_limit, drop_backlog_for_time_limit
-from pulsar_model.quota.eviction import DEFAULT_TRACE_MAX_ITERATIONS
+from pulsar_model.quota.eviction import DEFAULT_TRACE_MAX_ITERATIONS, eviction_losses
 from pulsar_model.quota.policy import (
     POLICY_CONSUMER_BACKLOG_EVICTION,
     QUOTA_TYPE_SIZE,
@@ -200,6 +200,7 @@ def quota_evictions(
     pulsar_version: str,
     runs: frozenset[tuple[str, bool | None]] = ALL_EVICTION_RUNS,
     trace_max_iterations: int = DEFAULT_TRACE_MAX_ITERATIONS,
+    losses: bool = True,
 ) -> DataFrame | None:
     """One row per (cluster, topic, quota_type, cursor): what-if ``consumer_backlog_eviction`` (§3.6, §3.7).
 
@@ -216,7 +217,10 @@ def quota_evictions(
     grouped Arrow pass over the topics' state, worth skipping when empty; None when no run is left.
     ``iterations``: this cursor's steps among the first ``trace_max_iterations`` of its topic's loop (one
     struct type for both loops; :func:`eviction_trace` turns them into ``quota_eviction_trace`` rows).
-    Pure and lazy.
+    ``losses=False`` leaves the ``lost_*`` columns null, for
+    :func:`~pulsar_model.quota.eviction.eviction_losses` (``by=("quota_type", "cursor_name")``,
+    ``after="mark_delete_position_after"``) to add them after the grouped passes are materialised (the
+    losses read the eviction rows twice). Pure and lazy.
     """
     spark = managed_ledgers.sparkSession
     parts: list[DataFrame] = []
@@ -230,6 +234,7 @@ def quota_evictions(
             pulsar_version,
             entries=entries,
             trace_max_iterations=trace_max_iterations,
+            losses=False,
         )
         parts.append(_eviction_columns(size, QUOTA_TYPE_SIZE))
     time_rows = status.where(enabled_limit(QUOTA_TYPE_TIME))
@@ -251,6 +256,7 @@ def quota_evictions(
             precise=precise,
             pulsar_version=pulsar_version,
             trace_max_iterations=trace_max_iterations,
+            losses=False,
         )
         parts.append(_eviction_columns(result, QUOTA_TYPE_TIME))
     if not parts:
@@ -258,11 +264,9 @@ def quota_evictions(
     out = parts[0]
     for part in parts[1:]:
         out = out.unionByName(part, allowMissingColumns=True)
-    if entries is None:  # the empty stand-in frame reports 0 lost, but nothing is known
-        lost = ("lost_entries", "lost_messages", "lost_bytes")
-        out = out.select(
-            *[F.col(f"`{c}`") for c in out.columns if c not in lost],
-            *[F.lit(None).cast("long").alias(c) for c in lost],
+    if losses:  # null without entries (the empty stand-in frame of the precise probe knows nothing)
+        out = eviction_losses(
+            out, entries, by=("quota_type", "cursor_name"), after="mark_delete_position_after"
         )
     policy = status.select(
         *_TOPIC,
@@ -392,12 +396,16 @@ def run_quota_stage(
             version,
             runs[version],
             trace_max_iterations,
+            losses=False,
         )
         if evictions is not None:
-            # both eviction tables read the grouped eviction pass (the expensive part of the stage): run it
-            # once, materialised on the executors, instead of once per written table
+            # both eviction tables and the losses read the grouped eviction passes (the expensive part of
+            # the stage): run them once, materialised on the executors, instead of once per reference
             evictions = evictions.join(ids, _TOPIC, "inner").localCheckpoint()
-            outputs["quota_evictions"].append(evictions)
+            with_losses = eviction_losses(
+                evictions, i.entries, by=("quota_type", "cursor_name"), after="mark_delete_position_after"
+            )
+            outputs["quota_evictions"].append(with_losses)
             outputs["quota_eviction_trace"].append(eviction_trace(evictions))
         for name, part in (
             ("quota_status", i.status),

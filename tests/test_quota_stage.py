@@ -365,3 +365,36 @@ def test_run_quota_stage_rerun_replaces_the_partition(quota_run):
     after = {tuple(r[k] for k in STATUS_KEY): r["limit_size_bytes"] for r in quota_run.second["quota_status"]}
     changed = {k for k in after if after[k] != before[k]}
     assert changed == {(*quota_run.tiny_key, QUOTA_TYPE_SIZE)}
+
+
+def test_run_quota_stage_lost_columns_recount_the_exported_entries(quota_run):
+    """Every eviction row's lost_* are the exported entries in (md before, md after] outside the acked ranges
+    before, recounted here in plain Python per (topic, quota type, cursor): the stage adds them after
+    materialising the grouped passes, keyed by quota type and cursor (size and time rows of one cursor)."""
+    entries: dict[tuple[str, str], list[tuple[tuple[int, int], int, int]]] = {}
+    for e in _rows(quota_run.tables, "entries"):
+        if e["export_date"] == quota_run.day:
+            entries.setdefault((e["cluster"], e["topic"]), []).append(
+                (_pos(e["position"]), e["message_count"] or 1, e["entry_size_bytes"] or 0)
+            )
+    checked = 0
+    for run in (quota_run.first, quota_run.second):
+        kinds: dict[tuple[str, str, str], set[str]] = {}
+        for r in run["quota_evictions"]:
+            key = (r["cluster"], r["topic"], r["cursor_name"])
+            kinds.setdefault(key, set()).add(r["quota_type"])
+            lo, hi = _pos(r["mark_delete_position_before"]), _pos(r["mark_delete_position_after"])
+            acked = [(_pos(a["lower"]), _pos(a["upper"])) for a in r["individually_deleted_before"] or []]
+            lost = [
+                (m, b)
+                for p, m, b in entries.get((r["cluster"], r["topic"]), [])
+                if lo is not None
+                and hi is not None
+                and lo < p <= hi
+                and not any(a[0] is not None and a[1] is not None and a[0] < p <= a[1] for a in acked)
+            ]
+            expected = (len(lost), sum(m for m, _ in lost), sum(b for _, b in lost))
+            assert (r["lost_entries"], r["lost_messages"], r["lost_bytes"]) == expected, r
+            checked += bool(lost)
+        assert any(len(k) == 2 for k in kinds.values())  # size and time rows of the same cursor
+    assert checked >= 3
