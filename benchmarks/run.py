@@ -257,6 +257,7 @@ def set_based(
     echo=_echo,
     out: dict[str, Any] | None = None,
     saved: Callable[[], None] = lambda: None,
+    computations: Sequence[str] | None = None,
 ) -> dict[str, Any]:
     """Exact backlog, position-after-N and compaction preview: Spark alone vs DuckDB vs the oracle.
 
@@ -268,7 +269,7 @@ def set_based(
     requests = timed(lambda: sb.write_position_requests(spark, tables, day, n_requests))
     out["position_requests"] = {"rows": n_requests, "generate_seconds": requests.seconds}
     con = sb.duckdb_connection()
-    for name in sb.COMPUTATIONS:
+    for name in computations or sb.COMPUTATIONS:
         echo(f"set-based {name}: spark")
         try:
             spark_t = timed(lambda name=name: sb.spark_run(name, spark, tables, day))
@@ -308,11 +309,28 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--no-floor", action="store_true", help="skip the scan floors")
     parser.add_argument("--no-set-based", action="store_true", help="skip the DuckDB/oracle comparisons")
     parser.add_argument(
+        "--computations",
+        default="exact_backlog,position_after_n,compaction_preview",
+        help="comma-separated subset of the set-based computations",
+    )
+    parser.add_argument(
         "--oracle", choices=("auto", "yes", "no"), default="auto", help="auto: tiers m and up"
     )
     parser.add_argument("--position-requests", type=int, default=None)
     parser.add_argument("--out", default=None, help="results JSON (default benchmarks/results/<tier>.json)")
+    parser.add_argument(
+        "--from-partial",
+        default=None,
+        metavar="PARTIAL_JSON",
+        help="write the results JSON and markdown of a stopped run from its <tier>.partial.json, marked "
+        "incomplete with the stages it did not reach; nothing is run",
+    )
     args = parser.parse_args(argv)
+    if args.from_partial:
+        partial = Path(args.from_partial)
+        target = Path(args.out) if args.out else partial.with_name(partial.name.replace(".partial", ""))
+        _write_results(from_partial(partial), target)
+        return 0
 
     from benchmarks.datagen import TIERS, generate_tier
 
@@ -322,6 +340,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     unknown = [s for s in stages if s not in STAGE_INPUTS]
     if unknown:
         parser.error(f"unknown stage(s) {', '.join(unknown)}; choose from {', '.join(STAGES)}")
+    from benchmarks.set_based import COMPUTATIONS
+
+    bad = [c for c in args.computations.split(",") if c and c not in COMPUTATIONS]
+    if bad:
+        parser.error(f"unknown computation(s) {', '.join(bad)}; choose from {', '.join(COMPUTATIONS)}")
     suffix = (
         ""
         if args.master == "local[2]"
@@ -433,6 +456,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 n_requests,
                 out=result["set_based"],
                 saved=lambda: _write_partial(out, result),
+                computations=[c for c in args.computations.split(",") if c],
             )
         spark.stop()
         result["wall_seconds"] = round(time.monotonic() - t0, 3)
@@ -443,13 +467,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     result["checks"] = checks(result)
     result["problems"] = problems(result)
 
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result, indent=2, default=str) + "\n")
+    _write_results(result, out)
     out.with_suffix(".partial.json").unlink(missing_ok=True)
-    md = out.with_suffix(".md")
-    md.write_text(markdown(result))
-    _echo(f"wrote {out} and {md}")
-    print(md.read_text())
     if result["problems"]:
         _echo("the run is not valid: " + "; ".join(result["problems"]))
         return 1
@@ -474,6 +493,35 @@ def problems(result: dict[str, Any]) -> list[str]:
             elif base.get("rows_out") != entry["rows_out"]:
                 out.append(f"{name}: {kind} returned {base.get('rows_out')} rows, Spark {entry['rows_out']}")
     return out
+
+
+def _write_results(result: dict[str, Any], out: Path) -> None:
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=2, default=str) + "\n")
+    md = out.with_suffix(".md")
+    md.write_text(markdown(result))
+    _echo(f"wrote {out} and {md}")
+    print(md.read_text())
+
+
+def from_partial(partial: Path) -> dict[str, Any]:
+    """The results of a run stopped part-way, from its partial file: the stages and set-based computations
+    it finished, the pipeline time summed over those (a lower bound of the whole pipeline), the largest
+    per-stage peak memory, ``complete: false`` and ``not_run`` (stages it did not finish)."""
+    result = json.loads(partial.read_text())
+    stages = result.get("stages", {})
+    result["complete"] = False
+    result["not_run"] = [s for s in STAGES if s not in stages]
+    result["pipeline_seconds"] = round(sum(s.get("seconds", 0.0) for s in stages.values()), 3)
+    result.setdefault("wall_seconds", "not finished")
+    peaks = [s.get("peak_rss_bytes", 0) for s in stages.values()]
+    result["peak_rss_bytes"] = max(peaks, default=0)
+    result["peak_rss_gib"] = round(result["peak_rss_bytes"] / GIB, 2)
+    stopped = dt.datetime.fromtimestamp(partial.stat().st_mtime, dt.UTC)
+    result.setdefault("finished_at", f"{stopped:%Y-%m-%dT%H:%M:%SZ} (stopped)")
+    result["checks"] = checks(result)
+    result["problems"] = problems(result)
+    return result
 
 
 def _write_partial(out: Path, result: dict[str, Any]) -> None:
@@ -523,6 +571,11 @@ def checks(result: dict[str, Any]) -> list[dict[str, Any]]:
     return out
 
 
+def _generation(result: dict[str, Any]) -> str:
+    seconds = result.get("generate", {}).get("seconds")
+    return f"{seconds} s" if seconds is not None else "reused (generated by an earlier run)"
+
+
 def markdown(result: dict[str, Any]) -> str:
     """The results as a markdown page (committed next to the JSON)."""
     m = result["machine"]
@@ -536,10 +589,20 @@ def markdown(result: dict[str, Any]) -> str:
         "",
         f"Session start {result['session_start_seconds']} s; first query warm-up "
         f"{result['first_query_warmup_seconds']} s; data generation "
-        f"{result['generate'].get('seconds', 'reused')} s. Pipeline (stages below) "
+        f"{_generation(result)}. Pipeline (stages below) "
         f"**{result['pipeline_seconds']} s**; whole run {result['wall_seconds']} s; peak memory (PSS) of "
         f"the process tree **{result['peak_rss_gib']} GiB**.",
         "",
+    ]
+    if result.get("complete") is False:
+        missing = ", ".join(result["not_run"]) or "the set-based part"
+        lines += [
+            f"**Incomplete run**: stopped before finishing {missing};"
+            " the pipeline time is the sum over the stages it finished (a lower bound), the peak memory the "
+            "largest of theirs.",
+            "",
+        ]
+    lines += [
         "Per stage: wall seconds, CPU seconds of the whole process tree, Spark jobs / stages / tasks run "
         "(load-independent), rows, the scan floor and the peak memory.",
         "",

@@ -12,6 +12,7 @@ from benchmarks.run import (
     SparkWork,
     _write_partial,
     checks,
+    from_partial,
     markdown,
     problems,
     tree_cpu_seconds,
@@ -153,3 +154,16 @@ def test_problems_invalidate_a_run_but_missed_targets_do_not():
     ]
     result["checks"], result["problems"] = checks(result), problems(result)
     assert "**Invalid run**: stage quota failed" in markdown(result)
+
+
+def test_results_of_a_stopped_run_from_its_partial_file(tmp_path):
+    partial = _result()
+    del partial["pipeline_seconds"], partial["wall_seconds"], partial["peak_rss_gib"], partial["finished_at"]
+    _write_partial(tmp_path / "l.json", partial)
+    result = from_partial(tmp_path / "l.partial.json")
+    assert result["complete"] is False and result["pipeline_seconds"] == 35.0
+    assert result["not_run"] == [s for s in STAGE_INPUTS if s not in ("backlog", "report")]
+    assert result["peak_rss_gib"] == 2.0 and result["wall_seconds"] == "not finished"
+    md = markdown(result)
+    assert "**Incomplete run**: stopped before finishing plans, quota," in md
+    assert "data generation 100.0 s" in md
