@@ -96,6 +96,10 @@ def _version_outputs(
     # three windows over every message (tier m: 3 x ~140 s of task time). Local checkpoint = kept by the
     # executors (memory, spilling to disk), lineage cut.
     rows = compaction_rows(msg, retain_null_key, version, starts).localCheckpoint()
+    # The checkpoint keeps the attribute ids of ``msg``'s plan; joined with frames built from ``msg`` (the
+    # horizons' topic list) that is a self-join Spark cannot always de-duplicate ("Failure when resolving
+    # conflicting references in Join" with AQE off, as on the test cluster): fresh ids by re-aliasing.
+    rows = rows.select(*[F.col(f"`{c}`").alias(c) for c in rows.columns])
     return {
         "compaction_horizons": compaction_horizons(msg, retain_null_key, version, starts, rows=rows),
         "compaction_ledger": compacted_ledger(msg, retain_null_key, version, starts, rows=rows),
