@@ -4,6 +4,7 @@
     .venv/bin/python benchmarks/run.py --tier l --master local[1] # the scaling check (writes l.local1.json)
     .venv/bin/python benchmarks/run.py --tier m --reuse           # keep the generated warehouse, rerun stages
     .venv/bin/python benchmarks/run.py --tier l --generate-only   # only (re)generate the tier's warehouse
+    .venv/bin/python benchmarks/run.py --merge A.json B.json --out benchmarks/results/l.json  # resumed run
 
 What one run does, in one warm ``local[N]`` session (driver memory 8 GiB by default):
 
@@ -29,7 +30,10 @@ it ran: unlike wall time they do not swing with the machine's load, so they show
 
 Results: ``benchmarks/results/<tier>[.<master>].json`` and a markdown table next to it, with the
 machine, date and the targets each number is checked against (``<tier>.partial.json`` holds the stages
-measured so far while a run is going). Targets that are missed say by how much and do not fail the run;
+measured so far while a run is going; ``--merge`` combines a stopped run with the ``--reuse --stages``
+run that finished it). A ``local[1]`` run is compared stage by stage with the tier's ``local[2]`` results
+(``<tier>.json``), and a tier ``l``/``xl`` run with tier ``m``'s (``m.json``), when those files exist.
+Targets that are missed say by how much and do not fail the run;
 a failed stage, a failed baseline, or a baseline returning another row count than Spark does (exit
 status 1: CI runs tier ``s``).
 """
@@ -325,7 +329,25 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="write the results JSON and markdown of a stopped run from its <tier>.partial.json, marked "
         "incomplete with the stages it did not reach; nothing is run",
     )
+    parser.add_argument(
+        "--merge",
+        nargs="+",
+        default=None,
+        metavar="RESULT_JSON",
+        help="combine the results (or partial results) of runs of one tier and master - a stopped run and "
+        "the --reuse --stages run that finished it - into --out; for a stage or computation in several "
+        "files the last file wins; nothing is run",
+    )
     args = parser.parse_args(argv)
+    if args.merge:
+        if not args.out:
+            parser.error("--merge needs --out (the combined results file)")
+        merged = merge([Path(p) for p in args.merge])
+        target = Path(args.out)
+        merged["comparisons"] = comparisons(merged, target.parent)
+        merged["checks"] = checks(merged)
+        _write_results(merged, target)
+        return 0
     if args.from_partial:
         partial = Path(args.from_partial)
         target = Path(args.out) if args.out else partial.with_name(partial.name.replace(".partial", ""))
@@ -464,6 +486,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     result["peak_rss_gib"] = round(whole.peak / GIB, 2)
     result["load_average_at_end"] = list(os.getloadavg())
     result["finished_at"] = f"{dt.datetime.now(dt.UTC):%Y-%m-%dT%H:%M:%SZ}"
+    result["comparisons"] = comparisons(result, out.parent)
     result["checks"] = checks(result)
     result["problems"] = problems(result)
 
@@ -524,6 +547,105 @@ def from_partial(partial: Path) -> dict[str, Any]:
     return result
 
 
+def merge(paths: Sequence[Path]) -> dict[str, Any]:
+    """One result from the results (or partial results) of several runs of the same tier and master on the
+    same generated warehouse - typically a run stopped part-way and the ``--reuse --stages ...`` run that
+    measured the rest. Stages and set-based computations are taken from the files in order (a later file
+    wins); the pipeline time is the sum over the stages (each measured in a warm session), the peak memory
+    the largest of the runs', the machine and session numbers those of the first run. ``merged_from``
+    lists each file with its start time and the stages it contributed; ``complete`` is true when every
+    stage and every set-based computation is present."""
+    from benchmarks.set_based import COMPUTATIONS
+
+    runs = [json.loads(p.read_text()) for p in paths]
+    keys = {(r["tier"], r["master"], r.get("seed")) for r in runs}
+    if len(keys) > 1:
+        raise ValueError(
+            f"cannot merge runs of different tiers, masters or seeds: {sorted(map(str, keys))}; merge only "
+            "the runs of one generated warehouse"
+        )
+    result = dict(runs[0])
+    stages: dict[str, Any] = {}
+    set_based_out: dict[str, Any] = {}
+    merged_from = []
+    for path, run in zip(paths, runs, strict=True):
+        stages.update(run.get("stages") or {})
+        set_based_out.update(run.get("set_based") or {})
+        merged_from.append(
+            {
+                "file": path.name,
+                "started_at": run.get("started_at"),
+                "stages": list(run.get("stages") or {}),
+                "set_based": [k for k in (run.get("set_based") or {}) if k != "position_requests"],
+            }
+        )
+    result["stages"] = {s: stages[s] for s in STAGES if s in stages}
+    result["set_based"] = set_based_out or None
+    result["merged_from"] = merged_from
+    result["not_run"] = [s for s in STAGES if s not in stages] + [
+        c for c in COMPUTATIONS if c not in set_based_out
+    ]
+    result["complete"] = not result["not_run"]
+    result["pipeline_seconds"] = round(sum(s.get("seconds", 0.0) for s in stages.values()), 3)
+    peaks = [r.get("peak_rss_bytes") or 0 for r in runs]
+    peaks += [s.get("peak_rss_bytes", 0) for s in stages.values()]
+    result["peak_rss_bytes"] = max(peaks)
+    result["peak_rss_gib"] = round(result["peak_rss_bytes"] / GIB, 2)
+    walls = [r.get("wall_seconds") for r in runs]
+    result["wall_seconds"] = (
+        round(sum(walls), 3) if all(isinstance(w, int | float) for w in walls) else "not finished"
+    )
+    result["finished_at"] = runs[-1].get("finished_at", "not finished")
+    result["checks"] = checks(result)
+    result["problems"] = problems(result)
+    return result
+
+
+#: Stage-by-stage comparisons with another results file of the same machine (see :func:`comparisons`).
+COMPARE_TIER_WITH = {"l": "m", "xl": "m"}
+
+
+def comparisons(result: dict[str, Any], results_dir: Path) -> dict[str, Any]:
+    """The scaling targets, stage by stage, against results already in ``results_dir``:
+
+    * a ``local[1]`` run against the tier's ``local[2]`` results (``<tier>.json``): speed-up
+      ``local[1] seconds / local[2] seconds`` (target at least 1.6);
+    * a ``local[2]`` run of tier ``l``/``xl`` against tier ``m`` (``m.json``): ``time ratio`` vs the
+      ``data ratio`` (input rows of the stage, l over m; target: time ratio at most the data ratio).
+
+    Empty when the other file does not exist."""
+    out: dict[str, Any] = {}
+    tier, master = result["tier"], result["master"]
+    if master == "local[1]":
+        other = results_dir / f"{tier}.json"
+        if other.exists():
+            base = json.loads(other.read_text())
+            out["local2_speedup"] = {
+                "against": other.name,
+                "stages": {
+                    s: _ratio(e.get("seconds"), base["stages"][s].get("seconds"))
+                    for s, e in (result.get("stages") or {}).items()
+                    if "seconds" in e and "seconds" in (base.get("stages") or {}).get(s, {})
+                },
+            }
+    elif master == "local[2]" and tier in COMPARE_TIER_WITH:
+        other = results_dir / f"{COMPARE_TIER_WITH[tier]}.json"
+        if other.exists():
+            base = json.loads(other.read_text())
+            stages = {}
+            for s, e in (result.get("stages") or {}).items():
+                b = (base.get("stages") or {}).get(s, {})
+                if "seconds" not in e or "seconds" not in b:
+                    continue
+                rows, base_rows = sum(e["rows_in"].values()), sum(b["rows_in"].values())
+                stages[s] = {
+                    "time_ratio": _ratio(e["seconds"], b["seconds"]),
+                    "data_ratio": _ratio(rows, base_rows),
+                }
+            out["tier_scaling"] = {"against": other.name, "stages": stages}
+    return out
+
+
 def _write_partial(out: Path, result: dict[str, Any]) -> None:
     """After each stage: the results so far (``"complete": false``) to ``<out>.partial.json``, so a long
     tier that is stopped early still leaves its measured stages behind."""
@@ -560,6 +682,15 @@ def checks(result: dict[str, Any]) -> list[dict[str, Any]]:
             continue
         check(f"{name}: spark / duckdb", entry.get("spark_over_duckdb"), TARGETS["duckdb_ratio"])
         check(f"{name}: spark / oracle", entry.get("spark_over_oracle"), TARGETS["oracle_ratio"])
+    cmp = result.get("comparisons") or {}
+    for stage, speedup in (cmp.get("local2_speedup") or {}).get("stages", {}).items():
+        name = f"{stage}: local[2] speed-up over local[1]"
+        check(name, speedup, TARGETS["local1_over_local2"], higher_is_better=True)
+    for stage, r in (cmp.get("tier_scaling") or {}).get("stages", {}).items():
+        against = cmp["tier_scaling"]["against"].removesuffix(".json")
+        if r["data_ratio"]:
+            name = f"{stage}: time ratio {tier}/{against} vs data ratio {r['data_ratio']}"
+            check(name, r["time_ratio"], r["data_ratio"])
     pan = (result.get("set_based") or {}).get("position_after_n")
     requests = (result.get("set_based") or {}).get("position_requests", {}).get("rows", 0)
     if pan and requests >= 1_000_000:
@@ -594,6 +725,9 @@ def markdown(result: dict[str, Any]) -> str:
         f"the process tree **{result['peak_rss_gib']} GiB**.",
         "",
     ]
+    for run in result.get("merged_from") or []:
+        parts = ", ".join(run["stages"] + run["set_based"]) or "nothing"
+        lines += [f"Measured by the run started {run['started_at']} (`{run['file']}`): {parts}.", ""]
     if result.get("complete") is False:
         missing = ", ".join(result["not_run"]) or "the set-based part"
         lines += [

@@ -6,14 +6,18 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 from benchmarks.run import (
     STAGE_INPUTS,
     TARGETS,
     SparkWork,
     _write_partial,
     checks,
+    comparisons,
     from_partial,
     markdown,
+    merge,
     problems,
     tree_cpu_seconds,
 )
@@ -167,3 +171,58 @@ def test_results_of_a_stopped_run_from_its_partial_file(tmp_path):
     md = markdown(result)
     assert "**Incomplete run**: stopped before finishing plans, quota," in md
     assert "data generation 100.0 s" in md
+
+
+def test_merge_combines_a_stopped_run_with_the_run_that_finished_it(tmp_path):
+    first = _result()
+    first["started_at"] = "2026-11-24T10:00:00Z"
+    first["seed"] = 7
+    del first["set_based"]
+    first["stages"]["backlog"]["seconds"] = 99.0  # replaced by the later file
+    second = _result()
+    second["started_at"] = "2026-11-24T12:00:00Z"
+    second["seed"] = 7
+    second["peak_rss_bytes"] = 11 * 1024**3
+    benched = list(STAGE_INPUTS)  # every nightly stage but ingest
+    second["stages"] = {s: {**second["stages"]["backlog"], "seconds": 10.0} for s in benched if s != "report"}
+    (tmp_path / "a.json").write_text(json.dumps(first))
+    (tmp_path / "b.json").write_text(json.dumps(second))
+    merged = merge([tmp_path / "a.json", tmp_path / "b.json"])
+    assert list(merged["stages"]) == benched  # pipeline order, report from the first file
+    assert merged["stages"]["backlog"]["seconds"] == 10.0
+    assert merged["pipeline_seconds"] == 10.0 * (len(benched) - 1) + 5.0
+    assert merged["peak_rss_gib"] == 11.0 and merged["wall_seconds"] == 3400.0
+    assert merged["set_based"]["position_after_n"]["spark_seconds"] == 20.0
+    assert merged["not_run"] == ["exact_backlog", "compaction_preview"] and merged["complete"] is False
+    assert [r["file"] for r in merged["merged_from"]] == ["a.json", "b.json"]
+    md = markdown(merged)
+    assert "Measured by the run started 2026-11-24T12:00:00Z (`b.json`): backlog, plans," in md
+
+
+def test_merge_refuses_runs_of_different_tiers(tmp_path):
+    (tmp_path / "a.json").write_text(json.dumps(_result("l")))
+    (tmp_path / "b.json").write_text(json.dumps(_result("m")))
+    with pytest.raises(ValueError, match="different tiers"):
+        merge([tmp_path / "a.json", tmp_path / "b.json"])
+
+
+def test_scaling_checks_against_local2_and_tier_m_results(tmp_path):
+    base = _result()
+    (tmp_path / "l.json").write_text(json.dumps(base))
+    one = _result()
+    one["master"] = "local[1]"
+    one["stages"]["backlog"]["seconds"] = 45.0  # 1.5x: misses 1.6
+    one["comparisons"] = comparisons(one, tmp_path)
+    assert one["comparisons"]["local2_speedup"]["stages"] == {"backlog": 1.5, "report": 1.0}
+    by_name = {c["check"]: c for c in checks(one)}
+    assert by_name["backlog: local[2] speed-up over local[1]"]["met"] is False
+
+    m = _result("m")
+    m["stages"]["backlog"].update(seconds=2.0, rows_in={"cursors": 1, "entries": 10})
+    (tmp_path / "m.json").write_text(json.dumps(m))
+    base["comparisons"] = comparisons(base, tmp_path)
+    scaling = base["comparisons"]["tier_scaling"]["stages"]["backlog"]
+    assert scaling == {"time_ratio": 15.0, "data_ratio": 10.0}
+    by_name = {c["check"]: c for c in checks(base)}
+    assert by_name["backlog: time ratio l/m vs data ratio 10.0"]["missed_by"] == "50%"
+    assert comparisons(_result("s"), tmp_path) == {}
