@@ -46,9 +46,10 @@ class _Warehouse:
             t: [] for t in ("managed_ledgers", "ledgers", "cursors", "entries", "messages")
         }
         self.requests: list[dict[str, Any]] = []
+        self.cluster = CLUSTER  # the cluster of the topics added next
 
     def _ids(self, topic: str) -> dict[str, Any]:
-        return {"cluster": CLUSTER, "topic": topic, "export_id": EXPORT, "export_date": DAY}
+        return {"cluster": self.cluster, "topic": topic, "export_id": EXPORT, "export_date": DAY}
 
     def topic(
         self,
@@ -175,7 +176,7 @@ class _Warehouse:
         rid = f"r{len(self.requests)}"
         self.requests.append(
             {
-                "cluster": CLUSTER,
+                "cluster": self.cluster,
                 "topic": topic,
                 "request_id": rid,
                 "start_position": P(*start),
@@ -187,7 +188,10 @@ class _Warehouse:
 
 def _random_topics(w: _Warehouse, rng: random.Random, topics: int) -> None:
     for t in range(topics):
-        topic = f"persistent://t/ns/random-{t}"
+        # half of them in a second cluster, under the same topic names: the baselines that read cluster by
+        # cluster and group by topic must keep the two apart
+        w.cluster = CLUSTER if t % 2 == 0 else "c2"
+        topic = f"persistent://t/ns/random-{t // 2}"
         lid = rng.randrange(1, 50)
         ledgers, deleted = [], {}
         for _ in range(rng.randint(1, 5)):
@@ -394,3 +398,23 @@ def test_compaction_preview_baseline_equals_spark(warehouse, spark_results, base
     got_topics = sorted(tuple(r.values()) for r in result.extra["compaction_topics"].to_pylist())
     assert got_topics == per_topic
     assert any(bi >= 0 for *_, bi in expected) and any(bi == -1 for *_, bi in expected)
+
+
+def test_topic_slices_group_a_chunked_table_by_its_topic_key():
+    rows = [
+        {"cluster": c, "topic": t, "export_id": EXPORT, "v": i}
+        for i, (c, t) in enumerate(
+            [("c2", "a"), ("c1", "b"), ("c1", "a"), ("c2", "a"), ("c1", "a"), ("c1", "b")]
+        )
+    ]
+    table = pa.concat_tables([pa.Table.from_pylist(rows[:3]), pa.Table.from_pylist(rows[3:])])  # two chunks
+    slices = bl._topic_slices(table)
+    got = {k: sorted(r["v"] for r in v.to_pylist()) for k, v in slices.items()}
+    assert got == {("c1", "a", EXPORT): [2, 4], ("c1", "b", EXPORT): [1, 5], ("c2", "a", EXPORT): [0, 3]}
+    assert bl._topic_slices(table.slice(0, 0)) == {}
+    single = bl._topic_slices(table.slice(1, 1))
+    assert list(single) == [("c1", "b", EXPORT)]
+    with pytest.raises(ValueError, match="topic is null in 1 rows"):
+        bl._topic_slices(
+            pa.Table.from_pylist([*rows, {"cluster": "c1", "topic": None, "export_id": "x", "v": 9}])
+        )
