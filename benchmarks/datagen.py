@@ -73,7 +73,7 @@ from __future__ import annotations
 
 import datetime as dt
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Final
 
@@ -1239,21 +1239,29 @@ def generate_tier(
     export_date: dt.date = dt.date(2026, 11, 1),
     pulsar_version: str = "4.1.3",
     echo: Callable[[str], None] = print,
+    only: Sequence[str] | None = None,
 ) -> dict[str, int]:
     """Generate ``tier`` (a name of :data:`TIERS` or a :class:`TierSpec`) into the input tables of
     ``export_date``; return the rows written per table.
+
+    ``only``: a subset of :data:`TABLES` to write (e.g. the metadata tables of tier ``xl`` for the
+    position-after-N comparison, without its 30M entries); the rows are those of the whole tier's
+    tables (the frames are built the same way, only fewer are written).
 
     Every input table's ``export_date`` partition is replaced (``plan_requests``, unpartitioned, is
     overwritten); a rerun with the same arguments writes identical rows. ``pulsar_version`` is every
     cluster's broker version. Driver-side orchestration: the driver loops over the tables only.
     """
     spec = TIERS[tier] if isinstance(tier, str) else tier
+    unknown = sorted(set(only or ()) - set(TABLES))
+    if unknown:
+        raise ValueError(f"unknown table(s) {', '.join(unknown)}; choose from {', '.join(TABLES)}")
     t0 = time.monotonic()
     spark.sparkContext.setJobDescription(f"bench datagen {spec.name}: plan")
     built = tier_frames(spark, spec, seed=seed, export_date=export_date, pulsar_version=pulsar_version)
     rows: dict[str, int] = {}
     try:
-        for table in TABLES:
+        for table in (t for t in TABLES if only is None or t in only):
             c = contract(table)
             tables.create(table, c.spark_schema, c.partitioned_by, description=c.description)
             started = time.monotonic()

@@ -4,6 +4,8 @@
     .venv/bin/python benchmarks/run.py --tier l --master local[1] # the scaling check (writes l.local1.json)
     .venv/bin/python benchmarks/run.py --tier m --reuse           # keep the generated warehouse, rerun stages
     .venv/bin/python benchmarks/run.py --tier l --generate-only   # only (re)generate the tier's warehouse
+    .venv/bin/python benchmarks/run.py --tier xl --tables managed_ledgers,ledgers --stages '' \
+        --computations position_after_n                           # xl: metadata-bound position-after-N
     .venv/bin/python benchmarks/run.py --merge A.json B.json --out benchmarks/results/l.json  # resumed run
 
 What one run does, in one warm ``local[N]`` session (driver memory 8 GiB by default):
@@ -310,6 +312,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--generate-only", action="store_true", help="generate the tier's warehouse and stop (no results)"
     )
+    parser.add_argument(
+        "--tables",
+        default=None,
+        help="generate only these input tables (comma-separated; e.g. tier xl's metadata for "
+        "--stages '' --computations position_after_n); default: all",
+    )
     parser.add_argument("--no-floor", action="store_true", help="skip the scan floors")
     parser.add_argument("--no-set-based", action="store_true", help="skip the DuckDB/oracle comparisons")
     parser.add_argument(
@@ -416,7 +424,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             _echo(f"generating tier {args.tier} into {warehouse}")
             gen = timed(
                 lambda: generate_tier(
-                    spark, tables, args.tier, seed=args.seed, export_date=EXPORT_DATE, echo=_echo
+                    spark,
+                    tables,
+                    args.tier,
+                    seed=args.seed,
+                    export_date=EXPORT_DATE,
+                    echo=_echo,
+                    only=args.tables.split(",") if args.tables else None,
                 )
             )
             result["generate"] = {

@@ -310,3 +310,8 @@ def test_plans_stage_on_tier_s(spark, generated):
     )
     rows = outcomes[0].rows_out
     assert rows["skip_plans"] > 0 and rows["reader_starts"] > 0
+
+
+def test_generating_a_subset_names_unknown_tables():
+    with pytest.raises(ValueError, match="unknown table\\(s\\) entrys; choose from managed_ledgers"):
+        generate_tier(None, None, "s", only=["ledgers", "entrys"])  # type: ignore[arg-type]
