@@ -9,7 +9,8 @@
 
 Avro and Avro-format JSON schemas are checked with the Apache Avro library's reader/writer checker
 (``avro.compatibility.ReaderWriterCompatibilityChecker``), never with hand-written rules. Schemas are
-parsed with name validation (SPEC §9.2). The per-topic replay runs in ``groupBy(...).applyInPandas``.
+parsed with name validation (SPEC §9.2). The per-topic replay runs in
+:func:`~pulsar_model.grouped.map_groups` (``mapInPandas`` over the versions sorted by topic).
 
 Not modelled: Protobuf/primitive structural checks (same type = compatible), legacy Jackson-format JSON
 schemas (reported as ``not_checked``), the consumer-side check and ``is_allow_auto_update_schema``.
@@ -19,7 +20,7 @@ from __future__ import annotations
 
 import functools
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Final
 
 import avro.compatibility as avro_compat
@@ -32,6 +33,7 @@ from pyspark.sql import types as T
 
 from pulsar_model import DEFAULT_PULSAR_VERSION
 from pulsar_model.errors import ConfigError, ContractError
+from pulsar_model.grouped import map_groups
 from pulsar_model.versions import PulsarVersion, VersionLike
 
 __all__ = [
@@ -336,25 +338,6 @@ def _with_strategy(
     return joined.select(*base.columns, F.coalesce(F.col("_s"), F.lit(default)).alias("strategy"))
 
 
-def _grouped(
-    keys: list[str], fn: Callable[[pd.DataFrame], list[dict[str, object]]], columns: list[str]
-) -> Callable[[pd.DataFrame], pd.DataFrame]:
-    """The applyInPandas body: ``fn``'s rows with the group's keys, in ``columns`` order. A group without
-    rows (e.g. a topic with one live version has no pair in the matrix) gives an empty frame of object
-    columns: a reindexed ``pd.DataFrame([])`` would have float NaN columns Arrow cannot cast to dates."""
-
-    def run(pdf: pd.DataFrame) -> pd.DataFrame:
-        rows = fn(pdf)
-        if not rows:
-            return pd.DataFrame({c: pd.Series([], dtype=object) for c in columns})
-        for row in rows:
-            for k in keys:
-                row[k] = pdf[k].iloc[0]
-        return pd.DataFrame(rows).reindex(columns=columns)
-
-    return run
-
-
 def registration_verdicts(
     schema_versions: DataFrame,
     strategies: DataFrame | None = None,
@@ -381,7 +364,7 @@ def registration_verdicts(
         return _verdicts(pdf, str(pdf["strategy"].iloc[0]))
 
     schema = T.StructType([*key_fields, *_VERDICT_FIELDS])
-    return source.groupBy(*keys).applyInPandas(_grouped(keys, per_topic, schema.fieldNames()), schema)
+    return map_groups(source, keys, per_topic, schema, order=("version",))
 
 
 def _matrix(pdf: pd.DataFrame) -> list[dict[str, object]]:
@@ -427,4 +410,4 @@ def compatibility_matrix(schema_versions: DataFrame) -> DataFrame:
             T.StructField("reasons", T.ArrayType(T.StringType(), False), False),
         ]
     )
-    return source.groupBy(*keys).applyInPandas(_grouped(keys, _matrix, schema.fieldNames()), schema)
+    return map_groups(source, keys, _matrix, schema, order=("version",))
