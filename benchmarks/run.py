@@ -346,11 +346,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         "the --reuse --stages run that finished it - into --out; for a stage or computation in several "
         "files the last file wins; nothing is run",
     )
+    parser.add_argument(
+        "--note",
+        action="append",
+        default=[],
+        help="with --merge: a note for the results (e.g. a baseline stopped unfinished); repeatable",
+    )
     args = parser.parse_args(argv)
     if args.merge:
         if not args.out:
             parser.error("--merge needs --out (the combined results file)")
         merged = merge([Path(p) for p in args.merge])
+        merged["notes"] = [*merged.get("notes", []), *args.note]
         target = Path(args.out)
         merged["comparisons"] = comparisons(merged, target.parent)
         merged["checks"] = checks(merged)
@@ -744,13 +751,20 @@ def markdown(result: dict[str, Any]) -> str:
         parts = ", ".join(run["stages"] + run["set_based"]) or "nothing"
         lines += [f"Measured by the run started {run['started_at']} (`{run['file']}`): {parts}.", ""]
     if result.get("complete") is False:
-        missing = ", ".join(result["not_run"]) or "the set-based part"
-        lines += [
-            f"**Incomplete run**: stopped before finishing {missing};"
-            " the pipeline time is the sum over the stages it finished (a lower bound), the peak memory the "
-            "largest of theirs.",
-            "",
-        ]
+        stages = [s for s in result["not_run"] if s in STAGE_INPUTS]
+        others = [c for c in result["not_run"] if c not in STAGE_INPUTS]
+        if stages or not others:
+            missing = ", ".join(stages) or "the set-based part"
+            lines += [
+                f"**Incomplete run**: stopped before finishing {missing};"
+                " the pipeline time is the sum over the stages it finished (a lower bound), the peak memory "
+                "the largest of theirs.",
+                "",
+            ]
+        if others:
+            lines += [f"**Not measured**: {', '.join(others)}.", ""]
+    for note in result.get("notes") or []:
+        lines += [f"Note: {note}", ""]
     lines += [
         "Per stage: wall seconds, CPU seconds of the whole process tree, Spark jobs / stages / tasks run "
         "(load-independent), rows, the scan floor and the peak memory.",

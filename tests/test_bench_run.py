@@ -206,6 +206,10 @@ def test_merge_combines_a_stopped_run_with_the_run_that_finished_it(tmp_path):
     assert [r["file"] for r in merged["merged_from"]] == ["a.json", "b.json"]
     md = markdown(merged)
     assert "Measured by the run started 2026-11-24T12:00:00Z (`b.json`): backlog, plans," in md
+    assert "**Incomplete run**" not in md  # every stage is there, only set-based computations are not
+    assert "**Not measured**: exact_backlog, compaction_preview." in md
+    merged["notes"] = ["the oracle was stopped after 44 minutes"]
+    assert "Note: the oracle was stopped after 44 minutes" in markdown(merged)
 
 
 def test_merge_refuses_runs_of_different_tiers(tmp_path):
