@@ -756,7 +756,7 @@ def markdown(result: dict[str, Any]) -> str:
         if stages or not others:
             missing = ", ".join(stages) or "the set-based part"
             lines += [
-                f"**Incomplete run**: stopped before finishing {missing};"
+                f"**Incomplete run**: no results for {missing};"
                 " the pipeline time is the sum over the stages it finished (a lower bound), the peak memory "
                 "the largest of theirs.",
                 "",

@@ -178,7 +178,7 @@ def test_results_of_a_stopped_run_from_its_partial_file(tmp_path):
     assert result["not_run"] == [s for s in STAGE_INPUTS if s not in ("backlog", "report")]
     assert result["peak_rss_gib"] == 2.0 and result["wall_seconds"] == "not finished"
     md = markdown(result)
-    assert "**Incomplete run**: stopped before finishing plans, quota," in md
+    assert "**Incomplete run**: no results for plans, quota," in md
     assert "data generation 100.0 s" in md
 
 
