@@ -1,8 +1,8 @@
 """Per-group Python over sorted Arrow batches: ``mapInPandas`` instead of ``groupBy().applyInPandas``.
 
 ``applyInPandas`` builds a pandas frame per group on the way in and out, about 10-15 ms per group whatever
-its size: 124 s for the ~24,000 small per-topic groups of the schemas stage at benchmark tier ``l``
-(issue 10), 85 s per call for the failover subscriptions of tier ``m``. :func:`map_groups` shuffles once
+its size: 124 s for the schemas stage's two per-topic passes over 24,376 schema versions at benchmark
+tier ``l`` (issue 10; 30 s with :func:`map_groups`), 85 s per call for the failover subscriptions of tier ``m``. :func:`map_groups` shuffles once
 by the group keys, sorts within each partition by the keys (and ``order``), and walks the Arrow batches
 with ``mapInPandas``, cutting them into groups where the keys change and handing each group to the
 function as a slice of the batch (a group may span batches: its pieces are joined first). The cost is
@@ -34,8 +34,9 @@ def map_groups(
     schema: T.StructType,
     order: Sequence[str] = (),
 ) -> DataFrame:
-    """``fn`` once per group of ``source`` (rows with equal ``keys``; null keys are a group like any other
-    value), given the group's rows as a pandas frame (every column of ``source``, sorted by ``order``).
+    """``fn`` once per group of ``source`` (rows with equal ``keys``, compared as Python values: a null
+    string or date key is a group like any other value; keys must not be floats, as NaN never equals
+    itself), given the group's rows as a pandas frame (every column of ``source``, sorted by ``order``).
 
     ``fn`` returns output rows as dicts without the keys; each gets the group's key values and the rows
     are typed by ``schema`` (the keys' fields first, as ``applyInPandas`` callers declare them). A group
