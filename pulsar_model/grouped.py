@@ -2,12 +2,12 @@
 
 ``applyInPandas`` builds a pandas frame per group on the way in and out, about 10-15 ms per group whatever
 its size: 124 s for the schemas stage's two per-topic passes over 24,376 schema versions at benchmark
-tier ``l`` (issue 10; 30 s with :func:`map_groups`), 85 s per call for the failover subscriptions of tier ``m``. :func:`map_groups` shuffles once
-by the group keys, sorts within each partition by the keys (and ``order``), and walks the Arrow batches
-with ``mapInPandas``, cutting them into groups where the keys change and handing each group to the
-function as a slice of the batch (a group may span batches: its pieces are joined first). The cost is
-per row, not per group; memory is one batch plus the largest group plus at most
-:data:`OUTPUT_BATCH_ROWS` buffered output rows.
+tier ``l`` (issue 10; 30 s with :func:`map_groups`), 85 s per call for the failover subscriptions of
+tier ``m``. :func:`map_groups` shuffles once by the group keys, sorts within each partition by the keys
+(and ``order``), and walks the Arrow batches with ``mapInPandas``, cutting them into groups where the
+keys change and handing each group to the function as a slice of the batch (a group may span batches:
+its pieces are joined first). The cost is per row, not per group; memory is one batch plus the largest
+group plus at most :data:`OUTPUT_BATCH_ROWS` buffered output rows.
 """
 
 from __future__ import annotations
