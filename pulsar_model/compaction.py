@@ -14,9 +14,10 @@ Transforms (pure and lazy, set-based; no per-key or per-topic driver work):
 
 Phase one ("latest id per key", §5.4) is a max over a window on ``(cluster, topic, key)`` (the key's
 last event by message id, value or tombstone); the per-entry "deleted" flags are a window over the
-entry; ``from``/``to`` are a window over the topic (an aggregation for :func:`compaction_horizons`).
-Phase two (§5.5) is then a filter. The input is hash-partitioned once by ``(cluster, topic)`` so all
-three windows share one shuffle: one topic is processed by one task (Spark spills large partitions).
+entry; ``from``/``to`` are a window over the topic (materialised: an aggregation joined back, see
+:func:`compaction_phases`). Phase two (§5.5) is then a filter. The input is hash-partitioned once by
+``(cluster, topic)`` so all of it shares one shuffle: one topic is processed by one task (Spark spills
+large partitions).
 
 Two compactor generations are modelled (SPEC §5.4, §11 item 15, §12 item 10), selected by version:
 
@@ -44,12 +45,14 @@ from typing import Any, Literal
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
+from pyspark.storagelevel import StorageLevel
 
 from pulsar_model import DEFAULT_PULSAR_VERSION
 from pulsar_model.backlog import estimated_backlog_size, estimated_size_since_mark_delete
 from pulsar_model.columns import as_position, position
 from pulsar_model.contracts import contract
 from pulsar_model.errors import ConfigError
+from pulsar_model.grouped import map_groups
 from pulsar_model.quota.policy import is_system_topic, namespace_of, partitioned_topic_of
 from pulsar_model.versions import PulsarVersion, VersionLike
 
@@ -59,6 +62,7 @@ __all__ = [
     "MESSAGE_ID_TYPE",
     "NON_BATCHED_INDEX",
     "STAGE_COLUMNS",
+    "CompactionPhases",
     "CompactionThresholds",
     "CompactorSemantics",
     "compact",
@@ -67,12 +71,14 @@ __all__ = [
     "compacted_reader_diff",
     "compacted_reader_view",
     "compaction_horizons",
+    "compaction_phases",
     "compaction_rows",
     "compaction_summary",
     "compaction_trigger",
     "compactor_semantics",
     "message_id",
     "trigger_rule",
+    "with_uncompressed_size_flag",
 ]
 
 #: ``batch_index`` of a message that is not part of a batch, and of entry-level ids such as the horizon
@@ -106,6 +112,12 @@ _TRIGGER_3X_SINCE = PulsarVersion(3, 0, 0)
 #: NamespaceService heartbeat namespaces (v1 ``pulsar/<cluster>/<host:port>``, v2 ``pulsar/<host:port>``):
 #: the 3.x trigger leaves system topics in them alone (SPEC §5.3).
 _HEARTBEAT_NAMESPACE_PATTERNS = (r"pulsar/[^/]+/[^:]+:\d+", r"pulsar/[^:]+:\d+")
+
+
+_ENTRY = ["cluster", "topic", "ledger_id", "entry_id"]
+_TOPIC = ["cluster", "topic"]
+#: An entry of one export (the ``messages`` / ``entries`` tables hold several exports' rows).
+_ENTRY_KEY = ["cluster", "topic", "export_id", "ledger_id", "entry_id"]
 
 
 def _conform(df: DataFrame, table: str) -> DataFrame:
@@ -187,6 +199,25 @@ def _value_empty(columns: list[str]) -> Column:
     return empty
 
 
+def with_uncompressed_size_flag(messages: DataFrame, entries: DataFrame) -> DataFrame:
+    """Add ``has_uncompressed_size = false`` to the messages whose size the entry's missing
+    ``uncompressed_size`` changes; null (= set, or irrelevant) on every other message.
+
+    The compactor sizes a non-batched message by ``uncompressed_size`` when set, else by the whole entry
+    buffer (SPEC §5.4, §12 item 16): only a non-batched message with an empty value can turn out
+    non-empty, so only those are joined with the entries lacking ``uncompressed_size``; the
+    other messages are not shuffled (joining them all shuffled every message and entry: tier l, 74.5M rows,
+    288 s). Pure and lazy.
+    """
+    candidate = F.coalesce((F.col("batch_index") < 0) & _value_empty(messages.columns), F.lit(False))
+    lacking = entries.where(F.col("uncompressed_size").isNull()).select(
+        *_ENTRY_KEY, F.lit(False).alias("has_uncompressed_size")
+    )
+    flagged = messages.where(candidate).join(lacking, _ENTRY_KEY, "left")
+    rest = messages.where(~candidate).withColumn("has_uncompressed_size", F.lit(None).cast("boolean"))
+    return rest.unionByName(flagged)
+
+
 def _is_empty(columns: list[str]) -> Column:
     """A message the compactor sees as empty: a tombstone when keyed (SPEC §5.4, §11 item 15).
 
@@ -201,10 +232,6 @@ def _is_empty(columns: list[str]) -> Column:
         )
         empty = empty & ~measured_with_metadata
     return empty
-
-
-_ENTRY = ["cluster", "topic", "ledger_id", "entry_id"]
-_TOPIC = ["cluster", "topic"]
 
 
 def _read_set(messages: DataFrame, start_positions: DataFrame | None) -> DataFrame:
@@ -232,7 +259,12 @@ def _read_set(messages: DataFrame, start_positions: DataFrame | None) -> DataFra
         return base
     starts = start_positions.select(*_TOPIC, as_position(F.col("position")).alias("_start"))
     pos = position(F.col("ledger_id"), F.col("entry_id"))
-    return base.join(starts, _TOPIC, "left").where(F.col("_start").isNull() | (pos > F.col("_start")))
+    read = base.join(starts, _TOPIC, "left").where(F.col("_start").isNull() | (pos > F.col("_start")))
+    return read.drop("_start")
+
+
+#: Read columns that only feed phase one's flags: not carried into the (materialised) rows.
+_NOT_CARRIED = frozenset({"_slot_deleted", "is_null_value", "has_uncompressed_size"})
 
 
 def _phase_one(read: DataFrame, sem: CompactorSemantics) -> DataFrame:
@@ -294,7 +326,7 @@ def _phase_one(read: DataFrame, sem: CompactorSemantics) -> DataFrame:
         F.when(F.col("is_batch"), batch_deleted).otherwise(F.col("_slot_deleted"))
     )
     return flagged.select(
-        *[c for c in flagged.columns if c != "_slot_deleted"],
+        *[c for c in flagged.columns if c not in _NOT_CARRIED],
         slots.cast("int").alias("slots"),
         entry_deleted.alias("entry_deleted"),
         F.max(F.col("survives").cast("int")).over(by_entry).cast("boolean").alias("entry_survives"),
@@ -302,8 +334,11 @@ def _phase_one(read: DataFrame, sem: CompactorSemantics) -> DataFrame:
     )
 
 
-def _ranges(flagged: DataFrame) -> DataFrame:
-    """Per topic with something to read: ``horizon``, ``from_position``, ``to_position`` (SPEC §5.4)."""
+def _topic_ranges(flagged: DataFrame) -> DataFrame:
+    """Per topic with something to read: ``horizon``, ``from_position``, ``to_position`` (SPEC §5.4).
+
+    An aggregation over phase one's rows; they are hash-partitioned by topic, so it needs no shuffle.
+    """
     pos = position(F.col("ledger_id"), F.col("entry_id"))
     kept = F.when(~F.col("entry_deleted"), pos)
     agg = flagged.groupBy(*_TOPIC).agg(
@@ -323,6 +358,7 @@ def compaction_horizons(
     pulsar_version: VersionLike = DEFAULT_PULSAR_VERSION,
     start_positions: DataFrame | None = None,
     rows: DataFrame | None = None,
+    ranges: DataFrame | None = None,
 ) -> DataFrame:
     """Phase one's result per topic: ``horizon``, ``from_position``, ``to_position`` (SPEC §5.4).
 
@@ -333,41 +369,114 @@ def compaction_horizons(
     fall back to the horizon when every entry was deleted). All three are null when there is nothing to
     read after the start position. ``start_positions``: ``cluster, topic, position`` (the
     ``__compaction`` cursor's mark-delete); topics without a row start at the beginning of the topic.
-    ``rows``: :func:`compaction_rows` of the same arguments, when already computed.
+    ``rows``: :func:`compaction_rows` of the same arguments, when already computed; ``ranges``:
+    :attr:`CompactionPhases.ranges` of them (used instead of ``rows``, without reading the rows again).
     """
-    if rows is None:
-        sem = compactor_semantics(pulsar_version, retain_null_key)
-        read = _read_set(messages, start_positions).repartition(*_TOPIC)
-        ranges = _ranges(_phase_one(read, sem))
+    if ranges is not None:
+        # A topic of ``messages`` without a start position has every message read, so it has a range:
+        # the ranges and the starts list the same topics as the messages and the starts, without
+        # scanning the messages again.
+        topics = ranges.select(*_TOPIC)
     else:
-        ranges = _ranges(rows)
-    topics = messages.select(*_TOPIC)
+        ranges = (
+            compaction_phases(messages, retain_null_key, pulsar_version, start_positions).ranges
+            if rows is None
+            else _topic_ranges(rows)
+        )
+        topics = messages.select(*_TOPIC)
     if start_positions is not None:
         topics = topics.unionByName(start_positions.select(*_TOPIC))
     return _conform(topics.distinct().join(ranges, _TOPIC, "left"), "compaction_horizons")
 
 
-def _phase_two(flagged: DataFrame) -> DataFrame:
+def _phase_two(flagged: DataFrame, ranges: DataFrame | None = None) -> DataFrame:
     """Add the topic's ``from_position``/``to_position`` and ``written`` (the row is a slot of an entry
     written to the compacted ledger, SPEC §5.5) to phase one's rows.
 
-    The range comes from a window over the topic (not an aggregation joined back) so that phase one is
-    computed once; the entry window of :func:`_phase_one` and this one share the topic partitioning.
+    ``ranges``: :func:`_topic_ranges` of ``flagged``, materialised: joined back on the topic (both sides
+    are hash-partitioned by topic, no shuffle). Without it the range is a window over the topic, so that a
+    lazy plan computes phase one once; such a window buffers a whole topic (millions of rows for the huge
+    ones, spilled to disk), which the materialised path avoids.
     """
     pos = position(F.col("ledger_id"), F.col("entry_id"))
-    kept = F.when(~F.col("entry_deleted"), pos)
-    by_topic = Window.partitionBy(*_TOPIC)
-    last = F.max(pos).over(by_topic)
-    from_pos = F.coalesce(F.min(kept).over(by_topic), last)
-    to_pos = F.coalesce(F.max(kept).over(by_topic), last)
-    ranged = flagged.select("*", from_pos.alias("_from"), to_pos.alias("_to"))
+    if ranges is None:
+        kept = F.when(~F.col("entry_deleted"), pos)
+        by_topic = Window.partitionBy(*_TOPIC)
+        last = F.max(pos).over(by_topic)
+        from_pos = F.coalesce(F.min(kept).over(by_topic), last)
+        to_pos = F.coalesce(F.max(kept).over(by_topic), last)
+        ranged = flagged.select(
+            "*",
+            _entry_id_of(from_pos).alias("from_position"),
+            _entry_id_of(to_pos).alias("to_position"),
+            from_pos.alias("_from"),
+            to_pos.alias("_to"),
+        )
+    else:
+        bounds = ranges.select(
+            *_TOPIC,
+            "from_position",
+            "to_position",
+            position(F.col("from_position")["ledger_id"], F.col("from_position")["entry_id"]).alias("_from"),
+            position(F.col("to_position")["ledger_id"], F.col("to_position")["entry_id"]).alias("_to"),
+        )
+        # Shuffled hash join: both sides keep phase one's partitioning by topic, the cached rows lose
+        # the window's sort order (a sort-merge join re-sorted every row: tier m, ~20 s per table).
+        ranged = flagged.join(bounds.hint("shuffle_hash"), _TOPIC, "inner")
     in_range = (pos >= F.col("_from")) & (pos <= F.col("_to"))
     return ranged.select(
-        *[c for c in ranged.columns if c not in ("_from", "_to")],
-        _entry_id_of(F.col("_from")).alias("from_position"),
-        _entry_id_of(F.col("_to")).alias("to_position"),
+        *flagged.columns,
+        "from_position",
+        "to_position",
         (in_range & F.col("entry_survives")).alias("written"),
     )
+
+
+@dataclass(frozen=True)
+class CompactionPhases:
+    """Both phases of one compaction (SPEC §5.4-§5.5), shared by the stage's three tables.
+
+    ``rows``: :func:`compaction_rows`; ``ranges``: one row per topic with messages read, ``cluster, topic,
+    horizon, from_position, to_position`` (what :func:`compaction_horizons` reports); ``cached``: the
+    frames :func:`compaction_phases` persisted, for :meth:`release`.
+    """
+
+    rows: DataFrame
+    ranges: DataFrame
+    cached: tuple[DataFrame, ...] = ()
+
+    def release(self) -> None:
+        """Drop the persisted frames (after the last action that reads them)."""
+        for df in self.cached:
+            df.unpersist()
+
+
+def compaction_phases(
+    messages: DataFrame,
+    retain_null_key: bool | None = None,
+    pulsar_version: VersionLike = DEFAULT_PULSAR_VERSION,
+    start_positions: DataFrame | None = None,
+    materialise: bool = False,
+) -> CompactionPhases:
+    """Phase one's rows and the per-topic ranges; ``materialise`` = compute each once (the stage).
+
+    Materialised, phase one (its two windows over every message) runs once, eagerly, and its rows are
+    kept by the executors; the ranges are an aggregation of those rows, also kept; the three tables
+    derived from them then read the kept rows once each and join the ranges without a shuffle; call
+    :meth:`CompactionPhases.release` after the last of them. Lazy (the default), the range is a third
+    window and each use of the frames recomputes phase one.
+    """
+    sem = compactor_semantics(pulsar_version, retain_null_key)
+    flagged = _phase_one(_read_set(messages, start_positions).repartition(*_TOPIC), sem)
+    if not materialise:
+        return CompactionPhases(rows=_phase_two(flagged), ranges=_topic_ranges(flagged))
+    # Persisted (columnar, compressed, spilling to disk), not checkpointed: Spark 4.1 drops the hash
+    # partitioning of a localCheckpoint under AQE (tier m: the rows were shuffled again for the ranges,
+    # the summary and the join); a cached plan keeps it, and its scans read only the columns used.
+    flagged = flagged.persist(StorageLevel.MEMORY_AND_DISK)
+    ranges = _topic_ranges(flagged).persist(StorageLevel.MEMORY_AND_DISK)
+    ranges.count()  # one job computes phase one (cached as a side effect) and the ranges
+    return CompactionPhases(rows=_phase_two(flagged, ranges), ranges=ranges, cached=(ranges, flagged))
 
 
 def compaction_rows(
@@ -385,9 +494,7 @@ def compaction_rows(
     value_empty, is_batch, survives, first_of_key, slots, entry_deleted, entry_survives,
     first_of_entry``) and phase two's ``from_position, to_position, written``. Pure and lazy.
     """
-    sem = compactor_semantics(pulsar_version, retain_null_key)
-    read = _read_set(messages, start_positions).repartition(*_TOPIC)
-    return _phase_two(_phase_one(read, sem))
+    return compaction_phases(messages, retain_null_key, pulsar_version, start_positions).rows
 
 
 def _compacted(
@@ -857,8 +964,9 @@ COMPACTED_ENTRY_RECORD_SCHEMA = T.StructType(
 )
 
 
-def _encode_entries(key: tuple[Any, ...], pdf: Any) -> Any:
-    """applyInPandas body: the slots of ONE compacted entry -> its dump record (SPEC §5.5 rebatch)."""
+def _encode_entry(pdf: Any) -> list[dict[str, object]]:
+    """:func:`~pulsar_model.grouped.map_groups` body: the slots of ONE compacted entry (sorted by batch
+    index) -> its dump line's ``data`` (SPEC §5.5 rebatch)."""
     import base64
 
     import pandas as pd
@@ -871,7 +979,6 @@ def _encode_entries(key: tuple[Any, ...], pdf: Any) -> Any:
     def _props(text: Any) -> dict[str, str]:
         return {} if text is None or (isinstance(text, float) and pd.isna(text)) else dict(json.loads(text))
 
-    pdf = pdf.sort_values("batch_index")
     first = pdf.iloc[0]
     most, least = _opt_int(first["txnid_most_bits"]), _opt_int(first["txnid_least_bits"])
     replicate_to = first["replicate_to"]
@@ -916,15 +1023,7 @@ def _encode_entries(key: tuple[Any, ...], pdf: Any) -> Any:
             key_b64_encoded=bool(first["key_b64_encoded"]),
             **common,
         )
-    return pd.DataFrame(
-        {
-            "cluster": [key[0]],
-            "topic": [key[1]],
-            "ledger_id": [key[2]],
-            "entry_id": [key[3]],
-            "data": [base64.b64encode(data).decode("ascii")],
-        }
-    )
+    return [{"data": base64.b64encode(data).decode("ascii")}]
 
 
 def compacted_entry_records(compacted: DataFrame, messages: DataFrame, entries: DataFrame) -> DataFrame:
@@ -939,7 +1038,7 @@ def compacted_entry_records(compacted: DataFrame, messages: DataFrame, entries: 
     ``rebatchMessage``). The tables never hold payload bytes, so every payload is written as zero bytes
     of the recorded (uncompressed) size with the entry's original compression; marker entries (copied
     only by the old compactor) are not written (their payload is in ``markers``, not re-encoded here).
-    Pure and lazy (one grouped Arrow pass).
+    Pure and lazy (one pass of :func:`~pulsar_model.grouped.map_groups`: per-row, not per-entry, cost).
     """
     entry_key = [*_TOPIC, "ledger_id", "entry_id"]
     slot_key = [*entry_key, "batch_index"]
@@ -969,4 +1068,4 @@ def compacted_entry_records(compacted: DataFrame, messages: DataFrame, entries: 
         F.col("uncompressed_size").isNotNull().alias("has_uncompressed_size"),
     )
     joined = slots.join(slot_meta, slot_key, "left").join(entry_meta, entry_key, "inner")
-    return joined.groupBy(*entry_key).applyInPandas(_encode_entries, COMPACTED_ENTRY_RECORD_SCHEMA)
+    return map_groups(joined, entry_key, _encode_entry, COMPACTED_ENTRY_RECORD_SCHEMA, order=["batch_index"])

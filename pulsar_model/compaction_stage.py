@@ -1,10 +1,9 @@
 """The nightly ``compaction`` stage: compaction preview, trigger decision and savings per topic (SPEC §5).
 
-Driver-side orchestration only (reads, a tiny ``distinct`` of the Pulsar versions present, one local
-checkpoint of the compaction rows per version, writes); the logic is the pure transforms of
-:mod:`pulsar_model.compaction`, applied once per broker version so that every
-cluster gets its own compactor generation and trigger rule (SPEC §5.3-5.5). Output tables, partitioned by
-``export_date``:
+Driver-side orchestration only (reads, a tiny ``distinct`` of the Pulsar versions present, cached
+copies of phase one's rows and of the per-topic ranges per version, writes); the logic is the pure
+transforms of :mod:`pulsar_model.compaction`, applied once per broker version so that every cluster gets
+its own compactor generation and trigger rule (SPEC §5.3-5.5). Output tables, partitioned by ``export_date``:
 
 * ``compaction_horizons`` - one row per (cluster, topic, export) with messages or a ``__compaction`` cursor:
   the horizon and the phase-two range the compactor would use now (§5.4);
@@ -34,13 +33,15 @@ from pyspark.sql import functions as F
 
 from pulsar_model.compaction import (
     COMPACTION_CURSOR,
+    CompactionPhases,
     CompactionThresholds,
     compacted_entry_records,
     compacted_ledger,
     compaction_horizons,
-    compaction_rows,
+    compaction_phases,
     compaction_summary,
     compaction_trigger,
+    with_uncompressed_size_flag,
 )
 from pulsar_model.delta_io import DeltaTables
 from pulsar_model.stage_io import read_day, write_day_outputs
@@ -50,7 +51,6 @@ log = logging.getLogger(__name__)
 #: Output tables of the stage.
 OUTPUT_TABLES = ("compaction_horizons", "compaction_ledger", "compaction_summary")
 _TOPIC = ["cluster", "topic"]
-_ENTRY = ["cluster", "topic", "export_id", "ledger_id", "entry_id"]
 
 
 def compaction_start_positions(cursors: DataFrame) -> DataFrame:
@@ -59,16 +59,6 @@ def compaction_start_positions(cursors: DataFrame) -> DataFrame:
     return cursors.where(F.col("cursor_name") == F.lit(COMPACTION_CURSOR)).select(
         *_TOPIC, F.col("mark_delete_position").alias("position")
     )
-
-
-def with_uncompressed_size_flag(messages: DataFrame, entries: DataFrame) -> DataFrame:
-    """Add ``has_uncompressed_size`` (the entry's metadata sets ``uncompressed_size``) to every message.
-
-    The compactor sizes a non-batched message by ``uncompressed_size`` when set, else by the whole entry
-    buffer (SPEC §5.4, §12 item 16). Pure and lazy.
-    """
-    flags = entries.select(*_ENTRY, F.col("uncompressed_size").isNotNull().alias("has_uncompressed_size"))
-    return messages.join(flags, _ENTRY, "left")
 
 
 def _version_outputs(
@@ -80,8 +70,10 @@ def _version_outputs(
     entries: DataFrame | None,
     thresholds: CompactionThresholds,
     retain_null_key: bool | None,
+    cached: list[CompactionPhases],
 ) -> dict[str, DataFrame | None]:
-    """The three tables for the topics of one broker version (before the export identity is added)."""
+    """The three tables for the topics of one broker version (before the export identity is added); the
+    phases it persists are appended to ``cached``, to be released after the writes."""
     ml = managed.where(F.col("pulsar_version") == version)
     scope = ml.select(*_TOPIC)
     led = ledgers.join(scope, _TOPIC, "left_semi")
@@ -93,15 +85,14 @@ def _version_outputs(
         return {"compaction_horizons": None, "compaction_ledger": None, "compaction_summary": trigger}
     msg = messages.join(scope, _TOPIC, "left_semi")
     # Both phases once, materialised: the three tables are three writes, each would recompute phase one's
-    # three windows over every message (tier m: 3 x ~140 s of task time). Local checkpoint = kept by the
-    # executors (memory, spilling to disk), lineage cut.
-    rows = compaction_rows(msg, retain_null_key, version, starts).localCheckpoint()
-    # The checkpoint keeps the attribute ids of ``msg``'s plan; joined with frames built from ``msg`` (the
-    # horizons' topic list) that is a self-join Spark cannot always de-duplicate ("Failure when resolving
-    # conflicting references in Join" with AQE off, as on the test cluster): fresh ids by re-aliasing.
-    rows = rows.select(*[F.col(f"`{c}`").alias(c) for c in rows.columns])
+    # two windows over every message (tier m: 3 x ~140 s of task time).
+    phases = compaction_phases(msg, retain_null_key, version, starts, materialise=True)
+    cached.append(phases)
+    rows = phases.rows
     return {
-        "compaction_horizons": compaction_horizons(msg, retain_null_key, version, starts, rows=rows),
+        "compaction_horizons": compaction_horizons(
+            msg, retain_null_key, version, starts, ranges=phases.ranges
+        ),
         "compaction_ledger": compacted_ledger(msg, retain_null_key, version, starts, rows=rows),
         "compaction_summary": compaction_summary(
             msg, retain_null_key, version, starts, trigger=trigger, rows=rows
@@ -138,20 +129,24 @@ def run_compaction_stage(
     # A handful of distinct version strings: each runs the transforms with its own semantics.
     versions = sorted(r[0] for r in managed.select("pulsar_version").distinct().collect())
     outputs: dict[str, list[DataFrame]] = {name: [] for name in OUTPUT_TABLES}
-    for version in versions:
-        parts = _version_outputs(
-            version, managed, ledgers, cursors, messages, entries, thresholds, retain_null_key
+    cached: list[CompactionPhases] = []
+    try:
+        for version in versions:
+            parts = _version_outputs(
+                version, managed, ledgers, cursors, messages, entries, thresholds, retain_null_key, cached
+            )
+            ids = managed.where(F.col("pulsar_version") == version).select(
+                *_TOPIC, "export_id", "export_date", "pulsar_version"
+            )
+            for name, part in parts.items():
+                if part is not None:
+                    outputs[name].append(part.join(ids, _TOPIC, "inner"))
+        return write_day_outputs(
+            tables, day, {name: outputs[name] for name in OUTPUT_TABLES}, stage="compaction"
         )
-        ids = managed.where(F.col("pulsar_version") == version).select(
-            *_TOPIC, "export_id", "export_date", "pulsar_version"
-        )
-        for name, part in parts.items():
-            if part is not None:
-                outputs[name].append(part.join(ids, _TOPIC, "inner"))
-    rows, versions_written = write_day_outputs(
-        tables, day, {name: outputs[name] for name in OUTPUT_TABLES}, stage="compaction"
-    )
-    return rows, versions_written
+    finally:
+        for phases in cached:
+            phases.release()
 
 
 def write_compacted_entries(

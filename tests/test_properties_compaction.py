@@ -156,13 +156,19 @@ def test_compacted_ledger_and_horizons_match_oracle(spark: SparkSession, cases: 
     )
     outputs: list[DataFrame] = []
     for n, (label, version, retain, _, _) in enumerate(CONFIGS):
-        # every other config derives both from precomputed compaction_rows (what the stage does)
-        rows = C.compaction_rows(messages, retain, version, starts) if n % 2 else None
+        # every other config derives both from precomputed, materialised phases (what the stage does)
+        phases = C.compaction_phases(messages, retain, version, starts, materialise=True) if n % 2 else None
+        rows = phases.rows if phases else None
         outputs.append(
             _tag(C.compacted_ledger(messages, retain, version, starts, rows=rows), f"ledger/{label}")
         )
         outputs.append(
-            _tag(C.compaction_horizons(messages, retain, version, starts, rows=rows), f"horizons/{label}")
+            _tag(
+                C.compaction_horizons(
+                    messages, retain, version, starts, rows=rows, ranges=phases.ranges if phases else None
+                ),
+                f"horizons/{label}",
+            )
         )
     union = outputs[0]
     for df in outputs[1:]:
@@ -252,7 +258,12 @@ def test_compaction_summary_counts_match_distinct_counts_and_oracle(
     ]
     parts = []
     for n, (label, version, retain, _, _) in enumerate(CONFIGS):
-        rows = C.compaction_rows(messages, retain, version, starts) if n % 2 == 0 else None
+        # configs 0 and 2 from precomputed rows: lazy for 0, materialised (the stage's path) for 2
+        rows = (
+            C.compaction_phases(messages, retain, version, starts, materialise=n == 2).rows
+            if n % 2 == 0
+            else None
+        )
         summary = C.compaction_summary(messages, retain, version, starts, rows=rows).select("topic", *columns)
         reference = _summary_by_distinct_counts(messages, retain, version, starts).select("topic", *columns)
         parts.append(_tag(summary, f"summary/{label}"))
