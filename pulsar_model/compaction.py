@@ -213,7 +213,10 @@ def with_uncompressed_size_flag(messages: DataFrame, entries: DataFrame) -> Data
     lacking = entries.where(F.col("uncompressed_size").isNull()).select(
         *_ENTRY_KEY, F.lit(False).alias("has_uncompressed_size")
     )
-    flagged = messages.where(candidate).join(lacking, _ENTRY_KEY, "left")
+    # Hash join building on the candidates (a fraction of the non-batched messages; the build side is held
+    # in memory per partition): the entries are shuffled but not sorted. Tier l, 214k candidates against
+    # 26M entries: sort-merge join 116.5 s, this 37.8 s.
+    flagged = messages.where(candidate).hint("shuffle_hash").join(lacking, _ENTRY_KEY, "left")
     rest = messages.where(~candidate).withColumn("has_uncompressed_size", F.lit(None).cast("boolean"))
     return rest.unionByName(flagged)
 
