@@ -463,8 +463,9 @@ def compaction_phases(
 ) -> CompactionPhases:
     """Phase one's rows and the per-topic ranges; ``materialise`` = compute each once (the stage).
 
-    Materialised, phase one (its two windows over every message) runs once, eagerly, and its rows are
-    kept by the executors; the ranges are an aggregation of those rows, also kept; the three tables
+    Materialised, phase one (its two windows over every message) runs once, in the first action that
+    reads the frames, and its rows are kept by the executors; the ranges are an aggregation of those
+    rows, also kept (both stay lazy: no Spark action here); the three tables
     derived from them then read the kept rows once each and join the ranges without a shuffle; call
     :meth:`CompactionPhases.release` after the last of them. Lazy (the default), the range is a third
     window and each use of the frames recomputes phase one.
@@ -478,7 +479,6 @@ def compaction_phases(
     # the summary and the join); a cached plan keeps it, and its scans read only the columns used.
     flagged = flagged.persist(StorageLevel.MEMORY_AND_DISK)
     ranges = _topic_ranges(flagged).persist(StorageLevel.MEMORY_AND_DISK)
-    ranges.count()  # one job computes phase one (cached as a side effect) and the ranges
     return CompactionPhases(rows=_phase_two(flagged, ranges), ranges=ranges, cached=(ranges, flagged))
 
 
