@@ -1,7 +1,7 @@
 """The nightly ``replication`` stage: replicated-subscription translation, failover duplicates, findings.
 
 Driver-side orchestration only (reads, one tiny ``distinct`` of the clusters' versions and export times,
-``localCheckpoint`` of the inputs and of the intermediates read more than once, writes); the logic is
+``localCheckpoint`` of the metadata inputs and of the intermediates read more than once, writes); the logic is
 the pure transforms of :mod:`pulsar_model.replication` over the run date's tables of **all clusters at
 once** (a replicated subscription spans clusters, SPEC §4). Output tables, partitioned by ``export_date``:
 
@@ -218,11 +218,14 @@ def run_replication_stage(
 ) -> tuple[dict[str, int], dict[str, int]]:
     """Compute and write the stage's tables for ``run_date``; return (rows written, table versions).
 
-    The run date's inputs (small: one export) and the intermediates :func:`replication_outputs` reads more
-    than once are ``localCheckpoint``-ed (:func:`_materialise`): the five tables are five writes, i.e. five
-    queries, and without that each one recomputed the shared parts and Spark analysed and optimised plans
-    of hundreds of thousands of characters (tier ``s``, issue 10: 224 Spark jobs -> 157, the stage's CPU
-    time 108 s -> 58 s; ``benchmarks/results/replication_stage_before_after.json``).
+    The run date's inputs but the entry dump (small: one export's metadata) and the intermediates
+    :func:`replication_outputs` reads more than once are ``localCheckpoint``-ed (:func:`_materialise`):
+    the five tables are five writes, i.e. five queries, and without that each one recomputed the shared
+    parts and Spark analysed and optimised plans of hundreds of thousands of characters (tier ``s``, issue
+    10: 224 Spark jobs -> 157, the stage's CPU time 108 s -> 58 s;
+    ``benchmarks/results/replication_stage_before_after.json``). The entry dump is read from its Delta files
+    by its two readers, each scoping it to a few topics first (tier ``l``: checkpointing its 26M rows took
+    94 s and most of the stage's garbage collection).
 
     Every table's ``run_date`` partition is replaced, also by an empty result (a rerun leaves no stale rows);
     all tables go in one ``write_all``. ``default_version`` is the broker version of clusters whose export
@@ -235,10 +238,14 @@ def run_replication_stage(
         )
     )
     ledgers, cursors = (_materialise(tables.read(n, partition_filter=day)) for n in ("ledgers", "cursors"))
-    markers, entries, consumers = (
+    markers, consumers = (
         None if df is None else _materialise(df)
-        for df in (read_day(tables, n, day) for n in ("markers", "entries", "consumers"))
+        for df in (read_day(tables, n, day) for n in ("markers", "consumers"))
     )
+    # the entry dump is not checkpointed: it is large (tier l: 26M rows, 94 s and most of the stage's GC to
+    # checkpoint) and its two readers scope it to a few topics first (the pairs' topics; the topics holding
+    # a marker entry), each reading only the columns it needs from the Delta files
+    entries = read_day(tables, "entries", day)
     outputs = replication_outputs(
         managed,
         ledgers,

@@ -327,6 +327,11 @@ def _worked_example() -> World:
     w.cursor("A", TOPIC, S, cl("A", 40), [(cl("A", 42), cl("A", 43))], consumers=2, moved_at=EXPORTED_AT)
     w.cursor("B", TOPIC, S, cl("B", 50), [(cl("B", 63), cl("B", 64))], moved_at=EXPORTED_AT)
     w.cursor("C", TOPIC, S, cl("C", 70), moved_at=EXPORTED_AT - dt.timedelta(seconds=30))
+    # noise: a topic on A and B without a replicated subscription whose dump repeats pa's and pb's ids;
+    # it forms no pair, so it must change nothing (the duplicates read only the pairs' topics)
+    for cluster in "AB":
+        w.log(cluster, "t/unreplicated", 9, [data("pa", i) for i in range(20)] + [data("pb", 100, 3)])
+        w.cursor(cluster, "t/unreplicated", S, (9, 5), replicated=False, moved_at=EXPORTED_AT)
     return w
 
 
@@ -640,6 +645,9 @@ def test_replication_findings_every_kind(spark: SparkSession):
     # idle subscription on B: no consumers, backlog (2:1, 2:7] holds 2 markers (2:2 request, 2:3 snapshot
     # ... and the UPDATE 2:7) -> 3 markers, 3 data entries
     w.cursor("B", "t/d", "idle", (2, 1), replicated=True)
+    # an idle subscription whose backlog holds data only: no marker_backlog finding
+    w.log("B", "t/plain", 3, _fill(4, "pp"))
+    w.cursor("B", "t/plain", "idle", (3, 0), replicated=False)
     f = w.frames(spark)
     out = replication_findings(
         f["markers"], f["cursors"], f["entries"], f["ledgers"], f["managed_ledgers"], f["consumers"]

@@ -35,6 +35,7 @@ from pyspark.sql import types as T
 from pulsar_model import DEFAULT_PULSAR_VERSION
 from pulsar_model.columns import LATEST, POSITION_TYPE, position
 from pulsar_model.errors import ConfigError, ContractError
+from pulsar_model.grouped import map_groups
 from pulsar_model.positions import entries_between
 from pulsar_model.versions import PulsarVersion, VersionLike
 from pulsar_model.wire.markers import MarkerType
@@ -374,12 +375,12 @@ def _clusters_out(clusters: tuple[ClusterPosition, ...]) -> list[dict[str, Any]]
 
 
 def _replay_group_fn(
-    keys: Sequence[str], new_cache: bool, max_cached: int, mode: DistanceMode
-) -> Callable[[pd.DataFrame], pd.DataFrame]:
+    new_cache: bool, max_cached: int, mode: DistanceMode
+) -> Callable[[pd.DataFrame], list[dict[str, Any]]]:
+    """One subscription's events (sorted by ``seq``) -> its replay rows, without the keys (``map_groups``)."""
     generation = CACHE_GENERATION_NEW if new_cache else CACHE_GENERATION_OLD
-    out_columns = [*keys, *(f.name for f in _REPLAY_FIELDS)]
 
-    def fn(pdf: pd.DataFrame) -> pd.DataFrame:
+    def fn(pdf: pd.DataFrame) -> list[dict[str, Any]]:
         rows = pdf.to_dict("records")
         counts: dict[Position, EntryCounts] = {}
         events: list[CacheEvent] = []
@@ -398,24 +399,23 @@ def _replay_group_fn(
                 events.append(CacheEvent(int(r["seq"]), OP_ADVANCE, mark_delete=_pos(r["_ml"], r["_me"])))
         dist, unknown = distance_function(mode, counts)
         results = replay_events(events, new_cache=new_cache, max_cached=max_cached, distance=dist)
-        first = rows[0] if rows else {}
         out: list[dict[str, Any]] = []
         for res in results:
             applied = res.applied
-            row = {k: first.get(k) for k in keys}
-            row.update(
-                seq=res.seq,
-                mark_delete_position=_position_dict(res.mark_delete),
-                snapshot_id=None if applied is None else applied.snapshot_id,
-                snapshot_local_position=None if applied is None else _position_dict(applied.position),
-                snapshot_clusters=None if applied is None else _clusters_out(applied.clusters),
-                cache_size_after=res.cache_size_after,
-                evicted_since_previous_advance=list(res.evicted_since_previous_advance),
-                cache_generation=generation,
-                error=res.error or (_NO_DISTANCE if unknown else None),
+            out.append(
+                dict(
+                    seq=res.seq,
+                    mark_delete_position=_position_dict(res.mark_delete),
+                    snapshot_id=None if applied is None else applied.snapshot_id,
+                    snapshot_local_position=None if applied is None else _position_dict(applied.position),
+                    snapshot_clusters=None if applied is None else _clusters_out(applied.clusters),
+                    cache_size_after=res.cache_size_after,
+                    evicted_since_previous_advance=list(res.evicted_since_previous_advance),
+                    cache_generation=generation,
+                    error=res.error or (_NO_DISTANCE if unknown else None),
+                )
             )
-            out.append(row)
-        return pd.DataFrame(out, columns=out_columns)
+        return out
 
     return fn
 
@@ -489,6 +489,10 @@ def _entry_counts(
         "total_size_bytes",
     ]
     ml = managed_ledgers.select(_topic_key(managed_ledgers, export_keys).alias("cluster"), "topic", *ml_cols)
+    # the ledger view is per topic: only the topics with a snapshot are needed (usually a few of the
+    # version's topics; broadcast: one row per topic with a snapshot)
+    with_snapshots = F.broadcast(points.select("cluster", "topic").distinct())
+    led, ml = (df.join(with_snapshots, ["cluster", "topic"], "left_semi") for df in (led, ml))
     counted = entries_between(requests, led, ml, pulsar_version=pulsar_version)
     return counted.groupBy("cluster", "topic", "_p").agg(
         *[F.max(F.when(F.col("_kind") == k, F.col("entries"))).alias(f"_f_{k}") for k, _u, _c in kinds]
@@ -510,7 +514,8 @@ def replay_snapshot_cache(
     ``local_position`` and ``snapshot_clusters`` (``array<struct<cluster, position>>``) for adds,
     ``mark_delete_position`` for advances (``export_id``/``export_date`` too when present: one replay per
     export). Events run in ``seq`` order per (cluster, topic, subscription) inside
-    ``groupBy(...).applyInPandas``. The cache generation follows ``pulsar_version`` (old before PR #25044,
+    :func:`pulsar_model.grouped.map_groups` (one shuffle and sort; the cost is per event, not per group).
+    The cache generation follows ``pulsar_version`` (old before PR #25044,
     new in 4.0.9+/4.1.3+/4.2+); ``max_cached`` defaults to 10 (old) / 30 (new).
 
     Output columns: the subscription key, ``seq``, ``mark_delete_position``, the snapshot the advance
@@ -572,7 +577,7 @@ def replay_snapshot_cache(
     )
     key_fields = [f for f in flat.schema.fields if f.name in keys]
     schema = T.StructType([*key_fields, *_REPLAY_FIELDS])
-    return flat.groupBy(*keys).applyInPandas(_replay_group_fn(keys, new_cache, cap, distance), schema)
+    return map_groups(flat, keys, _replay_group_fn(new_cache, cap, distance), schema, order=["seq"])
 
 
 # --- events from exported markers and cursors ---------------------------------------------------------------

@@ -48,6 +48,7 @@ from pyspark.sql import types as T
 
 from pulsar_model.backlog_exact import unacked_entry_totals
 from pulsar_model.columns import POSITION_SQL_TYPE, POSITION_TYPE, as_position
+from pulsar_model.grouped import map_groups
 from pulsar_model.replication.cache import (
     CACHE_GENERATION_NEW,
     EVENT_COLUMNS,
@@ -381,7 +382,13 @@ def _multi_cluster_consumers(cursors: DataFrame, consumers: DataFrame) -> DataFr
 def _marker_backlog(
     cursors: DataFrame, entries: DataFrame, managed_ledgers: DataFrame, consumers: DataFrame | None
 ) -> DataFrame:
-    subs = cursors.where(F.col("cursor_kind") == CURSOR_KIND_SUBSCRIPTION)
+    # a finding needs a marker entry in the backlog: only topics whose dump holds one are read (all of
+    # their entries, so the transaction states of the totals are unchanged); broadcast: one row per topic
+    with_markers = entries.where(F.col("marker_type").isNotNull()).select("cluster", "topic").distinct()
+    entries = entries.join(F.broadcast(with_markers), ["cluster", "topic"], "left_semi")
+    subs = cursors.where(F.col("cursor_kind") == CURSOR_KIND_SUBSCRIPTION).join(
+        F.broadcast(with_markers), ["cluster", "topic"], "left_semi"
+    )
     if consumers is not None:
         with_consumers = consumers.select(
             "cluster", "topic", F.col("subscription").alias("cursor_name")
@@ -512,14 +519,14 @@ def _position_out(p: tuple[int, int] | None) -> dict[str, int] | None:
     return None if p is None else {"ledger_id": p[0], "entry_id": p[1]}
 
 
-def _evicted_useful_fn(keys: Sequence[str]) -> Callable[[pd.DataFrame], pd.DataFrame]:
-    out_columns = [*keys, *(f.name for f in _EVICTED_FIELDS)]
+def _evicted_useful_fn() -> Callable[[pd.DataFrame], list[dict[str, Any]]]:
+    """One subscription's events with the replay's answers -> its finding rows, without the keys."""
 
-    def fn(pdf: pd.DataFrame) -> pd.DataFrame:
+    def fn(pdf: pd.DataFrame) -> list[dict[str, Any]]:
         rows = sorted(pdf.to_dict("records"), key=lambda r: int(r["seq"]))
         generation = next((r["_gen"] for r in rows if isinstance(r["_gen"], str)), None)
         if generation is None:  # no replayed advance: nothing was asked of the cache
-            return pd.DataFrame([], columns=out_columns)
+            return []
         reference: OldSnapshotCache | NewSnapshotCache
         if generation == CACHE_GENERATION_NEW:
             reference = NewSnapshotCache(lambda _a, _b: 1, _UNBOUNDED)
@@ -544,20 +551,20 @@ def _evicted_useful_fn(keys: Sequence[str]) -> Callable[[pd.DataFrame], pd.DataF
             applied = _position(r["_al"], r["_ae"])
             if useful is None or (applied is not None and applied >= useful.position):
                 continue
-            row = {k: rows[0].get(k) for k in keys}
-            row.update(
-                seq=int(r["seq"]),
-                mark_delete_position=_position_out(md),
-                applied_snapshot_id=r["_aid"] if isinstance(r["_aid"], str) else None,
-                applied_local_position=_position_out(applied),
-                useful_snapshot_id=useful.snapshot_id,
-                useful_local_position=_position_out(useful.position),
-                useful_was_evicted=useful.snapshot_id is not None and useful.snapshot_id in evicted,
-                evicted_before_advance=[e for e in evicted if e is not None],
-                cache_generation=generation,
+            out.append(
+                dict(
+                    seq=int(r["seq"]),
+                    mark_delete_position=_position_out(md),
+                    applied_snapshot_id=r["_aid"] if isinstance(r["_aid"], str) else None,
+                    applied_local_position=_position_out(applied),
+                    useful_snapshot_id=useful.snapshot_id,
+                    useful_local_position=_position_out(useful.position),
+                    useful_was_evicted=useful.snapshot_id is not None and useful.snapshot_id in evicted,
+                    evicted_before_advance=[e for e in evicted if e is not None],
+                    cache_generation=generation,
+                )
             )
-            out.append(row)
-        return pd.DataFrame(out, columns=out_columns)
+        return out
 
     return fn
 
@@ -568,11 +575,12 @@ def evicted_useful_snapshots(events: DataFrame, replay: DataFrame) -> DataFrame:
     ``events`` are cache events (:func:`pulsar_model.replication.cache.snapshot_cache_events` or hand-built
     with :data:`~pulsar_model.replication.cache.EVENT_COLUMNS`), ``replay`` their
     :func:`~pulsar_model.replication.cache.replay_snapshot_cache` output. Per subscription (export keys
-    too when both frames have them), inside ``groupBy(...).applyInPandas``, the events run again through an
-    *unbounded* cache of the replay's generation: its answer to an advance is the newest snapshot not after
-    the mark-delete that no earlier advance consumed (the old cache's sorted-map semantics; the new cache's
-    clear on a non-increasing position applies to both). A row is emitted when that snapshot exists and the
-    replay returned none (``applied_*`` null) or an older one - only a capacity eviction can cause that.
+    too when both frames have them), inside :func:`~pulsar_model.grouped.map_groups`, the events run again
+    through an *unbounded* cache of the replay's generation: its answer to an advance is the newest snapshot
+    not after the mark-delete that no earlier advance consumed (the old cache's sorted-map semantics; the new
+    cache's clear on a non-increasing position applies to both). A row is emitted when that snapshot exists
+    and the replay returned none (``applied_*`` null) or an older one - only a capacity eviction can cause
+    that.
 
     Columns: the subscription key, ``seq``, ``mark_delete_position``, ``applied_snapshot_id`` /
     ``applied_local_position`` (what the bounded cache returned), ``useful_snapshot_id`` /
@@ -606,7 +614,7 @@ def evicted_useful_snapshots(events: DataFrame, replay: DataFrame) -> DataFrame:
     ).join(applied, [*keys, "seq"], "left")
     key_fields = [f for f in flat.schema.fields if f.name in keys]
     schema = T.StructType([*key_fields, *_EVICTED_FIELDS])
-    return flat.groupBy(*keys).applyInPandas(_evicted_useful_fn(keys), schema)
+    return map_groups(flat, keys, _evicted_useful_fn(), schema, order=["seq"])
 
 
 def _position_text(col: Column) -> Column:

@@ -184,6 +184,15 @@ def failover_duplicates(
         exact = None
     else:
         require(entries, ENTRY_COLUMNS, "entries")
+        # only the pairs' topics (on either side) are read: scope the dump before exploding the batches and
+        # joining by topic (the topics with a replicated subscription are usually few; broadcast: one row
+        # per (cluster, topic) of a pair, metadata-sized)
+        pair_topics = (
+            pairs.select(F.col("source_cluster").alias("cluster"), "topic")
+            .union(pairs.select(F.col("target_cluster").alias("cluster"), "topic"))
+            .distinct()
+        )
+        entries = entries.join(F.broadcast(pair_topics), ["cluster", "topic"], "left_semi")
         messages = _data_messages(entries)
         exported = entries.select("cluster", "topic").distinct()
         src_cursor = pairs.select(

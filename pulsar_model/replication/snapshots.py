@@ -13,7 +13,7 @@ A snapshot started on a source cluster S leaves markers in every cluster's copy 
 
 :func:`snapshot_assembly` correlates those markers per (source cluster, topic, snapshot id) and replays
 the builder (:func:`assemble_snapshots`, plain Python, one call per (source, topic) inside
-``groupBy(...).applyInPandas``) to say what the snapshot should contain, whether the SNAPSHOT marker
+:func:`~pulsar_model.grouped.map_groups`) to say what the snapshot should contain, whether the SNAPSHOT marker
 agrees, and whether the snapshot is complete, pending or timed out.
 
 Assumption (the export has positions, not the replicators' read times): the builder receives the
@@ -37,6 +37,7 @@ from pyspark.sql import types as T
 
 from pulsar_model.columns import POSITION_TYPE
 from pulsar_model.errors import ConfigError, ContractError
+from pulsar_model.grouped import map_groups
 from pulsar_model.replication.cache import CLUSTERS_TYPE, EXPORT_KEYS
 from pulsar_model.wire.markers import MarkerType
 
@@ -426,11 +427,11 @@ def _clusters_in(value: Any) -> tuple[tuple[str, Position], ...] | None:
 
 
 def _group_fn(
-    keys: Sequence[str], timeout_ms: int, frequency_ms: int, checked_at_ms: int | None
-) -> Callable[[pd.DataFrame], pd.DataFrame]:
-    out_names = [*keys, *(f.name for f in OUTPUT_FIELDS)]
+    timeout_ms: int, frequency_ms: int, checked_at_ms: int | None
+) -> Callable[[pd.DataFrame], list[dict[str, Any]]]:
+    """One (source, topic)'s routed markers (any order) -> its snapshot rows, without the keys."""
 
-    def fn(pdf: pd.DataFrame) -> pd.DataFrame:
+    def fn(pdf: pd.DataFrame) -> list[dict[str, Any]]:
         rows = pdf.to_dict("records")
         remotes: list[str] = []
         clock: int | None = None
@@ -455,14 +456,11 @@ def _group_fn(
                 )
             )
         now = checked_at_ms if checked_at_ms is not None else clock
-        result = assemble_snapshots(
-            records, remotes, timeout_ms=timeout_ms, frequency_ms=frequency_ms, checked_at_ms=now
+        return list(
+            assemble_snapshots(
+                records, remotes, timeout_ms=timeout_ms, frequency_ms=frequency_ms, checked_at_ms=now
+            )
         )
-        first = rows[0] if rows else {}
-        for row in result:
-            for k in keys:
-                row[k] = first.get(k)
-        return pd.DataFrame(result, columns=out_names)
 
     return fn
 
@@ -541,9 +539,8 @@ def snapshot_assembly(
     ``checked_at_by_topic`` (``cluster, topic, checked_at_ms``: one row per source cluster's topic, e.g.
     its export time) replaces that default per (source, topic) when ``checked_at`` is None - one pass for
     sources exported at different times; a (source, topic) without a row has no "now" (never
-    ``timed_out``). Runs per
-    (source, topic) in ``groupBy(...).applyInPandas``; the builder receives responses in local position
-    order (module docstring). Pure and lazy.
+    ``timed_out``). Runs per (source, topic) in :func:`~pulsar_model.grouped.map_groups`; the builder
+    receives responses in local position order (module docstring). Pure and lazy.
     """
     missing = [c for c in REQUIRED_COLUMNS if c not in markers.columns]
     if missing:
@@ -641,9 +638,7 @@ def snapshot_assembly(
     keys = [*export_keys, "_source", "topic"]
     key_fields = [f for f in routed.schema.fields if f.name in keys]
     schema = T.StructType([*key_fields, *OUTPUT_FIELDS])
-    result = routed.groupBy(*keys).applyInPandas(
-        _group_fn(keys, timeout_seconds * 1000, frequency_ms, now_ms), schema
-    )
+    result = map_groups(routed, keys, _group_fn(timeout_seconds * 1000, frequency_ms, now_ms), schema)
     return result.select(
         F.col("_source").alias("cluster"), "topic", *export_keys, *[f.name for f in OUTPUT_FIELDS]
     )
