@@ -1,0 +1,79 @@
+"""Profiling aid: run one nightly stage on a kept tier warehouse and list where its Spark time went.
+
+    .venv/bin/python benchmarks/profile_stage.py --tier m --stage replication
+    .venv/bin/python benchmarks/profile_stage.py --tier l --stage quota --top 30
+
+Runs the stage exactly as ``benchmarks/run.py --reuse --stages <stage>`` does (same session settings, the
+tier's shuffle partitions, the kept warehouse ``benchmarks/.work/<tier>``; it rewrites the stage's output
+tables there, as a rerun of the bench would), then prints from the Spark status API the slowest Spark
+stages by task time (with CPU, GC, input, shuffle and spill figures) and the slowest SQL executions by
+duration (each output table's write is one). Task time far above CPU time means Python workers (grouped
+functions) or waiting; high GC means cached data or wide rows on the heap. This is how the stage changes
+in ``benchmarks/results/*_before_after.json`` were found; it measures nothing for the results files.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from run import BENCH_CONF, ROOT, run_stage
+
+from pulsar_model.config import AppConfig, StorageConfig
+from pulsar_model.session import build_session
+
+
+def _get(url: str) -> Any:
+    with urllib.request.urlopen(url) as response:  # the local Spark UI
+        return json.load(response)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--tier", required=True, help="a tier generated earlier by run.py (s, m, l, xl)")
+    parser.add_argument("--stage", required=True, help="a nightly stage, e.g. replication, quota")
+    parser.add_argument("--shuffle-partitions", help="default: run.py's for the tier (s 4, m 16, else 64)")
+    parser.add_argument("--top", type=int, default=20, help="Spark stages and SQL executions to list")
+    args = parser.parse_args(argv)
+    warehouse = ROOT / "benchmarks" / ".work" / args.tier
+    if not warehouse.is_dir():
+        parser.error(f"no kept warehouse {warehouse}; generate it: benchmarks/run.py --tier {args.tier}")
+    partitions = args.shuffle_partitions or {"s": "4", "m": "16"}.get(args.tier, "64")
+    spark = build_session(
+        f"profile-{args.stage}",
+        "local[2]",
+        {**BENCH_CONF, "spark.driver.memory": "8g", "spark.sql.shuffle.partitions": partitions},
+    )
+    config = AppConfig(storage=StorageConfig(warehouse=str(warehouse)))
+    started = time.monotonic()
+    run_stage(spark, config, args.stage)
+    print(f"stage {args.stage} on tier {args.tier}: {time.monotonic() - started:.1f} s wall", flush=True)
+
+    api = f"{spark.sparkContext.uiWebUrl}/api/v1/applications/{spark.sparkContext.applicationId}"
+    stages = sorted(_get(f"{api}/stages?details=false"), key=lambda s: -s.get("executorRunTime", 0))
+    print("\nslowest Spark stages (task time; CPU and GC of the JVM; rows in / shuffle read / shuffle write)")
+    for s in stages[: args.top]:
+        print(
+            f"  {s['stageId']:5d} task {s.get('executorRunTime', 0) / 1000:8.1f} s"
+            f"  cpu {s.get('executorCpuTime', 0) / 1e9:7.1f} s  gc {s.get('jvmGcTime', 0) / 1000:6.1f} s"
+            f"  in {s.get('inputRecords', 0):>11,}  shR {s.get('shuffleReadRecords', 0):>11,}"
+            f"  shW {s.get('shuffleWriteRecords', 0):>11,}"
+            f"  spill {s.get('diskBytesSpilled', 0) / 2**20:7.0f} MiB  {s['name'][:60]}"
+        )
+    queries = sorted(_get(f"{api}/sql?details=false&length=1000"), key=lambda q: -q.get("duration", 0))
+    print("\nslowest SQL executions")
+    for q in queries[: args.top]:
+        print(f"  {q['id']:5d} {q.get('duration', 0) / 1000:8.1f} s  {q['description'][:100]}")
+    spark.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
