@@ -16,8 +16,9 @@ and, when one comes back, the controller writes an UPDATE marker with that snaps
 
 The caches themselves (:class:`OldSnapshotCache`, :class:`NewSnapshotCache`) are plain Python so notebooks
 and unit tests can drive them without Spark; :func:`replay_snapshot_cache` runs them per subscription in
-``groupBy(...).applyInPandas``. :func:`snapshot_cache_events` derives cache events from exported markers and
-cursors and :func:`predicted_updates` compares the UPDATE markers the replay predicts with the observed ones.
+:func:`~pulsar_model.grouped.map_groups`. :func:`snapshot_cache_events` derives cache events from exported
+markers and cursors and :func:`predicted_updates` compares the UPDATE markers the replay predicts with the
+observed ones.
 """
 
 from __future__ import annotations
