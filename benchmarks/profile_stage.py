@@ -24,7 +24,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from run import BENCH_CONF, ROOT, run_stage
+from run import BENCH_CONF, WORK, run_stage, shuffle_partitions
 
 from pulsar_model.config import AppConfig, StorageConfig
 from pulsar_model.session import build_session
@@ -42,10 +42,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--shuffle-partitions", help="default: run.py's for the tier (s 4, m 16, else 64)")
     parser.add_argument("--top", type=int, default=20, help="Spark stages and SQL executions to list")
     args = parser.parse_args(argv)
-    warehouse = ROOT / "benchmarks" / ".work" / args.tier
+    warehouse = WORK / args.tier
     if not warehouse.is_dir():
         parser.error(f"no kept warehouse {warehouse}; generate it: benchmarks/run.py --tier {args.tier}")
-    partitions = args.shuffle_partitions or {"s": "4", "m": "16"}.get(args.tier, "64")
+    partitions = args.shuffle_partitions or shuffle_partitions(args.tier)
     spark = build_session(
         f"profile-{args.stage}",
         "local[2]",

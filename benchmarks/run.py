@@ -101,6 +101,15 @@ TARGETS = {
 }
 
 DEFAULT_POSITION_REQUESTS = {"s": 10_000, "m": 100_000, "l": 1_000_000, "xl": 1_000_000}
+#: Where a tier's generated warehouse is kept between runs (``--reuse``).
+WORK = ROOT / "benchmarks" / ".work"
+#: ``spark.sql.shuffle.partitions`` per tier unless ``--shuffle-partitions`` says otherwise.
+DEFAULT_SHUFFLE_PARTITIONS = {"s": "4", "m": "16"}
+
+
+def shuffle_partitions(tier: str) -> str:
+    """The tier's default ``spark.sql.shuffle.partitions`` (64 from ``l`` up)."""
+    return DEFAULT_SHUFFLE_PARTITIONS.get(tier, "64")
 
 
 def _echo(text: str) -> None:
@@ -388,8 +397,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         else "." + args.master.replace("[", "").replace("]", "").replace("*", "all")
     )
     out = Path(args.out) if args.out else RESULTS / f"{args.tier}{suffix}.json"
-    warehouse = Path(args.warehouse) if args.warehouse else ROOT / "benchmarks" / ".work" / args.tier
-    partitions = args.shuffle_partitions or {"s": "4", "m": "16"}.get(args.tier, "64")
+    warehouse = Path(args.warehouse) if args.warehouse else WORK / args.tier
+    partitions = args.shuffle_partitions or shuffle_partitions(args.tier)
     run_oracle = args.oracle == "yes" or (args.oracle == "auto" and args.tier != "s")
     n_requests = args.position_requests or DEFAULT_POSITION_REQUESTS.get(args.tier, 100_000)
 

@@ -242,9 +242,7 @@ def run_replication_stage(
         None if df is None else _materialise(df)
         for df in (read_day(tables, n, day) for n in ("markers", "consumers"))
     )
-    # the entry dump is not checkpointed: it is large (tier l: 26M rows, 94 s and most of the stage's GC to
-    # checkpoint) and its two readers scope it to a few topics first (the pairs' topics; the topics holding
-    # a marker entry), each reading only the columns it needs from the Delta files
+    # not checkpointed (see the docstring): its two readers scope it to a few topics first
     entries = read_day(tables, "entries", day)
     outputs = replication_outputs(
         managed,
