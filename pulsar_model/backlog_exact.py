@@ -39,6 +39,7 @@ from pulsar_model import DEFAULT_PULSAR_VERSION
 from pulsar_model.backlog import precise_backlog
 from pulsar_model.columns import as_position
 from pulsar_model.errors import ContractError
+from pulsar_model.prefix_sweep import prefix_sweep
 from pulsar_model.transactions import (
     STATE_ABORTED,
     STATE_COMMITTED,
@@ -234,40 +235,38 @@ def _gaps(requests: DataFrame, keys: list[str]) -> DataFrame:
     )
 
 
-def _measures() -> dict[str, Column]:
-    return {"entries": F.lit(1).cast("long"), "messages": F.col("_msgs"), "bytes": F.col("_bytes")}
-
-
 def _totals(gaps: DataFrame, entries: DataFrame, keys: list[str]) -> DataFrame:
     """One row per request with at least one gap: the measures per kind and the oldest counted entry.
 
     Prefix sums instead of a range join: the topic's entries and the gaps' two bounds are put in one
-    position-ordered stream per topic (one shuffle); a running sum gives each bound the measures of the
-    entries at or before it, ``C(p)``, so a gap counts ``C(e) - C(s)`` and a request the sum over its gaps.
-    A second ordering (descending) gives each gap start the first entry after it - the oldest counted entry
-    is the first of the first non-empty gap. Work grows with entries + gaps, not with entries x cursors.
+    position-ordered stream per topic (one shuffle, one sort); a running sum gives each bound the measures
+    of the entries at or before it, ``C(p)``, so a gap counts ``C(e) - C(s)`` and a request the sum over its
+    gaps; the same walk gives each gap start the first entry after it - the oldest counted entry is the
+    first of the first non-empty gap (:func:`pulsar_model.prefix_sweep.prefix_sweep`). Work grows with
+    entries + gaps, not with entries x cursors.
     """
     names = [f"{kind}_{m}" for kind in KINDS for m in MEASURES]
-    zero = F.lit(0).cast("long")
-    entry_side = entries.select(
+    pos_type = entries.schema["_pos"].dataType
+    null_long = F.lit(None).cast("long")
+    # entries without a position are never inside a gap nor before one's start (they cannot be ordered)
+    positioned = entries.where(F.col("_lid").isNotNull() & F.col("_eid").isNotNull())
+    entry_side = positioned.select(
         *keys,
-        F.col("_pos"),
+        F.col("_lid"),
+        F.col("_eid"),
         F.lit(0).alias("_t"),
+        F.col("_pt"),
+        F.col("_kind").cast("int").alias("_kind"),
+        F.col("_msgs"),
+        F.col("_bytes"),
         F.lit(None).cast(gaps.schema["_k"].dataType).alias("_k"),
-        F.lit(0).alias("_sign"),
-        F.lit(None).cast(entries.schema["_pos"].dataType).alias("_gend"),
-        F.struct(F.col("_pos").alias("p"), F.col("_pt").alias("t")).alias("_entry"),
-        *[
-            F.when(F.col("_kind") == _KIND_CODE[kind], F.coalesce(value, zero))
-            .otherwise(zero)
-            .alias(f"{kind}_{m}")
-            for kind in KINDS
-            for m, value in _measures().items()
-        ],
+        F.lit(None).cast("int").alias("_sign"),
+        null_long.alias("_gl"),
+        null_long.alias("_ge"),
     )
-    null_entry = F.lit(None).cast(entry_side.schema["_entry"].dataType)
     bounds = gaps.select(
         *keys,
+        "_k",
         F.explode(
             F.array(
                 F.struct(F.col("_s").alias("pos"), F.lit(-1).alias("sign"), F.col("_e").alias("gend")),
@@ -278,42 +277,35 @@ def _totals(gaps: DataFrame, entries: DataFrame, keys: list[str]) -> DataFrame:
                 ),
             )
         ).alias("_b"),
-        "_k",
     ).select(
         *keys,
-        F.col("_b.pos").alias("_pos"),
+        F.col("_b.pos.ledger_id").cast("long").alias("_lid"),
+        F.col("_b.pos.entry_id").cast("long").alias("_eid"),
         F.lit(1).alias("_t"),
+        null_long.alias("_pt"),
+        F.lit(None).cast("int").alias("_kind"),
+        null_long.alias("_msgs"),
+        null_long.alias("_bytes"),
         "_k",
-        F.col("_b.sign").alias("_sign"),
-        F.col("_b.gend").alias("_gend"),
-        null_entry.alias("_entry"),
-        *[zero.alias(n) for n in names],
+        F.col("_b.sign").cast("int").alias("_sign"),
+        F.col("_b.gend.ledger_id").cast("long").alias("_gl"),
+        F.col("_b.gend.entry_id").cast("long").alias("_ge"),
     )
-    stream = entry_side.unionByName(bounds)
-    # entries at a bound's position are at or before it (the gap is open-closed)
-    upto = Window.partitionBy(*keys).orderBy("_pos", "_t").rowsBetween(Window.unboundedPreceding, 0)
-    # descending: a bound at p sees the entries after p only (ties: entries come after the bound); among
-    # entries at one position the smallest (position, publish time) is seen last
-    after = (
-        Window.partitionBy(*keys)
-        .orderBy(F.col("_pos").desc(), F.col("_t").desc(), F.col("_entry").desc())
-        .rowsBetween(Window.unboundedPreceding, 0)
+    measures = [(f"{kind}_{m}", _KIND_CODE[kind], m) for kind in KINDS for m in MEASURES]
+    swept = prefix_sweep(entry_side.unionByName(bounds), keys, measures)
+    oldest = F.when(
+        F.col("_has_next"),
+        F.struct(
+            F.struct(F.col("_nl").alias("ledger_id"), F.col("_ne").alias("entry_id"))
+            .cast(pos_type)
+            .alias("p"),
+            F.col("_npt").alias("t"),
+        ),
     )
-    swept = stream.select(
-        *keys,
-        "_t",
-        "_k",
-        "_sign",
-        "_gend",
-        *[F.sum(n).over(upto).alias(n) for n in names],
-        F.last("_entry", ignorenulls=True).over(after).alias("_next"),
-    ).where(F.col("_t") == 1)
-    first = F.when((F.col("_sign") < 0) & (F.col("_next.p") <= F.col("_gend")), F.col("_next"))
-    aggs: list[Column] = [F.sum(F.col("_sign") * F.col(n)).alias(n) for n in names]
-    aggs += [
-        F.sum(sum((F.col("_sign") * F.col(f"{kind}_{m}") for kind in KINDS), zero)).alias(m) for m in MEASURES
-    ]
-    aggs.append(F.min(first).alias("_oldest"))
+    zero = F.lit(0).cast("long")
+    aggs: list[Column] = [F.sum(n).alias(n) for n in names]
+    aggs += [F.sum(sum((F.col(f"{kind}_{m}") for kind in KINDS), zero)).alias(m) for m in MEASURES]
+    aggs.append(F.min(oldest).alias("_oldest"))
     return swept.groupBy(*keys, "_k").agg(*aggs)
 
 

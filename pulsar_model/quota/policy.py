@@ -622,14 +622,17 @@ def _topic_state(
             "*", F.lit(None).cast("long").alias("_p_ref_ms"), F.lit("no_entries").alias("_p_status")
         )
     entry_ts = F.coalesce(_millis(entries, "broker_timestamp"), F.col("publish_time_ms").cast("long"))
-    # a left join on the entry key (unique within one export) keeps one row per topic
+    # the entry key is unique within one export: at most one entry per topic. The probed positions (one
+    # per topic, metadata-sized) are broadcast into a scan of the entries, so the entry dump is not
+    # shuffled; the few entries found are joined back to the topics.
+    probe = staged.select("*", F.col("_p_pos.ledger_id").alias("_el"), F.col("_p_pos.entry_id").alias("_ee"))
+    probed = probe.select(*KEY, "_el", "_ee").where(F.col("_el").isNotNull() & F.col("_ee").isNotNull())
     found = entries.select(
         *KEY,
         F.col("ledger_id").cast("long").alias("_el"),
         F.col("entry_id").cast("long").alias("_ee"),
         entry_ts.alias("_p_ref_ms"),
-    )
-    probe = staged.select("*", F.col("_p_pos.ledger_id").alias("_el"), F.col("_p_pos.entry_id").alias("_ee"))
+    ).join(F.broadcast(probed), on=[*KEY, "_el", "_ee"], how="inner")
     with_ref = probe.join(found, on=[*KEY, "_el", "_ee"], how="left").drop("_el", "_ee")
     return with_ref.select(
         "*",
