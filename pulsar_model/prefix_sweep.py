@@ -22,7 +22,7 @@ same bound as :func:`pulsar_model.grouped.map_groups`.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Final
 
 import numpy as np
@@ -55,7 +55,8 @@ def _group_starts(table: pa.Table, keys: Sequence[str]) -> np.ndarray:
 
 
 def _ints(table: pa.Table, name: str, fill: int) -> np.ndarray:
-    return pc.fill_null(table.column(name), fill).to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
+    values: np.ndarray = pc.fill_null(table.column(name), fill).to_numpy(zero_copy_only=False)
+    return values.astype(np.int64, copy=False)
 
 
 #: One output measure column: its name, the entry kind code it counts and the measure.
@@ -87,8 +88,12 @@ def _sweep_table(
         columns[name] = table.column(name).take(pa.array(bounds))
     columns["_k"] = table.column("_k").take(pa.array(bounds))
     columns["_sign"] = pa.array(sign.astype(np.int32))
+    of_kind: dict[int, np.ndarray] = {}  # bounds have kind -1
     for name, code, measure in measures_out:
-        running = np.cumsum(np.where(is_entry & (kind == code), measures[measure], 0))
+        if code not in of_kind:
+            of_kind[code] = kind == code
+        mask = of_kind[code]
+        running = np.cumsum(np.where(mask, measures[measure], 0))
         at_bound = running[bounds] - np.where(has_base, running[base_at], 0)
         columns[name] = pa.array(sign * at_bound)
     # the first entry after each bound: the smallest entry index > i (n = none)
@@ -115,7 +120,7 @@ def _sweep_table(
 
 def _sweep_fn(
     keys: Sequence[str], measures_out: Sequence[Measure], schema: T.StructType
-) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+) -> Callable[[Iterable[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
     arrow_schema = to_arrow_schema(schema)
 
     def walk(pieces: list[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -125,7 +130,7 @@ def _sweep_fn(
         if table.num_rows:
             yield from _sweep_table(table, keys, measures_out, arrow_schema).to_batches()
 
-    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    def run(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         pieces: list[pa.RecordBatch] = []  # rows of the topic(s) not known to be complete yet
         last_key: tuple[object, ...] | None = None
         for batch in batches:
