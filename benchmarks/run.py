@@ -583,7 +583,9 @@ def merge(paths: Sequence[Path]) -> dict[str, Any]:
     measured the rest. Stages and set-based computations are taken from the files in order (a later file
     wins); the pipeline time is the sum over the stages (each measured in a warm session), the peak memory
     the largest of the runs', the machine and session numbers those of the first run. ``merged_from``
-    lists each file with its start time and the stages it contributed; ``complete`` is true when every
+    lists each file with its start time, the stages it contributed and its machine's CPU model
+    (``machines``: the distinct ones; more than one means the times of different runs are not
+    comparable); ``complete`` is true when every
     stage and every set-based computation is present."""
     from benchmarks.set_based import COMPUTATIONS
 
@@ -607,10 +609,14 @@ def merge(paths: Sequence[Path]) -> dict[str, Any]:
                 "started_at": run.get("started_at"),
                 "stages": list(run.get("stages") or {}),
                 "set_based": [k for k in (run.get("set_based") or {}) if k != "position_requests"],
+                "machine": (run.get("machine") or {}).get("cpu_model"),
             }
         )
     result["stages"] = {s: stages[s] for s in STAGES if s in stages}
     result["set_based"] = set_based_out or None
+    # a shared machine can be moved to another host between runs: say so, times are not comparable
+    machines = sorted({m for m in (f["machine"] for f in merged_from) if m})
+    result["machines"] = machines
     result["merged_from"] = merged_from
     result["not_run"] = [s for s in STAGES if s not in stages] + [
         c for c in COMPUTATIONS if c not in set_based_out
@@ -756,9 +762,18 @@ def markdown(result: dict[str, Any]) -> str:
         f"the process tree **{result['peak_rss_gib']} GiB**.",
         "",
     ]
+    machines = result.get("machines") or []
+    if len(machines) > 1:
+        lines += [
+            f"**Runs on different machines** ({'; '.join(machines)}): the machine line above is the first "
+            "run's; the times of runs on different machines are not comparable (the machine of each run is "
+            "named below).",
+            "",
+        ]
     for run in result.get("merged_from") or []:
         parts = ", ".join(run["stages"] + run["set_based"]) or "nothing"
-        lines += [f"Measured by the run started {run['started_at']} (`{run['file']}`): {parts}.", ""]
+        where = f" on {run['machine']}" if len(machines) > 1 and run.get("machine") else ""
+        lines += [f"Measured by the run started {run['started_at']}{where} (`{run['file']}`): {parts}.", ""]
     if result.get("complete") is False:
         stages = [s for s in result["not_run"] if s in STAGE_INPUTS]
         others = [c for c in result["not_run"] if c not in STAGE_INPUTS]

@@ -212,6 +212,21 @@ def test_merge_combines_a_stopped_run_with_the_run_that_finished_it(tmp_path):
     assert "Note: the oracle was stopped after 44 minutes" in markdown(merged)
 
 
+def test_merge_names_the_machine_of_each_run_when_they_differ(tmp_path):
+    first, second = _result(), _result()
+    first["started_at"], second["started_at"] = "2026-11-24T10:00:00Z", "2026-11-25T09:00:00Z"
+    second["machine"] = {**second["machine"], "cpu_model": "AMD EPYC"}
+    (tmp_path / "a.json").write_text(json.dumps(first))
+    (tmp_path / "b.json").write_text(json.dumps(second))
+    merged = merge([tmp_path / "a.json", tmp_path / "b.json"])
+    assert merged["machines"] == sorted({first["machine"]["cpu_model"], "AMD EPYC"})
+    md = markdown(merged)
+    assert "**Runs on different machines**" in md
+    assert "Measured by the run started 2026-11-25T09:00:00Z on AMD EPYC (`b.json`)" in md
+    same = merge([tmp_path / "a.json", tmp_path / "a.json"])
+    assert len(same["machines"]) == 1 and "different machines" not in markdown(same)
+
+
 def test_merge_refuses_runs_of_different_tiers(tmp_path):
     (tmp_path / "a.json").write_text(json.dumps(_result("l")))
     (tmp_path / "b.json").write_text(json.dumps(_result("m")))
