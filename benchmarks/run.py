@@ -631,7 +631,10 @@ def merge(paths: Sequence[Path]) -> dict[str, Any]:
     result["wall_seconds"] = (
         round(sum(walls), 3) if all(isinstance(w, int | float) for w in walls) else "not finished"
     )
-    result["finished_at"] = runs[-1].get("finished_at", "not finished")
+    # the latest end of a run (ISO-8601 UTC strings sort in time order), whatever the order of the files;
+    # a stopped run's "not finished" does not count
+    ends = [f for f in (r.get("finished_at") for r in runs) if isinstance(f, str) and f[:1].isdigit()]
+    result["finished_at"] = max(ends) if ends else "not finished"
     result["checks"] = checks(result)
     result["problems"] = problems(result)
     return result

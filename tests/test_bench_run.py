@@ -223,6 +223,10 @@ def test_merge_names_the_machine_of_each_run_when_they_differ(tmp_path):
     md = markdown(merged)
     assert "**Runs on different machines**" in md
     assert "Measured by the run started 2026-11-25T09:00:00Z on AMD EPYC (`b.json`)" in md
+    second["finished_at"] = "2026-11-25T10:00:00Z"
+    (tmp_path / "b.json").write_text(json.dumps(second))
+    later_first = merge([tmp_path / "b.json", tmp_path / "a.json"])
+    assert later_first["finished_at"] == "2026-11-25T10:00:00Z"  # the latest end, not the last file's
     same = merge([tmp_path / "a.json", tmp_path / "a.json"])
     assert len(same["machines"]) == 1 and "different machines" not in markdown(same)
 
