@@ -26,7 +26,7 @@ from __future__ import annotations
 import datetime as dt
 import functools
 import random
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -40,14 +40,14 @@ from pulsar_model.replication.duplicates import failover_duplicates
 from tests.oracle import replication_duplicates as orc
 from tests.oracle import strategies as S
 from tests.oracle.managed_ledger import IdmRange, Position
-from tests.test_replication_translation import (
+from tests.test_replication_translation import (  # _fast_conf: its autouse fixture (no AQE, no codegen)
     CURSORS,
     ENTRIES,
-    FAST_CONF,
     LEDGERS,
     MARKERS,
     ML,
     World,
+    _fast_conf,  # noqa: F401
     _fill,
     _two_cluster_topic,
     _worked_example,
@@ -66,20 +66,6 @@ REQUEST, RESPONSE, SNAPSHOT, UPDATE, TXN_COMMIT, TXN_ABORT = 10, 11, 12, 13, 21,
 MARKER_TYPES = (REQUEST, RESPONSE, SNAPSHOT, SNAPSHOT, SNAPSHOT, UPDATE, TXN_COMMIT, TXN_ABORT)
 #: Topics per run (one Spark job for all of them).
 CASES = 120 * S.PROPERTY_EXAMPLES
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _fast_conf(spark: SparkSession) -> Iterator[None]:
-    """Small inputs, many joins: no AQE and no codegen, like tests/test_replication_translation.py."""
-    saved = {key: spark.conf.get(key, None) for key in FAST_CONF}
-    for key, value in FAST_CONF.items():
-        spark.conf.set(key, value)
-    yield
-    for key, value in saved.items():
-        if value is None:
-            spark.conf.unset(key)
-        else:
-            spark.conf.set(key, value)
 
 
 # --- rows <-> dicts -----------------------------------------------------------------------------------------

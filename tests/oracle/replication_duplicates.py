@@ -36,21 +36,26 @@ SNAPSHOT = 12
 #: cursors.cursor_kind of a subscription (schemas/cursors.yaml).
 SUBSCRIPTION = "subscription"
 
-OUTPUT_COLUMNS = (
-    "method",
-    "source_mark_delete_position",
-    "target_cursor_exists",
-    "target_mark_delete_position",
-    "target_last_confirmed_entry",
+#: Columns counted only when the target has the subscription's cursor (null otherwise).
+COUNT_COLUMNS = (
     "remote_data_entries_after_mark_delete",
     "remote_data_messages_after_mark_delete",
     "failover_duplicate_messages",
     "failover_duplicate_entries",
     "failover_duplicate_bytes",
     "target_entries_complete",
-    "passed_snapshot_remote_position",
     "consumed_on_source_entries_lower_bound",
     "consumed_on_source_entries_upper_bound",
+)
+OUTPUT_COLUMNS = (
+    "method",
+    "source_mark_delete_position",
+    "target_cursor_exists",
+    "target_mark_delete_position",
+    "target_last_confirmed_entry",
+    *COUNT_COLUMNS[:6],  # the transform's column order: the bound columns after the snapshot position
+    "passed_snapshot_remote_position",
+    *COUNT_COLUMNS[6:],
 )
 
 
@@ -176,18 +181,7 @@ def _pair(
         "target_last_confirmed_entry": lac,
         "passed_snapshot_remote_position": passed,
     }
-    nulls = dict.fromkeys(
-        (
-            "remote_data_entries_after_mark_delete",
-            "remote_data_messages_after_mark_delete",
-            "failover_duplicate_messages",
-            "failover_duplicate_entries",
-            "failover_duplicate_bytes",
-            "target_entries_complete",
-            "consumed_on_source_entries_lower_bound",
-            "consumed_on_source_entries_upper_bound",
-        )
-    )
+    nulls = dict.fromkeys(COUNT_COLUMNS)
     if tcur is None:  # the UPDATE would create the cursor at its initial position: nothing to count
         return row | nulls
     tmd, tidm = tcur["mark_delete_position"], tcur["individually_deleted"]
