@@ -23,7 +23,6 @@ same bound as :func:`pulsar_model.grouped.map_groups`.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import Final
 
 import numpy as np
 import pyarrow as pa
@@ -32,10 +31,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import types as T
 from pyspark.sql.pandas.types import to_arrow_schema
 
-__all__ = ["SWEEP_INPUT_COLUMNS", "Measure", "prefix_sweep"]
-
-#: Columns of the stream besides the keys and ``_k`` (see the module docstring).
-SWEEP_INPUT_COLUMNS: Final = ("_lid", "_eid", "_t", "_pt", "_kind", "_msgs", "_bytes", "_sign", "_gl", "_ge")
+__all__ = ["Measure", "prefix_sweep"]
 
 
 def _group_starts(table: pa.Table, keys: Sequence[str]) -> np.ndarray:

@@ -356,22 +356,6 @@ def _eviction_runs_by_version(
     return {version: frozenset(kinds) for version, kinds in runs.items()}
 
 
-def _moved_topics_entries(evictions: DataFrame, entries: DataFrame | None) -> DataFrame | None:
-    """The entries of the topics where an eviction moves a cursor: the only ones the losses count.
-
-    Broadcast semi join (one row per moved topic, metadata-sized) instead of sweeping every topic's entries
-    (tier l: 26M entries for the cursors of a fraction of the topics). ``evictions`` is materialised.
-    """
-    if entries is None:
-        return None
-    moved = (
-        evictions.where(F.col("mark_delete_position_after") > F.col("mark_delete_position_before"))
-        .select(*_TOPIC)
-        .distinct()
-    )
-    return entries.join(F.broadcast(moved), _TOPIC, "left_semi")
-
-
 def run_quota_stage(
     tables: DeltaTables,
     run_date: dt.date,
@@ -420,9 +404,10 @@ def run_quota_stage(
             evictions = evictions.join(ids, _TOPIC, "inner").localCheckpoint()
             with_losses = eviction_losses(
                 evictions,
-                _moved_topics_entries(evictions, i.entries),
+                i.entries,
                 by=("quota_type", "cursor_name"),
                 after="mark_delete_position_after",
+                scope_entries=True,
             )
             outputs["quota_evictions"].append(with_losses)
             outputs["quota_eviction_trace"].append(eviction_trace(evictions))

@@ -792,6 +792,7 @@ def eviction_losses(
     entries: DataFrame | None,
     by: tuple[str, ...] = ("cursor_name",),
     after: str = "mark_delete_position",
+    scope_entries: bool = False,
 ) -> DataFrame:
     """Add ``lost_entries``, ``lost_messages``, ``lost_bytes``: exported entries in ``(md before, md after]``
     that were not already acknowledged (outside ``individually_deleted_before``); null without ``entries``.
@@ -801,7 +802,9 @@ def eviction_losses(
     Measured by :func:`pulsar_model.backlog_exact.request_totals` (prefix sums over each topic's entries,
     not a join of every entry with every moved cursor of its topic). ``result`` is read twice (the moved
     cursors, and the join back): materialise it first when it is an expensive plan, as the quota stage
-    does. Pure and lazy.
+    does. ``scope_entries``: read only the entries of the topics where a cursor moves (a broadcast semi
+    join, one row per moved topic: metadata-sized) instead of sweeping every topic's entries (tier l: 7.4M
+    of 26M); it reads ``result`` a third time, so pass it only for a materialised ``result``. Pure and lazy.
     """
     lost_columns = ("lost_entries", "lost_messages", "lost_bytes")
     base = result.select(*[F.col(f"`{c}`") for c in result.columns if c not in lost_columns])
@@ -814,6 +817,8 @@ def eviction_losses(
         F.col(after).alias("upper"),
         F.col("individually_deleted_before").alias("acked_ranges"),
     )
+    if scope_entries:
+        entries = entries.join(F.broadcast(moved.select(*KEY).distinct()), list(KEY), "left_semi")
     e = entries.select(
         F.col("cluster").cast("string").alias("cluster"),
         F.col("topic").cast("string").alias("topic"),
