@@ -35,12 +35,60 @@ def _get(url: str) -> Any:
         return json.load(response)
 
 
+#: Plan metrics that time an operator's own work, summed over its tasks (Spark's SQL tab).
+_TIME_METRICS = (
+    "sort time",
+    "time in aggregation build",
+    "time to build hash map",
+    "scan time",
+    "shuffle write time",
+    "fetch wait time",
+    "time to collect",
+)
+
+
+def _millis(text: str) -> float:
+    """The total of a Spark SQL metric value such as ``total (min, med, max ...)\n1.3 m (...)``."""
+    value = text.split("\n")[-1].split("(")[0].strip() if "\n" in text else text.split("(")[0].strip()
+    number, _, unit = value.partition(" ")
+    factor = {"ms": 1.0, "s": 1000.0, "m": 60_000.0, "h": 3_600_000.0}.get(unit.strip(), 0.0)
+    try:
+        return float(number.replace(",", "")) * factor
+    except ValueError:
+        return 0.0
+
+
+def _operator_costs(executions: list[dict[str, Any]]) -> list[str]:
+    """One line per timed plan operator, costliest first: execution, node, operator, time, rows out."""
+    found = []
+    for q in executions:
+        for node in q.get("nodes", []):
+            metrics = {m["name"]: m["value"] for m in node.get("metrics", [])}
+            spent = sum(_millis(metrics[name]) for name in _TIME_METRICS if name in metrics)
+            if spent:
+                rows = metrics.get("number of output rows", "").split("\n")[-1]
+                found.append((spent, q["id"], node["nodeId"], node["nodeName"], rows))
+    found.sort(reverse=True)
+    return [
+        f"exec {e:3d} node {n:4d} {name[:28]:28s} {ms / 1000:8.1f} s  rows {rows}"
+        for ms, e, n, name, rows in found
+    ]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tier", required=True, help="a tier generated earlier by run.py (s, m, l, xl)")
     parser.add_argument("--stage", required=True, help="a nightly stage, e.g. replication, quota")
     parser.add_argument("--shuffle-partitions", help="default: run.py's for the tier (s 4, m 16, else 64)")
     parser.add_argument("--top", type=int, default=20, help="Spark stages and SQL executions to list")
+    parser.add_argument(
+        "--operators",
+        type=int,
+        default=0,
+        metavar="N",
+        help="also list the N costliest plan operators (sort, aggregation, join build, scan times summed "
+        "over the SQL executions' plan metrics)",
+    )
     args = parser.parse_args(argv)
     warehouse = WORK / args.tier
     if not warehouse.is_dir():
@@ -71,6 +119,11 @@ def main(argv: list[str] | None = None) -> int:
     print("\nslowest SQL executions")
     for q in queries[: args.top]:
         print(f"  {q['id']:5d} {q.get('duration', 0) / 1000:8.1f} s  {q['description'][:100]}")
+    if args.operators:
+        detailed = _get(f"{api}/sql?details=true&planDescription=false&length=1000")
+        print("\ncostliest plan operators (timing metrics summed over tasks; rows out)")
+        for line in _operator_costs(detailed)[: args.operators]:
+            print(f"  {line}")
     spark.stop()
     return 0
 
