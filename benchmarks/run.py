@@ -150,6 +150,8 @@ class Timed:
     peak_rss_bytes: int
     value: Any = None
     cpu_seconds: float = 0.0
+    #: CPU the memory sampler's own thread used meanwhile (included in ``cpu_seconds``).
+    sampler_cpu_seconds: float = 0.0
 
 
 _CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
@@ -183,7 +185,7 @@ def timed(fn: Callable[[], Any]) -> Timed:
         value = fn()
         seconds = time.monotonic() - t0
         cpu = tree_cpu_seconds() - cpu0
-    return Timed(round(seconds, 3), sampler.peak, value, round(cpu, 1))
+    return Timed(round(seconds, 3), sampler.peak, value, round(cpu, 1), round(sampler.cpu_seconds, 1))
 
 
 class SparkWork:
@@ -477,6 +479,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             entry: dict[str, Any] = {
                 "seconds": outcome.seconds,
                 "cpu_seconds": outcome.cpu_seconds,
+                "sampler_cpu_seconds": outcome.sampler_cpu_seconds,
                 "spark": work.take(),
                 "peak_rss_bytes": outcome.peak_rss_bytes,
                 "rows_in": rows_in,
