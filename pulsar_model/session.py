@@ -13,15 +13,26 @@ from pyspark.sql import SparkSession
 
 from pulsar_model.errors import MachineSetupError
 
+#: Driver JVM options of a session that works on data (jobs, notebooks, benchmarks): the full tiered JIT
+#: (C2) and the parallel collector. Benchmark tier l's backlog stage (local[2], 8 GiB heap, same host):
+#: 222 s / 395 CPU s with the C1-only JIT and the serial collector, 184 s with C2 and G1 (the JVM's
+#: default), 153 s / 297 CPU s with C2 and the parallel collector
+#: (``benchmarks/results/jvm_options_before_after.json``).
+THROUGHPUT_JAVA_OPTIONS = "-Duser.timezone=UTC -XX:+UseParallelGC -XX:ReservedCodeCacheSize=256m"
+#: Driver JVM options of short sessions on tiny data (the tests, ``build_session(fast_start=True)``): C1
+#: only and the serial collector start faster and use half the JVM CPU there (PLATFORM.md: 30 tests
+#: 32 s -> 24 s), and cost about a third more time on real data. C1's default 48 MiB code cache filled
+#: within 97 s of the tier-s benchmark ("CodeCache is full. Compiler has been disabled": everything
+#: after ran interpreted), hence 256 MiB in both.
+FAST_START_JAVA_OPTIONS = (
+    "-Duser.timezone=UTC -XX:+UseSerialGC -XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=256m"
+)
+
 #: Settings every session gets: UTC everywhere, Arrow on, microsecond Parquet timestamps (INT96 has no
 #: statistics, PLATFORM.md), small shuffles for laptop-sized data.
 BASE_CONF: dict[str, str] = {
     "spark.sql.session.timeZone": "UTC",
-    # C1 only starts fast, but its default 48 MiB code cache filled within 97 s of the tier-s benchmark
-    # ("CodeCache is full. Compiler has been disabled": everything after runs interpreted); 256 MiB.
-    "spark.driver.extraJavaOptions": (
-        "-Duser.timezone=UTC -XX:+UseSerialGC -XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=256m"
-    ),
+    "spark.driver.extraJavaOptions": THROUGHPUT_JAVA_OPTIONS,
     "spark.executor.extraJavaOptions": "-Duser.timezone=UTC",
     "spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS",
     "spark.sql.execution.arrow.pyspark.enabled": "true",
@@ -65,14 +76,38 @@ def check_java() -> str:
     return first
 
 
+def session_settings(
+    master: str | None = "local[2]",
+    conf: Mapping[str, str] | None = None,
+    *,
+    fast_start: bool = False,
+) -> dict[str, str]:
+    """The Spark settings :func:`build_session` applies: :data:`BASE_CONF`, the driver JVM options
+    (:data:`FAST_START_JAVA_OPTIONS` with ``fast_start``, else :data:`THROUGHPUT_JAVA_OPTIONS`), then
+    ``conf``, which wins. A local master also gets the project's quiet log4j configuration."""
+    jvm = {"spark.driver.extraJavaOptions": FAST_START_JAVA_OPTIONS} if fast_start else {}
+    settings = {**BASE_CONF, **jvm, **(conf or {})}
+    if master is not None and master.startswith("local"):
+        # Quiet local runs: warnings and errors only (clusters keep their own log4j configuration).
+        log4j = Path(__file__).resolve().parent / "resources" / "log4j2.properties"
+        settings["spark.driver.extraJavaOptions"] = (
+            f"{settings['spark.driver.extraJavaOptions']} -Dlog4j2.configurationFile=file:{log4j}"
+        )
+    return settings
+
+
 def build_session(
     app_name: str = "pulsar-analytics",
     master: str | None = "local[2]",
     conf: Mapping[str, str] | None = None,
+    *,
+    fast_start: bool = False,
 ) -> SparkSession:
-    """Return a SparkSession with the project's base settings plus ``conf``.
+    """Return a SparkSession with the project's base settings plus ``conf`` (:func:`session_settings`).
 
     ``master=None`` leaves the master to ``spark-submit``/Databricks (an existing session is reused).
+    ``fast_start``: the driver JVM options for short sessions on tiny data (the tests); jobs, notebooks
+    and benchmarks keep the throughput options.
     """
     if master is not None and master.startswith("local"):
         check_java()
@@ -80,13 +115,7 @@ def build_session(
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
         # Local mode binds to loopback only (no need to resolve or expose the host's address).
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    settings = {**BASE_CONF, **(conf or {})}
-    if master is not None and master.startswith("local"):
-        # Quiet local runs: warnings and errors only (clusters keep their own log4j configuration).
-        log4j = Path(__file__).resolve().parent / "resources" / "log4j2.properties"
-        settings["spark.driver.extraJavaOptions"] = (
-            f"{settings['spark.driver.extraJavaOptions']} -Dlog4j2.configurationFile=file:{log4j}"
-        )
+    settings = session_settings(master, conf, fast_start=fast_start)
     builder = SparkSession.builder.appName(app_name)
     if master is not None:
         builder = builder.master(master)

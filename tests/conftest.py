@@ -20,6 +20,7 @@ def spark() -> Iterator[SparkSession]:
     session = build_session(
         "pulsar-analytics-tests",
         master="local[2]",
+        fast_start=True,
         conf={
             "spark.sql.shuffle.partitions": "2",
             "spark.default.parallelism": "2",

@@ -441,6 +441,7 @@ def _child(warehouse: str, step: int) -> None:
         "crash-point-child",
         master="local[1]",
         conf={"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "1"},
+        fast_start=True,
     )
     spark.sparkContext.setLogLevel("ERROR")
     run_step(spark, warehouse, STEPS[step])
