@@ -16,15 +16,20 @@ written to the ``bench_position_requests`` table so all three read the same rows
 from __future__ import annotations
 
 import datetime as dt
+import json
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
-from pyspark.sql import SparkSession
+from pyspark.sql import Observation, SparkSession
 from pyspark.sql import functions as F
 
 from pulsar_model.delta_io import DeltaTables
 
 COMPUTATIONS = ("exact_backlog", "position_after_n", "compaction_preview")
 REQUESTS_TABLE = "bench_position_requests"
+ROOT = Path(__file__).resolve().parent.parent
 PULSAR_VERSION = "4.1.3"
 
 
@@ -71,7 +76,8 @@ def _order_all() -> Any:
 
 
 def spark_run(name: str, spark: SparkSession, tables: DeltaTables, day: dict[str, object]) -> int:
-    """Compute ``name`` with the library transform into a noop sink; returns the result's row count."""
+    """Compute ``name`` with the library transform into a noop sink; returns the result's row count
+    (observed during the computation)."""
     from pulsar_model.backlog_exact import exact_backlog
     from pulsar_model.compaction import compact
     from pulsar_model.compaction_stage import compaction_start_positions, with_uncompressed_size_flag
@@ -99,12 +105,11 @@ def spark_run(name: str, spark: SparkSession, tables: DeltaTables, day: dict[str
         )
     else:
         raise ValueError(f"unknown set-based computation {name!r}; expected one of {', '.join(COMPUTATIONS)}")
-    result = result.persist()  # count and sink from one computation
-    try:
-        result.write.format("noop").mode("overwrite").save()
-        return int(result.count())
-    finally:
-        result.unpersist()
+    # the row count is observed while the result is computed into the sink: one Spark job, nothing cached
+    # (a persist + count cost a second job and the cache's writes)
+    rows = Observation(f"bench_{name}_rows")
+    result.observe(rows, F.count(F.lit(1)).alias("rows")).write.format("noop").mode("overwrite").save()
+    return int(rows.get["rows"])
 
 
 def _baseline(kind: str, name: str, warehouse: str, export_date: dt.date, con: Any = None) -> dict[str, Any]:
@@ -133,16 +138,56 @@ def _baseline(kind: str, name: str, warehouse: str, export_date: dt.date, con: A
     }
 
 
-def duckdb_connection() -> Any:
-    """One DuckDB connection with the delta extension loaded, shared by the DuckDB runs."""
+def duckdb_connection(temp_directory: str | None = None) -> Any:
+    """One DuckDB connection with the delta extension loaded, shared by the DuckDB runs (memory limit:
+    :data:`benchmarks.baselines.DUCKDB_MEMORY_LIMIT`; spills to ``temp_directory``)."""
     from benchmarks import baselines
 
-    return baselines.duckdb_connect()
+    return baselines.duckdb_connect(temp_directory=temp_directory)
 
 
 def duckdb_run(name: str, warehouse: str, export_date: dt.date, con: Any = None) -> dict[str, Any]:
     return _baseline("duckdb", name, warehouse, export_date, con)
 
 
-def oracle_run(name: str, warehouse: str, export_date: dt.date) -> dict[str, Any]:
-    return _baseline("oracle", name, warehouse, export_date)
+def oracle_run(
+    name: str, warehouse: str, export_date: dt.date, timeout: float | None = None
+) -> dict[str, Any]:
+    """The plain-Python oracle of ``name`` in a child Python process (its memory apart from the Spark
+    driver's), stopped after ``timeout`` seconds: the oracles loop over the topics and on tier l some run
+    for hours (position-after-N walks each request's ledgers one by one), so a stopped oracle is reported
+    as ``{"timed_out": true, "seconds_at_least": timeout}`` - a bound, not a failure."""
+    command = [
+        sys.executable,
+        "-m",
+        "benchmarks.set_based",
+        "oracle",
+        name,
+        warehouse,
+        export_date.isoformat(),
+    ]
+    try:
+        done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=timeout, check=False)
+    except subprocess.TimeoutExpired:  # subprocess.run has killed the child
+        return {"timed_out": True, "seconds_at_least": timeout}
+    lines = done.stdout.strip().splitlines()
+    if done.returncode != 0 or not lines:
+        tail = (done.stderr or done.stdout).strip()[-500:]
+        return {"error": f"oracle process exited with status {done.returncode}: {tail}"}
+    result: dict[str, Any] = json.loads(lines[-1])
+    return result
+
+
+def _main(argv: list[str]) -> int:
+    """``python -m benchmarks.set_based oracle NAME WAREHOUSE DATE``: one oracle run, its result as JSON."""
+    kind, name, warehouse, date = argv
+    if kind != "oracle" or name not in COMPUTATIONS:
+        raise SystemExit(
+            f"usage: python -m benchmarks.set_based oracle {{{','.join(COMPUTATIONS)}}} WAREHOUSE DATE"
+        )
+    print(json.dumps(_baseline("oracle", name, warehouse, dt.date.fromisoformat(date))), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(_main(sys.argv[1:]))

@@ -268,3 +268,55 @@ def test_a_run_of_some_stages_is_not_checked_against_the_pipeline_targets():
     by_name = {c["check"]: c for c in checks(result)}
     assert by_name["pipeline seconds (tier l target 1200)"]["met"] is False
     assert by_name["peak memory (PSS) GiB (target 12)"]["met"] is True
+
+
+def _stopped_oracle(result: dict) -> dict:
+    entry = result["set_based"]["position_after_n"]
+    entry["oracle"] = {"timed_out": True, "seconds_at_least": 1200.0}
+    entry["spark_over_oracle"] = None
+    entry["spark_over_oracle_at_most"] = round(entry["spark_seconds"] / 1200.0, 2)
+    return result
+
+
+def test_a_stopped_oracle_is_a_bound_not_a_problem():
+    result = _stopped_oracle(_result())
+    assert problems(result) == []
+    by_name = {c["check"]: c for c in checks(result)}
+    bound = by_name["position_after_n: spark / oracle, at most (oracle stopped after 1200 s)"]
+    assert (bound["value"], bound["met"]) == (0.02, True)
+    assert "position_after_n: spark / oracle" not in by_name  # no exact ratio to check
+    result["checks"] = checks(result)
+    assert "| position_after_n | 1,000,000 | 20.0 | 2.0 | 10.0 | > 1200 (stopped) | < 0.02 |" in markdown(
+        result
+    )
+
+
+def test_oracle_run_stops_the_child_after_its_timeout(tmp_path):
+    import datetime as dt
+
+    from benchmarks.set_based import oracle_run
+
+    # importing the oracle's modules alone takes longer than this: the child is stopped, not waited for
+    stopped = oracle_run("exact_backlog", str(tmp_path), dt.date(2026, 11, 1), timeout=0.05)
+    assert stopped == {"timed_out": True, "seconds_at_least": 0.05}
+
+
+def test_oracle_run_reports_what_failed_in_the_child(tmp_path):
+    import datetime as dt
+
+    from benchmarks.set_based import oracle_run
+
+    failed = oracle_run("exact_backlog", str(tmp_path / "no-warehouse"), dt.date(2026, 11, 1), timeout=120)
+    assert set(failed) == {"error"}
+    assert "no-warehouse" in failed["error"] or "TableNotFound" in failed["error"]
+
+
+def test_markdown_shows_the_first_runs_beside_the_compared_warm_runs():
+    result = _result()
+    entry = result["set_based"]["position_after_n"]
+    entry["spark_first_seconds"] = 41.5
+    entry["duckdb"]["first_seconds"] = 2.5
+    result["checks"] = checks(result)
+    md = markdown(result)
+    assert "| position_after_n | 1,000,000 | 20.0 (first 41.5) | 2.0 (first 2.5) | 10.0 | 40.0 | 0.5 |" in md
+    assert "position-after-N, 1M requests, seconds | 20.0 |" in md  # the warm run is checked
