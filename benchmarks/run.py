@@ -297,7 +297,6 @@ def set_based(
     requests = timed(lambda: sb.write_position_requests(spark, tables, day, n_requests))
     out["position_requests"] = {"rows": n_requests, "generate_seconds": requests.seconds}
     spill = tempfile.TemporaryDirectory(prefix="bench-duckdb-spill-")
-    con = sb.duckdb_connection(temp_directory=spill.name)
     for name in computations or sb.COMPUTATIONS:
         echo(f"set-based {name}: spark (twice)")
         try:
@@ -314,8 +313,14 @@ def set_based(
             "rows_out": spark_t.value,
         }
         echo(f"    {first.seconds:.1f} s first, {spark_t.seconds:.1f} s warm; duckdb (twice)")
-        duck_first = sb.duckdb_run(name, warehouse, EXPORT_DATE, con)
-        duck = sb.duckdb_run(name, warehouse, EXPORT_DATE, con)
+        # a connection per computation, closed before the oracle starts: DuckDB keeps its buffer pool
+        # (up to its limit) while the connection lives, beside the Spark JVM and the oracle's process
+        con = sb.duckdb_connection(temp_directory=spill.name)
+        try:
+            duck_first = sb.duckdb_run(name, warehouse, EXPORT_DATE, con)
+            duck = sb.duckdb_run(name, warehouse, EXPORT_DATE, con)
+        finally:
+            con.close()
         if "seconds" in duck_first and "seconds" in duck:
             duck["first_seconds"] = duck_first["seconds"]
         entry.update(duckdb=duck, spark_over_duckdb=_ratio(spark_t.seconds, (duck or {}).get("seconds")))
@@ -330,7 +335,6 @@ def set_based(
                 entry["spark_over_oracle_at_most"] = _ratio(spark_t.seconds, orc["seconds_at_least"])
         out[name] = entry
         saved()
-    con.close()
     spill.cleanup()
     return out
 
@@ -567,6 +571,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
+def pipeline_peak_gib(result: dict[str, Any]) -> float | None:
+    """The peak memory of the pipeline: the largest stage peak (None without stages). The run's own peak
+    (``peak_rss_gib``) also covers data generation and the set-based part, where DuckDB (8 GB) and an
+    oracle's child process run beside the Spark JVM: not what the pipeline target is about."""
+    peaks = [s["peak_rss_bytes"] for s in (result.get("stages") or {}).values() if "peak_rss_bytes" in s]
+    return round(max(peaks) / GIB, 2) if peaks else None
+
+
 def problems(result: dict[str, Any]) -> list[str]:
     """What makes a run invalid (a missed target does not): a failed stage, a failed baseline, or a
     baseline whose row count differs from Spark's on the same tables (they compute the same thing)."""
@@ -753,7 +765,11 @@ def checks(result: dict[str, Any]) -> list[dict[str, Any]]:
             result.get("pipeline_seconds"),
             TARGETS["pipeline_seconds_tier_l"],
         )
-        check("peak memory (PSS) GiB (target 12)", result.get("peak_rss_gib"), TARGETS["peak_rss_gib_tier_l"])
+        check(
+            "pipeline peak memory (PSS) GiB (target 12)",
+            pipeline_peak_gib(result),
+            TARGETS["peak_rss_gib_tier_l"],
+        )
     for stage, entry in result.get("stages", {}).items():
         check(f"{stage}: stage / scan floor", entry.get("floor_ratio"), TARGETS["floor_ratio"])
     for name, entry in (result.get("set_based") or {}).items():
@@ -808,8 +824,9 @@ def markdown(result: dict[str, Any]) -> str:
         f"Session start {result['session_start_seconds']} s; first query warm-up "
         f"{result['first_query_warmup_seconds']} s; data generation "
         f"{_generation(result)}. Pipeline (stages below) "
-        f"**{result['pipeline_seconds']} s**; whole run {result['wall_seconds']} s; peak memory (PSS) of "
-        f"the process tree **{result['peak_rss_gib']} GiB**.",
+        f"**{result['pipeline_seconds']} s**, peak memory (PSS of the process tree) of its stages "
+        f"**{pipeline_peak_gib(result)} GiB**; whole run {result['wall_seconds']} s, its peak "
+        f"{result['peak_rss_gib']} GiB (with data generation, DuckDB and the oracles' processes).",
         "",
     ]
     machines = result.get("machines") or []
