@@ -825,10 +825,15 @@ def markdown(result: dict[str, Any]) -> str:
         "",
         f"Session start {result['session_start_seconds']} s; first query warm-up "
         f"{result['first_query_warmup_seconds']} s; data generation "
-        f"{_generation(result)}. Pipeline (stages below) "
-        f"**{result['pipeline_seconds']} s**, peak memory (PSS of the process tree) of its stages "
-        f"**{pipeline_peak_gib(result)} GiB**; whole run {result['wall_seconds']} s, its peak "
-        f"{result['peak_rss_gib']} GiB (with data generation, DuckDB and the oracles' processes).",
+        f"{_generation(result)}. "
+        + (
+            f"Pipeline (stages below) **{result['pipeline_seconds']} s**, peak memory (PSS of the process "
+            f"tree) of its stages **{pipeline_peak_gib(result)} GiB**; "
+            if result["stages"]
+            else "No nightly stage was run (`--stages ''`); "
+        )
+        + f"whole run {result['wall_seconds']} s, its peak {result['peak_rss_gib']} GiB (with data "
+        "generation, DuckDB and the oracles' processes).",
         "",
     ]
     machines = result.get("machines") or []
@@ -858,14 +863,15 @@ def markdown(result: dict[str, Any]) -> str:
             lines += [f"**Not measured**: {', '.join(others)}.", ""]
     for note in result.get("notes") or []:
         lines += [f"Note: {note}", ""]
-    lines += [
-        "Per stage: wall seconds, CPU seconds of the whole process tree, Spark jobs / stages / tasks run "
-        "(load-independent), rows, the scan floor and the peak memory.",
-        "",
-        "| stage | seconds | CPU s | jobs / stages / tasks | rows in | rows out | scan floor s "
-        "| stage / floor | peak PSS GiB |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
-    ]
+    if result["stages"]:
+        lines += [
+            "Per stage: wall seconds, CPU seconds of the whole process tree, Spark jobs / stages / tasks run "
+            "(load-independent), rows, the scan floor and the peak memory.",
+            "",
+            "| stage | seconds | CPU s | jobs / stages / tasks | rows in | rows out | scan floor s "
+            "| stage / floor | peak PSS GiB |",
+            "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+        ]
     for stage, e in result["stages"].items():
         if "error" in e:
             lines.append(f"| {stage} | failed: {e['error'][:120]} | | | | | | | |")

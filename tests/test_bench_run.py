@@ -334,3 +334,15 @@ def test_the_pipeline_peak_is_the_stages_peak_not_the_whole_runs():
     assert (peak["value"], peak["met"]) == (9.0, True)
     result["checks"] = checks(result)
     assert "of its stages **9.0 GiB**" in markdown(result) and "its peak 21.2 GiB" in markdown(result)
+
+
+def test_markdown_of_a_run_without_stages_has_no_pipeline_line_or_stage_table():
+    result = _result()
+    result["stages"], result["pipeline_seconds"] = {}, 0
+    result["checks"] = checks(result)
+    md = markdown(result)
+    assert "No nightly stage was run" in md and "Pipeline (stages below)" not in md
+    assert "| stage | seconds |" not in md
+    with_stages = _result()
+    with_stages["checks"] = checks(with_stages)
+    assert "Pipeline (stages below)" in markdown(with_stages)
