@@ -759,8 +759,8 @@ def checks(result: dict[str, Any]) -> list[dict[str, Any]]:
 
     tier = result["tier"]
     every_stage = set(STAGES) <= set(result.get("stages") or {})
-    # a subset's sum or peak says nothing about the pipeline's; the targets are for local[2] (a local[1]
-    # run is there for the speed-up, and one task alone may take the whole execution memory pool)
+    # a subset's sum or peak says nothing about the pipeline's; the targets are stated for local[2] (a
+    # local[1] run is there for the speed-up check)
     if tier in ("l", "xl") and every_stage and result.get("master", "local[2]") == "local[2]":
         check(
             "pipeline seconds (tier l target 1200)",
@@ -832,8 +832,8 @@ def markdown(result: dict[str, Any]) -> str:
             if result["stages"]
             else "No nightly stage was run (`--stages ''`); "
         )
-        + f"whole run {result['wall_seconds']} s, its peak {result['peak_rss_gib']} GiB (with data "
-        "generation, DuckDB and the oracles' processes).",
+        + f"whole run {result['wall_seconds']} s, its peak {result['peak_rss_gib']} GiB (including data "
+        "generation and, when run, DuckDB and the oracles' processes).",
         "",
     ]
     machines = result.get("machines") or []
