@@ -8,16 +8,16 @@ one ``export_date`` partition), the core result of one Spark transform, and time
   Python:
 
   - :func:`duckdb_exact_backlog` - :func:`pulsar_model.backlog_exact.exact_backlog`
-    (SPEC §1.2, §1.8, §8.3-8.5): exported entries in ``(mark_delete_position, LAC]`` outside
+    (docs §1.2, §1.8, §8.3-8.5): exported entries in ``(mark_delete_position, LAC]`` outside
     ``individually_deleted``, per cursor; per-topic running totals of the entries (window) and, per
     cursor, the unacknowledged segments between the merged acked ranges, each counted with two ``ASOF``
     look-ups of the running totals (no range join of cursors x entries);
   - :func:`duckdb_position_after_n` - :func:`pulsar_model.positions.position_after_n` with the 3.x/4.x
-    semantics of the default version 4.1.3 (SPEC §1.3-1.5, §1.9): ``nextValid``, the walk as index
+    semantics of the default version 4.1.3 (docs §1.3-1.5, §1.9): ``nextValid``, the walk as index
     arithmetic on the running per-ledger totals (``ASOF`` on the first running total reaching the target),
     the re-visit of the last ledger, ``getPreviousPosition`` and the LAC clamp;
   - :func:`duckdb_compaction_preview` - :func:`pulsar_model.compaction.compact` with the current compactor
-    generation (SPEC §5.4-5.5; ``topicCompactionRetainNullKey`` default ``false``), phase one after the
+    generation (docs §5.4-5.5; ``topicCompactionRetainNullKey`` default ``false``), phase one after the
     ``__compaction`` cursor's mark-delete: the surviving messages and per-topic counts.
 
 * **Plain-Python oracle** ("Pulsar's algorithms run topic by topic"): the tables are read with ``deltalake``
@@ -77,12 +77,12 @@ __all__ = [
     "read_delta",
 ]
 
-#: Name of the compaction cursor whose mark-delete is the last horizon (SPEC §5.2, §5.6).
+#: Name of the compaction cursor whose mark-delete is the last horizon (docs §5.2, §5.6).
 COMPACTION_CURSOR = "__compaction"
-#: ``getPositionAfterN`` bounds (SPEC §1.9).
+#: ``getPositionAfterN`` bounds (docs §1.9).
 START_INCLUDED = "startIncluded"
 START_EXCLUDED = "startExcluded"
-#: Transaction end markers (SPEC §8.3): the first one in the topic decides the transaction's state.
+#: Transaction end markers (docs §8.3): the first one in the topic decides the transaction's state.
 TXN_COMMITTING, TXN_COMMIT, TXN_ABORT = 20, 21, 22
 KINDS = ("data", "marker", "aborted", "uncommitted")
 MEASURES = ("entries", "messages", "bytes")
@@ -101,7 +101,7 @@ EXACT_BACKLOG_COLUMNS = (
 )
 #: Result columns of the position-after-N baselines.
 POSITION_AFTER_N_COLUMNS = ("cluster", "topic", "request_id", "position")
-#: Result columns of the compaction baselines: one row per retained message (SPEC §5.5).
+#: Result columns of the compaction baselines: one row per retained message (docs §5.5).
 COMPACTION_COLUMNS = ("cluster", "topic", "ledger_id", "entry_id", "batch_index")
 #: ``extra["compaction_topics"]``: one row per topic with at least one retained message.
 COMPACTION_TOPIC_COLUMNS = ("cluster", "topic", "retained_messages", "written_entries")
@@ -198,7 +198,7 @@ def delta_extension_path() -> str:
 
 
 #: A position as one sortable number: ``ledger_id * 2**64 + entry_id`` keeps Pulsar's lexicographic order
-#: (SPEC §0.1) for entry ids in the signed 64-bit range and ``ASOF`` joins accept it.
+#: (docs §0.1) for entry ids in the signed 64-bit range and ``ASOF`` joins accept it.
 _MACROS = (
     "CREATE OR REPLACE MACRO pk(l, e) AS CAST(l AS HUGEINT) * CAST(18446744073709551616 AS HUGEINT) "
     "+ CAST(e AS HUGEINT)",
@@ -307,7 +307,7 @@ ent AS (  -- entries of topics with a managed-ledger row (no other entry is ever
            CAST(e.publish_time_ms AS BIGINT) AS publish_time_ms, e.marker_type,
            e.txnid_most_bits AS tm, e.txnid_least_bits AS tl
     FROM {s["entries"]} e JOIN ml m USING (cluster, topic, export_id)),
-txn AS (  -- SPEC §8.3: the first end marker of a transaction decides its state
+txn AS (  -- docs §8.3: the first end marker of a transaction decides its state
     SELECT tid, tm, tl, arg_min(marker_type, pk) AS end_marker
     FROM ent WHERE marker_type IN ({TXN_COMMIT}, {TXN_ABORT}) AND tm IS NOT NULL AND tl IS NOT NULL
     GROUP BY ALL),
@@ -381,7 +381,7 @@ LEFT JOIN pref o ON o.tid = b.tid AND o.idx = a.first_lo_idx + 1
 def duckdb_exact_backlog(
     warehouse: str, export_date: DateLike, con: duckdb.DuckDBPyConnection | None = None
 ) -> BaselineResult:
-    """Exact backlog per cursor in DuckDB (SPEC §1.2, §1.8, §8.3-8.5): one row per cursor of the date.
+    """Exact backlog per cursor in DuckDB (docs §1.2, §1.8, §8.3-8.5): one row per cursor of the date.
 
     Columns :data:`EXACT_BACKLOG_COLUMNS`; measures are null when the cursor's topic has no managed-ledger
     row or LAC is null, zero when nothing is unacknowledged. ``con``: reuse a :func:`duckdb_connect`
@@ -398,7 +398,7 @@ ml AS (
            last_confirmed_entry.ledger_id AS lac_l, last_confirmed_entry.entry_id AS lac_e,
            ppk(last_confirmed_entry) AS lac, true AS ml_row
     FROM {{ml}}),
-led AS (  -- walk totals (SPEC §1.9, §11.2): the open ledger counts LAC.entry+1 only when it has entries
+led AS (  -- walk totals (docs §1.9, §11.2): the open ledger counts LAC.entry+1 only when it has entries
     SELECT l.cluster, l.topic, l.ledger_id AS lid, CAST(l.entries AS BIGINT) AS listed,
            coalesce(l.ledger_id = m.cur_id, false) AS is_cur,
            CASE WHEN coalesce(l.ledger_id = m.cur_id, false)
@@ -425,7 +425,7 @@ req AS (
            coalesce(t.cur_in_map, false) AS cur_in_map, t.s_cur,
            CASE WHEN m.cle > 0 THEN m.lac_e + 1 ELSE 0 END AS w_cur, coalesce(m.ml_row, false) AS has_ml
     FROM {{requests}} r LEFT JOIN ml m USING (cluster, topic) LEFT JOIN tops t USING (cluster, topic)),
-nv AS (  -- SPEC §1.4, §1.5: q = start.next; if invalid, entry 0 of the next ledger where it is valid
+nv AS (  -- docs §1.4, §1.5: q = start.next; if invalid, entry 0 of the next ledger where it is valid
     SELECT q.*, ls.lid IS NOT NULL AND q.se + 1 >= 0 AND (
                CASE WHEN ls.is_cur THEN (q.sl = q.lac_l AND q.se + 1 <= q.lac_e + 1) OR q.se + 1 = 0
                     WHEN q.sl = q.lac_l THEN q.se + 1 <= q.lac_e
@@ -483,7 +483,7 @@ stopped AS (
              WHEN w_last > 0 THEN (target - s_total - 1) % w_last + 1
              ELSE NULL END AS pe
     FROM walked),
-prev AS (  -- SPEC §1.3 getPreviousPosition, then the LAC clamp (3.x+)
+prev AS (  -- docs §1.3 getPreviousPosition, then the LAC clamp (3.x+)
     SELECT s.*, p.lid AS p_lid, p.listed AS p_listed
     FROM stopped s
     ASOF LEFT JOIN (SELECT cluster, topic, lid, listed FROM led WHERE listed > 0) p
@@ -509,7 +509,7 @@ def duckdb_position_after_n(
     requests: pa.Table | str,
     con: duckdb.DuckDBPyConnection | None = None,
 ) -> BaselineResult:
-    """``getPositionAfterN(start_position, n, bound)`` per request in DuckDB, 3.x/4.x semantics (SPEC §1.9).
+    """``getPositionAfterN(start_position, n, bound)`` per request in DuckDB, 3.x/4.x semantics (docs §1.9).
 
     ``requests``: a pyarrow table or the path of a Delta table (all its rows) with ``cluster, topic,
     request_id, start_position struct<ledger_id, entry_id>, n, bound`` (``startIncluded`` /
@@ -544,7 +544,7 @@ starts AS (
     FROM {s["cursors"]} WHERE cursor_name = '{COMPACTION_CURSOR}'),
 flags AS (SELECT cluster, topic, export_id, ledger_id, entry_id, uncompressed_size IS NOT NULL AS has_us
           FROM {s["entries"]}),
-rd AS (  -- phase one reads after the last horizon (SPEC §5.4)
+rd AS (  -- phase one reads after the last horizon (docs §5.4)
     SELECT m.cluster, m.topic, m.export_id, m.ledger_id, m.entry_id, m.batch_index, m.key,
            pk(m.ledger_id, m.entry_id) AS epk,
            m.marker_type IS NOT NULL AS is_marker, coalesce(m.compacted_out, false) AS co,
@@ -597,7 +597,7 @@ def duckdb_compaction_preview(
     retain_null_key: bool = False,
     con: duckdb.DuckDBPyConnection | None = None,
 ) -> BaselineResult:
-    """What the current compactor keeps (SPEC §5.4-5.5), in DuckDB: one row per retained message.
+    """What the current compactor keeps (docs §5.4-5.5), in DuckDB: one row per retained message.
 
     Columns :data:`COMPACTION_COLUMNS`; ``extra["compaction_topics"]``: per topic with retained messages,
     ``retained_messages`` and ``written_entries``. Phase one starts after the ``__compaction`` cursor's
@@ -690,7 +690,7 @@ def _timed_load(tables: Callable[[], dict[str, pa.Table]]) -> tuple[dict[str, pa
 
 
 def oracle_exact_backlog(warehouse: str, export_date: DateLike) -> BaselineResult:
-    """Exact backlog per cursor with ``tests.oracle.exact_backlog`` run topic by topic (SPEC §1.8, §8.3-8.5).
+    """Exact backlog per cursor with ``tests.oracle.exact_backlog`` run topic by topic (docs §1.8, §8.3-8.5).
 
     Same rows and columns as :func:`duckdb_exact_backlog`. Cluster by cluster: reading the cluster's
     cursors and entries is ``load_seconds``; grouping them by topic (Arrow sort) and the topic loop is
@@ -825,7 +825,7 @@ _ML_COLUMNS = [
 def oracle_position_after_n(
     warehouse: str, export_date: DateLike, requests: pa.Table | str, pulsar_version: str = "4.1.3"
 ) -> BaselineResult:
-    """``tests.oracle.managed_ledger.get_position_after_n`` per request, topic by topic (SPEC §1.9).
+    """``tests.oracle.managed_ledger.get_position_after_n`` per request, topic by topic (docs §1.9).
 
     ``requests`` as for :func:`duckdb_position_after_n`; same output. ``pulsar_version`` picks the
     oracle's position family (3.x/4.x, or 2.x-old for <= 2.8). Oracle errors give a null position.
@@ -885,7 +885,7 @@ def oracle_position_after_n(
 def oracle_compaction_preview(
     warehouse: str, export_date: DateLike, retain_null_key: bool = False
 ) -> BaselineResult:
-    """``tests.oracle.compaction.compact`` (current compactor) topic by topic (SPEC §5.4-5.5).
+    """``tests.oracle.compaction.compact`` (current compactor) topic by topic (docs §5.4-5.5).
 
     Same rows, columns and ``extra["compaction_topics"]`` as :func:`duckdb_compaction_preview`. Cluster by
     cluster as :func:`oracle_exact_backlog`.

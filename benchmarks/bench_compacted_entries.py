@@ -1,4 +1,4 @@
-"""Benchmark: re-encoding a compacted ledger as stored entries (``compacted_entry_records``, SPEC §5.5).
+"""Benchmark: re-encoding a compacted ledger as stored entries (``compacted_entry_records``, docs §5.5).
 
     .venv/bin/python benchmarks/bench_compacted_entries.py --tier m --topics 300
 

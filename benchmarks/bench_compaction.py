@@ -6,7 +6,7 @@
 Generates N messages straight into a DataFrame with ``spark.range`` (no Python loop): ``--topics`` topics,
 batches of ``--batch-size`` slots (every 4th entry non-batched), ``--keys`` keys per topic with a skewed
 draw, 5% key-less messages, 3% tombstones (empty payload), 1% null values, 50,000 entries per ledger.
-Then runs ``compact`` and ``compaction_summary`` (SPEC §5.4-5.5, window over key ordered by position) each
+Then runs ``compact`` and ``compaction_summary`` (docs §5.4-5.5, window over key ordered by position) each
 into a ``noop`` (default) or ``parquet`` sink, and reports the wall time of each step and the peak memory of
 the whole process tree (driver Python, JVM, Python workers) sampled every 0.2 s: proportional set size from
 /proc, so pages the forked PySpark workers share count once. The JSON result is printed and written

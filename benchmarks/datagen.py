@@ -28,7 +28,7 @@ What the data contains (fractions of topics; per topic every row follows the sam
 * **Skew**: the huge topics above among many small ones (ledgers per topic exponentially distributed,
   entries per ledger uniform around the tier mean; cursors per topic exponentially distributed).
 * **Replicated topics** (the same partition names in every cluster, namespace ``geo/replicated``): every
-  ledger starts with one replicated-subscription snapshot (SPEC §4.3-§4.5, §4.8) started by the cluster
+  ledger starts with one replicated-subscription snapshot (docs §4.3-§4.5, §4.8) started by the cluster
   ``clusters[(ledger order + group) % n]``: the REQUEST (type 10) of each round, its copy landed in
   every remote (``replicated_from`` = source), each remote's RESPONSE (11) written locally with its LAC
   (the landed request) and ``replicate_to = [source]``, the responses received back in the source in
@@ -45,7 +45,7 @@ What the data contains (fractions of topics; per topic every row follows the sam
   previous horizon) and a compacted ledger.
 * **Transaction topics**: in every ledger a transaction writes 4 data entries (ids 2-5) and its end
   marker at entry 6: TXN_COMMIT (21) or TXN_ABORT (22); the current ledger's transaction (and 2% of the
-  others) stays open (no marker), holding the topic's maxReadPosition back (SPEC §8).
+  others) stays open (no marker), holding the topic's maxReadPosition back (docs §8).
 * **Batching**: half of the plain and keyed topics batch 1-5 messages per entry (``batch_index``,
   ``batch_size``); markers and transactional entries are never batched.
 * **Ugly states** in a small fraction: ledgers trimmed at the head (absent) with a cursor still pointing
@@ -1034,7 +1034,7 @@ def _consumers(cursors: DataFrame, rng: _Rng, export: dict[str, Column]) -> Data
     rows = cursors.where(F.col("n_consumers") > 0).select(
         "*", F.explode(F.sequence(F.lit(0), F.col("n_consumers") - 1)).alias("connect_order")
     )
-    # the same consumer names on every partition of a partitioned topic (failover balance, SPEC §6)
+    # the same consumer names on every partition of a partitioned topic (failover balance, docs §6)
     name = F.concat(
         F.lit("c-"),
         F.col("base_id").cast("string"),

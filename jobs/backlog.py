@@ -3,7 +3,7 @@
 spark-submit --py-files pulsar_analytics.zip jobs/backlog.py --config conf/cluster.yaml [--export-date D]
 
 Writes cursor_backlog (exact entries/messages/bytes by kind beside the broker's counters and estimates),
-topic_backlog, topic_pinning and unmoved_cursors (SPEC §1.8, §1.11, §2).
+topic_backlog, topic_pinning and unmoved_cursors (docs §1.8, §1.11, §2).
 """
 
 import sys

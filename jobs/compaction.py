@@ -3,7 +3,7 @@
 spark-submit --py-files pulsar_analytics.zip jobs/compaction.py --config conf/cluster.yaml [--export-date D]
 
 Writes compaction_horizons (horizon and phase-two range per topic), compaction_ledger (what the compactor
-would write) and compaction_summary (keys, tombstones, savings, dirty ratio, automatic trigger) (SPEC §5).
+would write) and compaction_summary (keys, tombstones, savings, dirty ratio, automatic trigger) (docs §5).
 """
 
 import sys

@@ -4,7 +4,7 @@ spark-submit --py-files pulsar_analytics.zip jobs/failover.py --config conf/clus
 
 Writes failover_assignments (active consumer per Failover subscription, checked against stats),
 failover_balance (partitions per consumer) and failover_what_ifs (consumer removed/added, consistent
-hashing switched) (SPEC §6).
+hashing switched) (docs §6).
 """
 
 import sys

@@ -4,7 +4,7 @@ spark-submit --py-files pulsar_analytics.zip jobs/quota.py --config conf/cluster
 
 Writes quota_status (effective quota, breach decision and exact-data view per topic and quota type),
 quota_evictions (what-if consumer_backlog_eviction per cursor), quota_eviction_trace (the loops' steps) and
-quota_producer_outcomes (SPEC §3).
+quota_producer_outcomes (docs §3).
 """
 
 import sys

@@ -5,7 +5,7 @@ spark-submit --py-files pulsar_analytics.zip jobs/replication.py --config conf/c
 Writes replication_positions (expected vs actual remote mark-delete per replicated subscription and pair
 of clusters), replication_failover_duplicates (what a failover would redeliver), replication_findings
 (stall and risk detectors), replication_snapshots (snapshot assembly) and replication_cache_replay
-(UPDATE markers predicted by the snapshot-cache replay vs observed) (SPEC §4).
+(UPDATE markers predicted by the snapshot-cache replay vs observed) (docs §4).
 """
 
 import sys

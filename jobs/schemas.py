@@ -3,7 +3,7 @@
 spark-submit --py-files pulsar_analytics.zip jobs/schemas.py --config conf/cluster.yaml [--export-date D]
 
 Writes schema_verdicts (putSchemaIfAbsent replay per version) and schema_compatibility (every version
-pair, both directions, with reasons) (SPEC §9).
+pair, both directions, with reasons) (docs §9).
 """
 
 import sys

@@ -4,7 +4,7 @@ spark-submit --py-files pulsar_analytics.zip jobs/skip_plan.py --config conf/clu
     --requests requests.json [--export-date D]
 
 Requests come from --requests files, plans.requests_file and the plan_requests Delta table; answers go
-to skip_plans and reader_starts (SPEC §1.10, §1.11, §7). See README "Plan requests".
+to skip_plans and reader_starts (docs §1.10, §1.11, §7). See README "Plan requests".
 """
 
 import sys

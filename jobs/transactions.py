@@ -3,7 +3,7 @@
 spark-submit --py-files pulsar_analytics.zip jobs/transactions.py --config conf/cluster.yaml [--export-date D]
 
 Writes transactions (state, positions, duration, long-open flag per transaction) and
-transaction_holdback (maxReadPosition per topic and what it holds back) (SPEC §8).
+transaction_holdback (maxReadPosition per topic and what it holds back) (docs §8).
 """
 
 import sys

@@ -129,7 +129,7 @@ def read(name: str) -> DataFrame:
     return tables.read(name, partition_filter=DAY)
 
 
-# Broker version of every cluster (the analyses depend on it, SPEC §0.3): a handful of rows.
+# Broker version of every cluster (the analyses depend on it, docs §0.3): a handful of rows.
 CLUSTER_VERSIONS = {
     row.cluster: row.pulsar_version
     for row in read("managed_ledgers").select("cluster", "pulsar_version").distinct().collect()

@@ -2,10 +2,10 @@
 # MAGIC %md
 # MAGIC # pulsar-analytics · 01 backlog and dry-run plans
 # MAGIC
-# MAGIC * **Backlog** (SPEC §1.8, §2): the precise backlog of every cursor beside the broker's estimate and
+# MAGIC * **Backlog** (docs §1.8, §2): the precise backlog of every cursor beside the broker's estimate and
 # MAGIC   its `msgBacklog` counter, and per topic the `backlogSize` estimate beside the exported stats.
-# MAGIC * **Pinning** (SPEC §1.11): the ledgers the slowest durable cursor alone keeps alive.
-# MAGIC * **Plans** (SPEC §1, §7): what skip / clear-backlog / reset / reader-start requests would do, as a
+# MAGIC * **Pinning** (docs §1.11): the ledgers the slowest durable cursor alone keeps alive.
+# MAGIC * **Plans** (docs §1, §7): what skip / clear-backlog / reset / reader-start requests would do, as a
 # MAGIC   dry run.
 
 # COMMAND ----------

@@ -2,7 +2,7 @@
 # MAGIC %md
 # MAGIC # pulsar-analytics · 02 backlog quotas
 # MAGIC
-# MAGIC * **Effective quota** (SPEC §3.2): which limit the broker applies to each topic and where it
+# MAGIC * **Effective quota** (docs §3.2): which limit the broker applies to each topic and where it
 # MAGIC   comes from.
 # MAGIC * **Proximity and breaches** (§3.4): how close each topic is to its size/time limit,
 # MAGIC   estimated and exact.

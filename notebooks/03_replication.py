@@ -2,7 +2,7 @@
 # MAGIC %md
 # MAGIC # pulsar-analytics · 03 replicated subscriptions
 # MAGIC
-# MAGIC * **Positions** (SPEC §4): each source cursor's mark-delete, the snapshot that applies, and the remote
+# MAGIC * **Positions** (docs §4): each source cursor's mark-delete, the snapshot that applies, and the remote
 # MAGIC   cursor it should have produced against the one exported.
 # MAGIC * **Failover duplicates**: messages a consumer switching cluster now would receive again.
 # MAGIC * **Findings**: stall and risk detectors (no snapshots, update not delivered, remote cursor behind

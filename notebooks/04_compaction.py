@@ -2,7 +2,7 @@
 # MAGIC %md
 # MAGIC # pulsar-analytics · 04 compaction
 # MAGIC
-# MAGIC * **Preview** (SPEC §5): what the two-phase compactor would keep per key, tombstones and key-less
+# MAGIC * **Preview** (docs §5): what the two-phase compactor would keep per key, tombstones and key-less
 # MAGIC   messages included, and what that saves.
 # MAGIC * **Trigger** (§5.3): would the broker's threshold check start a compaction now (topic > namespace >
 # MAGIC   broker threshold, strict `>`)?

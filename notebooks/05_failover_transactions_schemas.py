@@ -2,7 +2,7 @@
 # MAGIC %md
 # MAGIC # pulsar-analytics · 05 failover, transactions, schemas
 # MAGIC
-# MAGIC * **Failover subscriptions** (SPEC §6): the active consumer of every partition, checked against the
+# MAGIC * **Failover subscriptions** (docs §6): the active consumer of every partition, checked against the
 # MAGIC   stats, the balance over consumers, and what-ifs (a consumer added/removed, consistent
 # MAGIC   hashing switched).
 # MAGIC * **Transactions** (§8): state of every transaction and what `maxReadPosition` holds back

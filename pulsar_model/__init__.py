@@ -15,5 +15,5 @@ Modules, by kind:
 
 __version__ = "0.1.0"
 
-#: Default Pulsar broker version whose semantics the analytics follow (newest line in SPEC.md).
+#: Default Pulsar broker version whose semantics the analytics follow (newest line in docs/semantics/).
 DEFAULT_PULSAR_VERSION = "4.1.3"

@@ -1,4 +1,4 @@
-"""The nightly audit stages: failover assignment (SPEC §6), transactions (§8), schema compatibility (§9).
+"""The nightly audit stages: failover assignment (docs §6), transactions (§8), schema compatibility (§9).
 
 Driver-side orchestration only (reads, one tiny ``distinct`` of the broker versions present, writes); the
 logic is the pure transforms of :mod:`pulsar_model.failover`, :mod:`pulsar_model.transactions` and
@@ -53,12 +53,12 @@ FAILOVER_TABLES: Final = ("failover_assignments", "failover_balance", "failover_
 TRANSACTION_TABLES: Final = ("transactions", "transaction_holdback")
 SCHEMA_TABLES: Final = ("schema_verdicts", "schema_compatibility")
 
-#: Failover selection applies to these subscriptions (SPEC §6.2; Exclusive has a single consumer).
+#: Failover selection applies to these subscriptions (docs §6.2; Exclusive has a single consumer).
 FAILOVER: Final = "Failover"
-#: Broker ``activeConsumerFailoverConsistentHashing`` default (SPEC §6.2).
+#: Broker ``activeConsumerFailoverConsistentHashing`` default (docs §6.2).
 DEFAULT_CONSISTENT_HASHING: Final = False
 #: Age from which an open transaction is reported as long-open. A project choice (an hour of holding
-#: every later entry back from dispatch, SPEC §8.4), not a broker setting.
+#: every later entry back from dispatch, docs §8.4), not a broker setting.
 DEFAULT_LONG_OPEN_THRESHOLD_MS: Final = 3_600_000
 
 _EXPORT = ("export_id", "export_date")
@@ -115,7 +115,7 @@ def _write(
     return write_day_outputs(tables, day, {name: outputs.get(name, []) for name in names}, stage=stage)
 
 
-# --- failover (SPEC §6) ---------------------------------------------------------------------------------
+# --- failover (docs §6) ---------------------------------------------------------------------------------
 
 
 def failover_consumers(consumers: DataFrame, cursors: DataFrame | None) -> DataFrame:
@@ -145,7 +145,7 @@ def run_failover_stage(
     *,
     consistent_hashing: bool = DEFAULT_CONSISTENT_HASHING,
 ) -> tuple[Rows, Rows]:
-    """Active consumer, balance and what-ifs of every Failover subscription on ``run_date`` (SPEC §6).
+    """Active consumer, balance and what-ifs of every Failover subscription on ``run_date`` (docs §6).
 
     ``consistent_hashing`` is the brokers' ``activeConsumerFailoverConsistentHashing`` (not exported;
     versions without PIP-392 ignore it). Returns (rows written per table, table versions).
@@ -178,7 +178,7 @@ def run_failover_stage(
     return _write(tables, day, FAILOVER_TABLES, outputs, "failover")
 
 
-# --- transactions (SPEC §8) -----------------------------------------------------------------------------
+# --- transactions (docs §8) -----------------------------------------------------------------------------
 
 
 def run_transactions_stage(
@@ -189,7 +189,7 @@ def run_transactions_stage(
     now: dt.datetime | None = None,
     long_open_threshold_ms: int = DEFAULT_LONG_OPEN_THRESHOLD_MS,
 ) -> tuple[Rows, Rows]:
-    """Transactions and the maxReadPosition hold-back of every topic with transactional entries (SPEC §8).
+    """Transactions and the maxReadPosition hold-back of every topic with transactional entries (docs §8).
 
     ``now`` (UTC) dates the open transactions; None = each topic's ``managed_ledgers.exported_at``
     (the first entries' publish times are compared with it). Open transactions older than
@@ -230,7 +230,7 @@ def run_transactions_stage(
     return _write(tables, day, TRANSACTION_TABLES, outputs, "transactions")
 
 
-# --- schema compatibility (SPEC §9) ---------------------------------------------------------------------
+# --- schema compatibility (docs §9) ---------------------------------------------------------------------
 
 
 def run_schema_stage(
@@ -240,7 +240,7 @@ def run_schema_stage(
     *,
     broker_strategy: str = BROKER_DEFAULT_STRATEGY,
 ) -> tuple[Rows, Rows]:
-    """Registration verdicts and the version-pair matrix of every topic's schemas (SPEC §9).
+    """Registration verdicts and the version-pair matrix of every topic's schemas (docs §9).
 
     The strategy is resolved per topic by :func:`pulsar_model.schema_compat.effective_strategies` with no
     topic/namespace policy (none is exported) and ``broker_strategy`` (broker ``schemaCompatibilityStrategy``,

@@ -1,4 +1,4 @@
-"""Backlog counts and backlog-size estimates as DataFrame transforms (SPEC §1.8, §2, §11.6-§11.8, §12.4).
+"""Backlog counts and backlog-size estimates as DataFrame transforms (docs §1.8, §2, §11.6-§11.8, §12.4).
 
 * :func:`precise_backlog` - the precise entry backlog of every cursor and its entries in storage;
 * :func:`estimated_backlog_size` - the topic ``backlogSize`` of ``pulsar-admin topics stats``
@@ -59,7 +59,7 @@ __all__ = [
 def consumed_ledger_size(
     size_col: Column, entries_col: Column, entry_id_col: Column, generation: int
 ) -> Column:
-    """``consumedLedgerSize(size, entries, entryId)`` (SPEC §2.2) as a column expression.
+    """``consumedLedgerSize(size, entries, entryId)`` (docs §2.2) as a column expression.
 
     Generation 1 (≤2.8): ``(entryId + 1) * (size div entries)``, no full-ledger shortcut (a fully consumed
     ledger keeps the division remainder as phantom backlog); 2 (2.9/2.10): ``size`` when
@@ -83,7 +83,7 @@ def precise_backlog(
     managed_ledgers: DataFrame,
     pulsar_version: str = DEFAULT_PULSAR_VERSION,
 ) -> DataFrame:
-    """Add ``backlog_entries``, ``entries_in_storage`` and ``error`` to every cursor (SPEC §1.8).
+    """Add ``backlog_entries``, ``entries_in_storage`` and ``error`` to every cursor (docs §1.8).
 
     One row per cursor. ``backlog_entries`` is ``getNumberOfEntriesInBacklog(true)``: 0 when
     ``md >= LAC`` (3.x+), else the cursor count of ``(md, LAC]`` - the ML count (version arithmetic, §1.7)
@@ -96,7 +96,7 @@ def precise_backlog(
     state = _cursor_state(env, cursors, with_plan=False)
     md, md_lk, lac_lk = ref("_pa_md"), ref("_pa_md_lk"), fld(X, "lac_lk")
     count, count_error = entries_between_sql(md, md_lk, "false", LAC, lac_lk, "true", X, beh)
-    # 2.x-old counted (md, LAC.next], 3.x+ (md, LAC] (SPEC §1.8)
+    # 2.x-old counted (md, LAC.next], 3.x+ (md, LAC] (docs §1.8)
     storage_hi = (
         pos_sql(fld(LAC, "ledger_id"), f"{fld(LAC, 'entry_id')} + 1") if beh.storage_counts_lac_next else LAC
     )
@@ -136,7 +136,7 @@ def precise_backlog(
 
 
 def _estimate_from_position_sql(pos: str, lk: str, beh: Behaviour) -> str:
-    """``estimateBacklogFromPosition(pos)`` (SPEC §2.4) for a non-null position with lookup ``lk``."""
+    """``estimateBacklogFromPosition(pos)`` (docs §2.4) for a non-null position with lookup ``lk``."""
     after = f"({fld(X, 'total_size')} - {fld(lk, 'sz_lt')})"
     gen = beh.consumed_generation
     missing = fld(X, "total_size") if beh.estimate_deleted_total_size else after
@@ -155,7 +155,7 @@ def estimated_backlog_size(
     cursors: DataFrame,
     pulsar_version: str = DEFAULT_PULSAR_VERSION,
 ) -> DataFrame:
-    """Topic ``backlogSize`` = ``ManagedLedgerImpl.getEstimatedBacklogSize()`` (SPEC §2.3).
+    """Topic ``backlogSize`` = ``ManagedLedgerImpl.getEstimatedBacklogSize()`` (docs §2.3).
 
     One row per managed ledger: ``cluster, topic, slowest_cursor_name, slowest_mark_delete_position,
     estimated_backlog_size_bytes, slowest_cursor_tie``. The slowest cursor is the durable cursor with the
@@ -231,7 +231,7 @@ def estimate_backlog_from_position(
     managed_ledgers: DataFrame,
     pulsar_version: str = DEFAULT_PULSAR_VERSION,
 ) -> DataFrame:
-    """Add ``estimated_backlog_size_bytes``: ``getEstimatedBacklogSize(position)`` (SPEC §2.4).
+    """Add ``estimated_backlog_size_bytes``: ``getEstimatedBacklogSize(position)`` (docs §2.4).
 
     One row per input row (``cluster, topic, position`` + any columns). Null position -> 0. Bytes of the
     ledgers from the position's ledger on, minus ``consumedLedgerSize`` of that ledger (the open ledger

@@ -1,4 +1,4 @@
-"""Exact per-cursor backlog from the exported entries (SPEC §1.2, §1.8, §2.5, §8.3-§8.5, §11.6, §12.6, §12.8).
+"""Exact per-cursor backlog from the exported entries (docs §1.2, §1.8, §2.5, §8.3-§8.5, §11.6, §12.6, §12.8).
 
 The broker's precise backlog (:func:`pulsar_model.backlog.precise_backlog`) counts *entries* only; this
 module reads the exported stored entries themselves and reports, per cursor (or per any position
@@ -7,7 +7,7 @@ get and what the dispatcher will drop:
 
 * ``data``: normal messages, and transactional messages of a committed transaction;
 * ``marker``: every entry with a ``marker_type`` (replicated-subscription markers 10-13 and transaction
-  markers 20-22): counted in the broker's backlog until a dispatcher auto-acks them (SPEC §8.5, §12.8);
+  markers 20-22): counted in the broker's backlog until a dispatcher auto-acks them (docs §8.5, §12.8);
 * ``aborted``: data of an aborted transaction (acked and dropped at dispatch, §8.5);
 * ``uncommitted``: data of a transaction without an end marker yet (held back by ``maxReadPosition``,
   §8.4).
@@ -56,7 +56,7 @@ __all__ = [
     "unacked_entry_totals",
 ]
 
-#: Entry kinds of the split (see the module docstring; SPEC §8.3-§8.5).
+#: Entry kinds of the split (see the module docstring; docs §8.3-§8.5).
 KIND_DATA: Final = "data"
 KIND_MARKER: Final = "marker"
 KIND_ABORTED: Final = "aborted"
@@ -77,7 +77,7 @@ TOTAL_COLUMNS: Final = (
 #: Output columns that are not per-kind or total measures.
 _NOT_COUNTS: Final = ("oldest_position", "oldest_publish_time_ms", "exported_entries_complete")
 
-#: Java ``Long.MIN_VALUE`` / ``Long.MAX_VALUE``: "no bound" for an entry id inside one ledger (SPEC §0.1).
+#: Java ``Long.MIN_VALUE`` / ``Long.MAX_VALUE``: "no bound" for an entry id inside one ledger (docs §0.1).
 _LONG_MIN: Final = -(2**63)
 _LONG_MAX: Final = 2**63 - 1
 _MS_PER_SECOND: Final = 1000
@@ -125,7 +125,7 @@ def _classified_entries(entries: DataFrame, transactions: DataFrame | None) -> D
 
     A transactional data entry (both txnid fields, no marker) takes the state of its transaction in the
     same topic (and export): committed -> data, aborted -> aborted, anything else (no end marker, or not
-    found in a precomputed ``transactions`` frame) -> uncommitted (SPEC §8.3, §8.4).
+    found in a precomputed ``transactions`` frame) -> uncommitted (docs §8.3, §8.4).
     """
     _require(entries, ENTRY_COLUMNS, "entries")
     keys = _keys(entries)
@@ -337,7 +337,7 @@ def unacked_entry_totals(
     transactions: DataFrame | None = None,
     key: str = "request_key",
 ) -> DataFrame:
-    """Exported entries in ``(lower, upper]`` outside the acked ranges, per request (SPEC §1.2, §8.3-§8.5).
+    """Exported entries in ``(lower, upper]`` outside the acked ranges, per request (docs §1.2, §8.3-§8.5).
 
     One row per request (left-join semantics: every request row is returned once, all request columns kept).
     ``requests`` needs ``cluster, topic``, the unique request key ``key`` (unique per cluster/topic[/export]),
@@ -352,7 +352,7 @@ def unacked_entry_totals(
     and the totals ``entries, messages, bytes`` (messages = ``message_count``, batch slots; bytes =
     ``entry_size_bytes``, the stored size the ledger counts); ``oldest_position`` and
     ``oldest_publish_time_ms``: the first counted entry in *position order* (whatever its kind) and its
-    publish time - the entry ``getEarliestMessagePublishTimeOfPos`` reads (SPEC §2.5), not the smallest
+    publish time - the entry ``getEarliestMessagePublishTimeOfPos`` reads (docs §2.5), not the smallest
     publish time (producers' clocks need not be monotonic); ``exported_entries_complete``: ``entries ==
     expected_entries`` when the request carries ``expected_entries``, else null.
 
@@ -407,7 +407,7 @@ def _expected_entries(
     requests: DataFrame, ledgers: DataFrame, managed_ledgers: DataFrame, cursor_keys: list[str]
 ) -> DataFrame:
     """``cursor_keys, _expected``: positions the ledger list says exist in ``(lower, upper]`` outside the
-    acked ranges (SPEC §0.2: the open ledger holds ``current_ledger_entries``, is listed 0/0).
+    acked ranges (docs §0.2: the open ledger holds ``current_ledger_entries``, is listed 0/0).
 
     ``requests``: ``cursor_keys, _lower, _upper, _ranges``. Same prefix sums as the entry totals, over the
     ledger list instead of the entries: ``E(p)``, the listed positions at or before ``p = (L, e)``, is the
@@ -497,7 +497,7 @@ def exact_backlog(
     ledgers: DataFrame | None = None,
     transactions: DataFrame | None = None,
 ) -> DataFrame:
-    """Exact backlog of every cursor from the exported entries (SPEC §1.2, §1.8, §2.5, §8.3-§8.5).
+    """Exact backlog of every cursor from the exported entries (docs §1.2, §1.8, §2.5, §8.3-§8.5).
 
     One row per cursor, every cursor column kept. The backlog is the exported entries in
     ``(mark_delete_position, last_confirmed_entry]`` outside ``individually_deleted`` - the set the broker's

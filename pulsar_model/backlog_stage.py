@@ -2,7 +2,7 @@
 
 Driver-side orchestration only (reads, one tiny ``distinct`` of the Pulsar versions present, writes);
 the arithmetic is the pure transforms of :mod:`pulsar_model.backlog`, applied once per broker version
-so that every cluster gets its own version's semantics (SPEC §0.3).
+so that every cluster gets its own version's semantics (docs §0.3).
 """
 
 from __future__ import annotations
@@ -90,7 +90,7 @@ def topic_backlog(
 def topic_pinning(
     managed_ledgers: DataFrame, ledgers: DataFrame, cursors: DataFrame, pulsar_version: str
 ) -> DataFrame:
-    """One row per topic: the ledgers the slowest durable cursor alone keeps alive (SPEC §1.11)."""
+    """One row per topic: the ledgers the slowest durable cursor alone keeps alive (docs §1.11)."""
     return pinning_report(managed_ledgers, ledgers, cursors, pulsar_version=pulsar_version).withColumn(
         "pulsar_version", F.lit(pulsar_version)
     )

@@ -1,4 +1,4 @@
-"""Column helpers and Spark-SQL expression builders for Pulsar positions (SPEC §0.1, §1, §2.2).
+"""Column helpers and Spark-SQL expression builders for Pulsar positions (docs §0.1, §1, §2.2).
 
 A position is ``struct<ledger_id: bigint, entry_id: bigint>``; Spark compares structs field by field,
 which is Pulsar's ordering (§0.1), so ``<``/``>``/``=`` on position columns are the broker's ``compareTo``.
@@ -32,15 +32,15 @@ from pyspark.sql.types import BooleanType, LongType, StructField, StructType
 
 from pulsar_model.versions import Behaviour
 
-#: Java ``Long.MAX_VALUE``; ``LATEST = (MAX, MAX)`` (SPEC §0.1) and the 4.x "unbounded ledger" size (§1.7).
+#: Java ``Long.MAX_VALUE``; ``LATEST = (MAX, MAX)`` (docs §0.1) and the 4.x "unbounded ledger" size (§1.7).
 LONG_MAX = 9223372036854775807
 
-#: ``PositionFactory.EARLIEST`` / ``PositionImpl.EARLIEST`` (SPEC §0.1).
+#: ``PositionFactory.EARLIEST`` / ``PositionImpl.EARLIEST`` (docs §0.1).
 EARLIEST = (-1, -1)
-#: ``PositionFactory.LATEST`` (SPEC §0.1).
+#: ``PositionFactory.LATEST`` (docs §0.1).
 LATEST = (LONG_MAX, LONG_MAX)
 
-#: Entry id of "before the first entry of the ledger" (SPEC §0.1: ``(L,-1)`` is a legal position).
+#: Entry id of "before the first entry of the ledger" (docs §0.1: ``(L,-1)`` is a legal position).
 BEFORE_FIRST_ENTRY = -1
 
 POSITION_TYPE = StructType([StructField("ledger_id", LongType()), StructField("entry_id", LongType())])
@@ -94,7 +94,7 @@ def as_position(col: Column) -> Column:
 def consumed_ledger_size(
     size_col: Column, entries_col: Column, entry_id_col: Column, generation: int
 ) -> Column:
-    """``consumedLedgerSize(size, entries, entryId)`` of generation 1, 2 or 3 (SPEC §2.2).
+    """``consumedLedgerSize(size, entries, entryId)`` of generation 1, 2 or 3 (docs §2.2).
 
     Java long division (truncating toward zero, Spark's ``div``) for the integer average; ``entryId`` is
     an index, so ``entryId + 1`` entries are consumed; ``(L,-1)`` consumes nothing.
@@ -185,7 +185,7 @@ def ledger_lookup_sql(ledger_id: str, floor: str, ctx: str, nv0_row: str | None 
     <= ``ledger_id``. Fields of the result:
 
     * ``lid``: the ledger id asked for; ``exists``: it is in the ledger map;
-    * ``ent``/``sz``: its listed entries/size (the open ledger lists 0/0, SPEC §0.2), null when absent;
+    * ``ent``/``sz``: its listed entries/size (the open ledger lists 0/0, docs §0.2), null when absent;
     * ``cum_ent_le``/``cum_ent_lt``: listed entries of ledgers with id <= / < it; ``sz_lt`` likewise sizes;
     * ``is_cur``: it is the open ledger; ``any_lt``: some ledger has a smaller id;
     * ``prev_ne_lid``/``prev_ne_ent``: the last non-empty ledger with a smaller id (§1.3);
@@ -247,7 +247,7 @@ def base_row_lookup_sql(row: str, ctx: str) -> str:
 
 
 def previous_position_sql(p: str, lk: str, ctx: str) -> str:
-    """``getPreviousPosition(P)`` (SPEC §1.3, identical 2.x-4.x); ``lk`` is the lookup of ``P.ledger``."""
+    """``getPreviousPosition(P)`` (docs §1.3, identical 2.x-4.x); ``lk`` is the lookup of ``P.ledger``."""
     led, ent = fld(p, "ledger_id"), fld(p, "entry_id")
     return case(
         (f"{p} IS NULL", NULL_POS_SQL),
@@ -262,7 +262,7 @@ def previous_position_sql(p: str, lk: str, ctx: str) -> str:
 
 
 def is_valid_position_sql(p: str, lk: str, ctx: str, beh: Behaviour) -> str:
-    """``isValidPosition(P)`` (SPEC §1.4): 3.x/4.x order or the 2.x-old order, per ``beh``."""
+    """``isValidPosition(P)`` (docs §1.4): 3.x/4.x order or the 2.x-old order, per ``beh``."""
     lac = fld(ctx, "lac")
     lac_l, lac_e = fld(lac, "ledger_id"), fld(lac, "entry_id")
     led, e = fld(p, "ledger_id"), fld(p, "entry_id")
@@ -283,7 +283,7 @@ def is_valid_position_sql(p: str, lk: str, ctx: str, beh: Behaviour) -> str:
 
 
 def next_valid_fallback_sql(ctx: str, beh: Behaviour) -> str:
-    """Where ``getNextValidPosition`` lands when no later ledger has a valid entry 0 (SPEC §1.5)."""
+    """Where ``getNextValidPosition`` lands when no later ledger has a valid entry 0 (docs §1.5)."""
     lac = fld(ctx, "lac")
     lac_next = pos_sql(fld(lac, "ledger_id"), f"{fld(lac, 'entry_id')} + 1")
     if beh.new_valid_position:
@@ -299,7 +299,7 @@ def next_position_is_valid_sql(p: str, lk: str, ctx: str, beh: Behaviour) -> str
 
 
 def next_valid_position_sql(p: str, lk: str, ctx: str, beh: Behaviour, q_valid: str | None = None) -> str:
-    """``getNextValidPosition(P)`` (SPEC §1.5); ``lk`` is the lookup of ``P.ledger``.
+    """``getNextValidPosition(P)`` (docs §1.5); ``lk`` is the lookup of ``P.ledger``.
 
     Validity inside a ledger is a prefix of entry ids, so the loop of §1.5 reduces to: ``P.next`` if
     valid, else entry 0 of the first later ledger whose entry 0 is valid, else the fallback. ``q_valid``
@@ -335,7 +335,7 @@ def next_valid_lookup_sql(q_valid: str, lk: str, ctx: str, beh: Behaviour) -> st
 
 
 def first_position_sql(ctx: str) -> str:
-    """``getFirstPosition()`` (SPEC §1.6): ``(first ledger, -1)``, LAC's ledger if earlier, null if none."""
+    """``getFirstPosition()`` (docs §1.6): ``(first ledger, -1)``, LAC's ledger if earlier, null if none."""
     first, lac_l = fld(ctx, "first_lid"), fld(fld(ctx, "lac"), "ledger_id")
     return case(
         (f"{first} IS NULL", NULL_POS_SQL),
@@ -380,7 +380,7 @@ def compare_positions_4x_sql(
 
 
 def entries_between_3x_sql(lo: str, lo_lk: str, lo_closed: str, hi: str, hi_lk: str, hi_closed: str) -> str:
-    """2.x/3.x ``getNumberOfEntries(range)`` arithmetic (SPEC §1.7), no validation."""
+    """2.x/3.x ``getNumberOfEntries(range)`` arithmetic (docs §1.7), no validation."""
     lc, hc = _flag(lo_closed), _flag(hi_closed)
     lo_l, lo_e, hi_l, hi_e = (
         fld(lo, "ledger_id"),
@@ -396,7 +396,7 @@ def entries_between_3x_sql(lo: str, lo_lk: str, lo_closed: str, hi: str, hi_lk: 
 def entries_between_4x_sql(
     lo: str, lo_lk: str, lo_closed: str, hi: str, hi_lk: str, hi_closed: str, ctx: str, beh: Behaviour
 ) -> str:
-    """4.x ``getNumberOfEntries(range)`` arithmetic (SPEC §1.7), without its "Invalid range" check."""
+    """4.x ``getNumberOfEntries(range)`` arithmetic (docs §1.7), without its "Invalid range" check."""
     lc, hc = _flag(lo_closed), _flag(hi_closed)
     lo_l, lo_e, hi_l, hi_e = (
         fld(lo, "ledger_id"),
@@ -430,7 +430,7 @@ def entries_between_4x_sql(
 def entries_between_sql(
     lo: str, lo_lk: str, lo_closed: str, hi: str, hi_lk: str, hi_closed: str, ctx: str, beh: Behaviour
 ) -> tuple[str, str]:
-    """``getNumberOfEntries(range)`` per version (SPEC §1.7) -> ``(count, error)`` SQL.
+    """``getNumberOfEntries(range)`` per version (docs §1.7) -> ``(count, error)`` SQL.
 
     ``error`` is non-null when the broker would throw: Guava cannot build the range (``lo > hi``, or
     ``open(a, a)``) in every version, and the 4.x ``comparePositions(lo, hi) > 0`` check; ``count`` is the
@@ -476,7 +476,7 @@ def remove_at_most_sql(ranges: str, md: str) -> str:
 
 
 def consumed_ledger_size_sql(size: str, entries: str, entry_id: str, generation: int) -> str:
-    """SQL form of :func:`consumed_ledger_size` (SPEC §2.2)."""
+    """SQL form of :func:`consumed_ledger_size` (docs §2.2)."""
     _check_generation(generation)
     partial = (
         f"IF({entry_id} >= 0, ({entry_id} + 1) * (CAST({size} AS BIGINT) div CAST({entries} AS BIGINT)), 0)"

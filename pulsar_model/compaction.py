@@ -1,14 +1,14 @@
-"""Topic compaction preview: what Pulsar's compactor would write, and what a compacted reader sees (SPEC §5).
+"""Topic compaction preview: what Pulsar's compactor would write, and what a compacted reader sees (docs §5).
 
 Transforms (pure and lazy, set-based; no per-key or per-topic driver work):
 
 * :func:`compaction_horizons` – one row per topic: the ``horizon`` (last message id when phase one starts,
-  batch index dropped) and the phase-two range ``from_position`` .. ``to_position`` (SPEC §5.4);
+  batch index dropped) and the phase-two range ``from_position`` .. ``to_position`` (docs §5.4);
 * :func:`compacted_ledger` – one row per batch slot of every entry the compactor writes, placeholders
-  (``compacted_out``) included, so batches keep their slot count (SPEC §5.5);
+  (``compacted_out``) included, so batches keep their slot count (docs §5.5);
 * :func:`compact` – one row per retained message (placeholders removed): the acceptance-facing API;
 * :func:`compacted_reader_view` – what a ``readCompacted`` reader/consumer receives from a start position
-  (SPEC §5.6);
+  (docs §5.6);
 * :func:`compacted_reader_diff` – what compaction hides from that reader compared with a raw reader;
 * :func:`compaction_summary` – one row per topic with keys, tombstones, key-less messages and savings.
 
@@ -19,19 +19,19 @@ entry; ``from``/``to`` are a window over the topic (materialised: an aggregation
 ``(cluster, topic)`` so all of it shares one shuffle: one topic is processed by one task (Spark spills
 large partitions).
 
-Two compactor generations are modelled (SPEC §5.4, §11 item 15, §12 item 10), selected by version:
+Two compactor generations are modelled (docs §5.4, §11 item 15, §12 item 10), selected by version:
 
 * ``current`` (``AbstractTwoPhaseCompactor`` / ``PublishingOrderCompactor``): markers are skipped,
   key-less messages are kept iff ``topicCompactionRetainNullKey``, a batch counts as deleted in phase one
   iff **all** its messages were deleted;
 * ``old`` (``TwoPhaseCompactor`` ≈2.10/2.11 before the fixes): markers are copied (they have no key),
   key-less messages are always kept, a batch counts as deleted if **any** message was deleted – which can
-  shrink ``from``/``to`` and lose the survivors of batches outside the range (SPEC §12 item 10).
+  shrink ``from``/``to`` and lose the survivors of batches outside the range (docs §12 item 10).
 
-Version boundaries (SPEC §5.2 gives only the copies read; the rest is from the PR labels, assumed):
+Version boundaries (docs §5.2 gives only the copies read; the rest is from the PR labels, assumed):
 PR #20980 (batch "all deleted", key-less not extracted; release/2.10.6, release/2.11.3), PR #21578
 (PIP-318 ``topicCompactionRetainNullKey``, 3.2.0 default ``false``; back-ported with default ``true`` to
-branch-3.1 as 3.1.2, branch-2.11 as 2.11.4, branch-2.10 per the SPEC) and PR #21718 (markers; release/2.10.6,
+branch-3.1 as 3.1.2, branch-2.11 as 2.11.4, branch-2.10 per the docs) and PR #21718 (markers; release/2.10.6,
 release/2.11.4). The current generation is assumed from 2.10.6, 2.11.4, 3.0.2, 3.1.2 and every 3.2.0+.
 """
 
@@ -82,7 +82,7 @@ __all__ = [
 ]
 
 #: ``batch_index`` of a message that is not part of a batch, and of entry-level ids such as the horizon
-#: (SPEC §5.4: the horizon is the last message id "with batch index dropped").
+#: (docs §5.4: the horizon is the last message id "with batch index dropped").
 NON_BATCHED_INDEX = -1
 
 #: A message id: position plus batch index (DESIGN.md "Core conventions").
@@ -96,21 +96,21 @@ MESSAGE_ID_TYPE = T.StructType(
 
 #: First release of each maintenance line that carries the current compactor (see the module docstring).
 _CURRENT_COMPACTOR_BACKPORTS: dict[tuple[int, int], int] = {(2, 10): 6, (2, 11): 4, (3, 0): 2, (3, 1): 2}
-#: PIP-318 made ``topicCompactionRetainNullKey=false`` the default from this release (SPEC §5.2).
+#: PIP-318 made ``topicCompactionRetainNullKey=false`` the default from this release (docs §5.2).
 _RETAIN_NULL_KEY_FALSE_SINCE = PulsarVersion(3, 2, 0)
 
 Generation = Literal["old", "current"]
 
-#: Compactor.COMPACTION_SUBSCRIPTION: the cursor whose mark-delete is the last horizon (SPEC §5.2, §5.6).
+#: Compactor.COMPACTION_SUBSCRIPTION: the cursor whose mark-delete is the last horizon (docs §5.2, §5.6).
 COMPACTION_CURSOR = "__compaction"
 #: Contract columns the nightly stage adds (export identity, the version applied); the library transforms
 #: return every other column of their contract.
 STAGE_COLUMNS = frozenset({"export_id", "export_date", "pulsar_version"})
 #: ``checkCompaction`` was read in a 2.8/2.9 copy (system topics bypass the checks through an operator
-#: precedence bug) and a 3.x copy (SPEC §5.3); the boundary between the two is assumed at 3.0.0.
+#: precedence bug) and a 3.x copy (docs §5.3); the boundary between the two is assumed at 3.0.0.
 _TRIGGER_3X_SINCE = PulsarVersion(3, 0, 0)
 #: NamespaceService heartbeat namespaces (v1 ``pulsar/<cluster>/<host:port>``, v2 ``pulsar/<host:port>``):
-#: the 3.x trigger leaves system topics in them alone (SPEC §5.3).
+#: the 3.x trigger leaves system topics in them alone (docs §5.3).
 _HEARTBEAT_NAMESPACE_PATTERNS = (r"pulsar/[^/]+/[^:]+:\d+", r"pulsar/[^:]+:\d+")
 
 
@@ -134,7 +134,7 @@ def _conform(df: DataFrame, table: str) -> DataFrame:
 
 @dataclass(frozen=True)
 class CompactorSemantics:
-    """The version-dependent switches of the compactor (SPEC §5.4, §5.5, §11 item 15)."""
+    """The version-dependent switches of the compactor (docs §5.4, §5.5, §11 item 15)."""
 
     generation: Generation
     retain_null_key: bool
@@ -161,7 +161,7 @@ def compactor_semantics(
     """Select the compactor generation for ``pulsar_version``; ``retain_null_key=None`` = broker default.
 
     The broker default of ``topicCompactionRetainNullKey`` is ``false`` from 3.2.0 and ``true`` on the
-    maintenance lines that received the back-port (SPEC §5.2). The old compactor has no such option and
+    maintenance lines that received the back-port (docs §5.2). The old compactor has no such option and
     always keeps key-less messages, whatever ``retain_null_key`` says.
     """
     v = PulsarVersion.parse(pulsar_version)
@@ -185,7 +185,7 @@ def message_id(ledger_id: Column, entry_id: Column, batch_index: Column) -> Colu
 
 
 def _entry_id_of(pos: Column) -> Column:
-    """Entry-level message id (batch index dropped, SPEC §5.4) of a position; null stays null."""
+    """Entry-level message id (batch index dropped, docs §5.4) of a position; null stays null."""
     return F.when(pos.isNull(), F.lit(None).cast(MESSAGE_ID_TYPE)).otherwise(
         message_id(pos["ledger_id"], pos["entry_id"], F.lit(NON_BATCHED_INDEX))
     )
@@ -204,7 +204,7 @@ def with_uncompressed_size_flag(messages: DataFrame, entries: DataFrame) -> Data
     ``uncompressed_size`` changes; null (= set, or irrelevant) on every other message.
 
     The compactor sizes a non-batched message by ``uncompressed_size`` when set, else by the whole entry
-    buffer (SPEC §5.4, §12 item 16): only a non-batched message with an empty value can turn out
+    buffer (docs §5.4, §12 item 16): only a non-batched message with an empty value can turn out
     non-empty, so only those are joined with the entries lacking ``uncompressed_size``; the
     other messages are not shuffled (joining them all shuffled every message and entry: tier l, 74.5M rows,
     288 s). Pure and lazy.
@@ -226,11 +226,11 @@ def with_uncompressed_size_flag(messages: DataFrame, entries: DataFrame) -> Data
 
 
 def _is_empty(columns: list[str]) -> Column:
-    """A message the compactor sees as empty: a tombstone when keyed (SPEC §5.4, §11 item 15).
+    """A message the compactor sees as empty: a tombstone when keyed (docs §5.4, §11 item 15).
 
     With ``has_uncompressed_size`` in the input, a non-batched message whose entry lacks
     ``uncompressed_size`` is never empty: the compactor then measures the entry buffer, metadata included
-    (SPEC §5.4, §12 item 16, open PR #25817), so such a null value is kept as an ordinary value.
+    (docs §5.4, §12 item 16, open PR #25817), so such a null value is kept as an ordinary value.
     """
     empty = _value_empty(columns)
     if "has_uncompressed_size" in columns:
@@ -243,7 +243,7 @@ def _is_empty(columns: list[str]) -> Column:
 
 def _read_set(messages: DataFrame, start_positions: DataFrame | None) -> DataFrame:
     """Messages phase one reads: strictly after the topic's start position (the ``__compaction``
-    cursor's mark-delete), or all of them when the topic has no start (SPEC §5.4)."""
+    cursor's mark-delete), or all of them when the topic has no start (docs §5.4)."""
     optional = [
         c
         for c in ("is_null_value", "marker_type", "compacted_out", "has_uncompressed_size")
@@ -342,7 +342,7 @@ def _phase_one(read: DataFrame, sem: CompactorSemantics) -> DataFrame:
 
 
 def _topic_ranges(flagged: DataFrame) -> DataFrame:
-    """Per topic with something to read: ``horizon``, ``from_position``, ``to_position`` (SPEC §5.4).
+    """Per topic with something to read: ``horizon``, ``from_position``, ``to_position`` (docs §5.4).
 
     An aggregation over phase one's rows; they are hash-partitioned by topic, so it needs no shuffle.
     """
@@ -367,7 +367,7 @@ def compaction_horizons(
     rows: DataFrame | None = None,
     ranges: DataFrame | None = None,
 ) -> DataFrame:
-    """Phase one's result per topic: ``horizon``, ``from_position``, ``to_position`` (SPEC §5.4).
+    """Phase one's result per topic: ``horizon``, ``from_position``, ``to_position`` (docs §5.4).
 
     One row per ``(cluster, topic)`` of ``messages`` (and of ``start_positions``). All three are message
     ids ``struct<ledger_id, entry_id, batch_index>`` of entries (``batch_index = -1``): the horizon is the
@@ -398,7 +398,7 @@ def compaction_horizons(
 
 def _phase_two(flagged: DataFrame, ranges: DataFrame | None = None) -> DataFrame:
     """Add the topic's ``from_position``/``to_position`` and ``written`` (the row is a slot of an entry
-    written to the compacted ledger, SPEC §5.5) to phase one's rows.
+    written to the compacted ledger, docs §5.5) to phase one's rows.
 
     ``ranges``: :func:`_topic_ranges` of ``flagged``, materialised: joined back on the topic (both sides
     are hash-partitioned by topic, no shuffle). Without it the range is a window over the topic, so that a
@@ -441,7 +441,7 @@ def _phase_two(flagged: DataFrame, ranges: DataFrame | None = None) -> DataFrame
 
 @dataclass(frozen=True)
 class CompactionPhases:
-    """Both phases of one compaction (SPEC §5.4-§5.5), shared by the stage's three tables.
+    """Both phases of one compaction (docs §5.4-§5.5), shared by the stage's three tables.
 
     ``rows``: :func:`compaction_rows`; ``ranges``: one row per topic with messages read, ``cluster, topic,
     horizon, from_position, to_position`` (what :func:`compaction_horizons` reports); ``cached``: the
@@ -492,7 +492,7 @@ def compaction_rows(
     pulsar_version: VersionLike = DEFAULT_PULSAR_VERSION,
     start_positions: DataFrame | None = None,
 ) -> DataFrame:
-    """Both phases for every message phase one reads: one row per read message (SPEC §5.4-§5.5).
+    """Both phases for every message phase one reads: one row per read message (docs §5.4-§5.5).
 
     The shared intermediate of :func:`compaction_horizons`, :func:`compacted_ledger`, :func:`compact` and
     :func:`compaction_summary`: each takes it as ``rows=`` instead of recomputing the three windows of
@@ -554,7 +554,7 @@ def compact(
     pulsar_version: VersionLike = DEFAULT_PULSAR_VERSION,
     start_positions: DataFrame | None = None,
 ) -> DataFrame:
-    """One row per message retained in the compacted ledger, with its original id (SPEC §5.4-§5.5).
+    """One row per message retained in the compacted ledger, with its original id (docs §5.4-§5.5).
 
     ``messages`` needs ``cluster, topic, ledger_id, entry_id, batch_index, key, payload_size_bytes``
     (``compacted_out``, ``marker_type``, ``is_null_value`` are used when present). A keyed message is
@@ -579,7 +579,7 @@ def compacted_reader_view(
     pulsar_version: VersionLike = DEFAULT_PULSAR_VERSION,
     start_positions: DataFrame | None = None,
 ) -> DataFrame:
-    """What a ``readCompacted=true`` reader or consumer receives (SPEC §5.6): one row per delivered message.
+    """What a ``readCompacted=true`` reader or consumer receives (docs §5.6): one row per delivered message.
 
     ``horizons``: :func:`compaction_horizons` output (a topic without a row or with a null horizon has
     never been compacted); ``starts``: ``cluster, topic, reader_id, start_position`` (the position the
@@ -654,7 +654,7 @@ def compacted_reader_view(
 
 
 def compacted_reader_diff(messages: DataFrame, view: DataFrame, starts: DataFrame) -> DataFrame:
-    """Messages a raw reader gets that the compacted reader does not (SPEC §5.6, §5.8 scenario 2).
+    """Messages a raw reader gets that the compacted reader does not (docs §5.6, §5.8 scenario 2).
 
     One row per ``(reader, message)``: a raw (``readCompacted=false``) reader started at the same
     ``start_position`` receives every non-marker message at or after it; the rows returned are those
@@ -690,12 +690,12 @@ def compaction_summary(
     trigger: DataFrame | None = None,
     rows: DataFrame | None = None,
 ) -> DataFrame:
-    """One row per topic with messages read by phase one: what compaction would keep and save (SPEC §5).
+    """One row per topic with messages read by phase one: what compaction would keep and save (docs §5).
 
     Counts over the messages read (after the start position): ``distinct_keys`` (keys seen),
     ``live_keys`` (keys whose latest message is a value), ``tombstones`` (keyed messages with an empty or
     null value), ``tombstones_never_removed`` (those of them the compactor writes as values because their
-    size includes the metadata, SPEC §5.4 / §12 item 16: every later compaction keeps them again),
+    size includes the metadata, docs §5.4 / §12 item 16: every later compaction keeps them again),
     ``null_key_messages`` with ``null_key_kept`` / ``null_key_dropped``, ``markers``; before/after:
     ``entries_before`` / ``messages_before`` / ``payload_bytes_before`` (markers and placeholders
     excluded from the message and byte counts) and ``entries_after`` / ``messages_after`` /
@@ -767,12 +767,12 @@ def compaction_summary(
     return _conform(summary, "compaction_summary")
 
 
-# --- the automatic trigger (SPEC §5.3) ---------------------------------------------------------------------
+# --- the automatic trigger (docs §5.3) ---------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
 class CompactionThresholds:
-    """Compaction thresholds in bytes (SPEC §5.2): topic policy > namespace policy > broker config.
+    """Compaction thresholds in bytes (docs §5.2): topic policy > namespace policy > broker config.
 
     ``broker_bytes`` is ``brokerServiceCompactionThresholdInBytes`` (default 0 = automatic compaction off);
     ``namespaces`` maps ``tenant/ns`` to the namespace policy ``compaction_threshold``; ``topics`` maps a
@@ -815,7 +815,7 @@ class CompactionThresholds:
 
 
 def trigger_rule(pulsar_version: VersionLike) -> Literal["2.x", "3.x"]:
-    """Which ``checkCompaction`` the version runs (SPEC §5.3; the boundary is assumed at 3.0.0)."""
+    """Which ``checkCompaction`` the version runs (docs §5.3; the boundary is assumed at 3.0.0)."""
     return "3.x" if PulsarVersion.parse(pulsar_version) >= _TRIGGER_3X_SINCE else "2.x"
 
 
@@ -834,11 +834,11 @@ def compaction_trigger(
     pulsar_version: VersionLike = DEFAULT_PULSAR_VERSION,
     entries: DataFrame | None = None,
 ) -> DataFrame:
-    """Would the broker's periodic ``checkCompaction`` start a compaction now (SPEC §5.3)? One row per topic.
+    """Would the broker's periodic ``checkCompaction`` start a compaction now (docs §5.3)? One row per topic.
 
     One row per ``managed_ledgers`` row: ``threshold_bytes`` and ``threshold_source`` (topic > namespace >
     broker), ``backlog_estimate_bytes`` and ``estimate_source``: ``compaction_cursor`` (the ``__compaction``
-    subscription's estimated size since its mark-delete, SPEC §2.5), else ``total_size`` (no durable
+    subscription's estimated size since its mark-delete, docs §2.5), else ``total_size`` (no durable
     subscription: ``ML.getTotalSize()``), else ``backlog_size`` (``getEstimatedBacklogSize()``, §2.3);
     ``trigger_enabled`` (3.x: threshold > 0, or a system topic outside the heartbeat namespaces; 2.8/2.9:
     a system topic or threshold != 0) and ``would_trigger`` (enabled and estimate ``>`` threshold, strict;
@@ -930,7 +930,7 @@ def compaction_trigger(
     heartbeat = _any_of([namespace_of(topic).rlike(f"^(?:{p})$") for p in _HEARTBEAT_NAMESPACE_PATTERNS])
     if trigger_rule(pulsar_version) == "3.x":
         enabled = (threshold > 0) | (system & ~heartbeat)
-    else:  # 2.8/2.9: ``isSystemTopic() || threshold != 0 && notRunning`` (SPEC §5.3, §12 item 10)
+    else:  # 2.8/2.9: ``isSystemTopic() || threshold != 0 && notRunning`` (docs §5.3, §12 item 10)
         enabled = system | (threshold != 0)
     clean = F.coalesce(F.col("compacted_ledger_size_bytes"), F.lit(0).cast("long"))
     dirty_total = F.col("dirty_bytes") + clean
@@ -958,7 +958,7 @@ def _any_of(conditions: list[Column]) -> Column:
     return out
 
 
-# --- the compacted ledger in the stored-entry format (SPEC §5.5) --------------------------------------------
+# --- the compacted ledger in the stored-entry format (docs §5.5) --------------------------------------------
 
 #: One compacted entry as a dump record: the fields of an ``entries/`` line (README "Export layout") plus
 #: the cluster, whose folder the line goes to.
@@ -975,7 +975,7 @@ COMPACTED_ENTRY_RECORD_SCHEMA = T.StructType(
 
 def _encode_entry(pdf: Any) -> list[dict[str, object]]:
     """:func:`~pulsar_model.grouped.map_groups` body: the slots of ONE compacted entry (sorted by batch
-    index) -> its dump line's ``data`` (SPEC §5.5 rebatch)."""
+    index) -> its dump line's ``data`` (docs §5.5 rebatch)."""
     import base64
 
     import pandas as pd
@@ -1036,7 +1036,7 @@ def _encode_entry(pdf: Any) -> list[dict[str, object]]:
 
 
 def compacted_entry_records(compacted: DataFrame, messages: DataFrame, entries: DataFrame) -> DataFrame:
-    """The compacted ledger as stored entries: one row per written entry with its dump line (SPEC §5.5).
+    """The compacted ledger as stored entries: one row per written entry with its dump line (docs §5.5).
 
     ``compacted``: :func:`compacted_ledger` output; ``messages`` / ``entries``: the input tables it was
     computed from (entry metadata and per-slot metadata are copied from them). Returns

@@ -1,9 +1,9 @@
-"""The nightly ``compaction`` stage: compaction preview, trigger decision and savings per topic (SPEC §5).
+"""The nightly ``compaction`` stage: compaction preview, trigger decision and savings per topic (docs §5).
 
 Driver-side orchestration only (reads, a tiny ``distinct`` of the Pulsar versions present, cached
 copies of phase one's rows and of the per-topic ranges per version, writes); the logic is the pure
 transforms of :mod:`pulsar_model.compaction`, applied once per broker version so that every cluster gets
-its own compactor generation and trigger rule (SPEC §5.3-5.5). Output tables, partitioned by ``export_date``:
+its own compactor generation and trigger rule (docs §5.3-5.5). Output tables, partitioned by ``export_date``:
 
 * ``compaction_horizons`` - one row per (cluster, topic, export) with messages or a ``__compaction`` cursor:
   the horizon and the phase-two range the compactor would use now (§5.4);
@@ -55,7 +55,7 @@ _TOPIC = ["cluster", "topic"]
 
 def compaction_start_positions(cursors: DataFrame) -> DataFrame:
     """One row per topic with a ``__compaction`` cursor: ``cluster, topic, position`` = its mark-delete,
-    the last horizon, where phase one starts reading (SPEC §5.4, §5.6). Pure and lazy."""
+    the last horizon, where phase one starts reading (docs §5.4, §5.6). Pure and lazy."""
     return cursors.where(F.col("cursor_name") == F.lit(COMPACTION_CURSOR)).select(
         *_TOPIC, F.col("mark_delete_position").alias("position")
     )
@@ -111,7 +111,7 @@ def run_compaction_stage(
 
     ``thresholds``: the configured compaction thresholds (default: broker 0, no policies);
     ``retain_null_key``: ``topicCompactionRetainNullKey`` for every cluster, ``None`` = each version's
-    broker default (SPEC §5.2). Every table's ``run_date`` partition is replaced, also by an empty result
+    broker default (docs §5.2). Every table's ``run_date`` partition is replaced, also by an empty result
     (a rerun leaves no stale rows). Without an entries export only ``compaction_summary`` gets rows (the
     trigger; zero counts, null dirty columns).
     """

@@ -42,7 +42,7 @@ class StorageConfig:
 
 @dataclass(frozen=True)
 class PulsarConfig:
-    """Broker semantics: the default version and per-cluster versions (SPEC §0.3)."""
+    """Broker semantics: the default version and per-cluster versions (docs §0.3)."""
 
     default_version: str = DEFAULT_PULSAR_VERSION
     cluster_versions: Mapping[str, str] = field(default_factory=dict)
@@ -75,7 +75,7 @@ class PlansConfig:
 
 @dataclass(frozen=True)
 class CompactionConfig:
-    """Compaction thresholds in bytes (SPEC §5.2, §5.3); the exports carry none.
+    """Compaction thresholds in bytes (docs §5.2, §5.3); the exports carry none.
 
     ``broker_threshold_bytes``: ``brokerServiceCompactionThresholdInBytes`` (0 = automatic compaction off);
     ``namespace_thresholds``: ``tenant/ns`` -> bytes; ``topic_thresholds``: topic or partitioned-topic name ->
@@ -89,7 +89,7 @@ class CompactionConfig:
 
 @dataclass(frozen=True)
 class QuotaConfig:
-    """What-if backlog-quota eviction (SPEC §3.6, §3.7).
+    """What-if backlog-quota eviction (docs §3.6, §3.7).
 
     ``trace_max_iterations``: loop steps kept per topic and quota type in ``quota_eviction_trace`` (the first
     in loop order; ``quota_evictions.trace_truncated`` flags longer loops, whose end state and
@@ -103,9 +103,9 @@ class QuotaConfig:
 class BrokerConfig:
     """Broker settings (``broker.conf``) that no export carries, applied to every cluster.
 
-    ``active_consumer_failover_consistent_hashing``: ``activeConsumerFailoverConsistentHashing`` (SPEC §6.3,
+    ``active_consumer_failover_consistent_hashing``: ``activeConsumerFailoverConsistentHashing`` (docs §6.3,
     versions that have it); ``schema_compatibility_strategy``: ``schemaCompatibilityStrategy``, the broker
-    level of SPEC §9.3 (FULL, BACKWARD, ..., ALWAYS_COMPATIBLE); ``transaction_long_open_threshold_ms``: a
+    level of docs §9.3 (FULL, BACKWARD, ..., ALWAYS_COMPATIBLE); ``transaction_long_open_threshold_ms``: a
     transaction open longer than this is reported as long-open (§8, not a broker setting).
     """
 

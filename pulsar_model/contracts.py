@@ -29,7 +29,7 @@ from pyspark.sql import types as T
 
 from pulsar_model.errors import ContractError
 
-#: Alias used in the contracts for Pulsar's (ledgerId, entryId) position (SPEC §0.1).
+#: Alias used in the contracts for Pulsar's (ledgerId, entryId) position (docs §0.1).
 POSITION_DDL = "struct<ledger_id:bigint,entry_id:bigint>"
 POSITION_TYPE = T.StructType(
     [T.StructField("ledger_id", T.LongType(), True), T.StructField("entry_id", T.LongType(), True)]

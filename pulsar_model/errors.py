@@ -40,7 +40,7 @@ class MachineSetupError(PulsarAnalyticsError):
 
 
 class EntryDecodeError(PulsarAnalyticsError):
-    """A stored ledger entry cannot be decoded (SPEC §4.3, §5.4-5.5, §8.3).
+    """A stored ledger entry cannot be decoded (docs §4.3, §5.4-5.5, §8.3).
 
     ``code`` is a stable machine-readable reason used by the ingest quarantine; one of
     ``empty``, ``bad_magic``, ``bad_checksum``, ``truncated``, ``bad_metadata``, ``bad_batch``,
@@ -65,7 +65,7 @@ class ParseError(PulsarAnalyticsError, ValueError):
     """A value in an admin export (position, individuallyDeletedMessages, timestamp) cannot be parsed.
 
     The message names the bad value and the expected form; the ingest parsers turn it into a
-    quarantine reason (SPEC §10.2).
+    quarantine reason (docs §10.2).
     """
 
 

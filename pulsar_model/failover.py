@@ -1,13 +1,13 @@
-"""Failover subscriptions: which consumer is active, how balanced, what if (SPEC §6, §11.17-18, §12.11-12).
+"""Failover subscriptions: which consumer is active, how balanced, what if (docs §6, §11.17-18, §12.11-12).
 
 The broker keeps one active consumer per (topic partition, Failover subscription). It is replayed here
 from the ``consumers`` table (arrival order = ``connect_order``):
 
-* 3.x / 4.x (SPEC §6.3): stable sort by (priority level ascending, name in Java ``String.compareTo``
+* 3.x / 4.x (docs §6.3): stable sort by (priority level ascending, name in Java ``String.compareTo``
   order), keep the highest-priority group; partitioned topics take ``partitionIndex % groupSize``;
   non-partitioned topics (and partitioned ones when ``activeConsumerFailoverConsistentHashing`` is on)
   take the 100-replica Murmur3-32 hash ring with a ceiling lookup on ``h(topic)``.
-* 2.x (SPEC §6.4, 2.10/2.11 rule): non-partitioned topics keep the first consumer in arrival order;
+* 2.x (docs §6.4, 2.10/2.11 rule): non-partitioned topics keep the first consumer in arrival order;
   partitioned topics use the sorted modulo rule; the consistent-hashing setting does not exist.
 
 The sequential part (sort, ring) runs once per subscription inside ``mapInPandas`` over the consumers
@@ -20,10 +20,10 @@ Version boundaries (read with the project's search tool; "assumed" where no rele
 * ring for non-partitioned topics: apache/pulsar PR #19502 (merged 2023-03, after 2.11 was cut) -> 3.0.0;
 * ``activeConsumerFailoverConsistentHashing`` (PIP-392, PR #23584, Nov 2024, cherry-picked to branch-3.0,
   3.3 and 4.0) -> assumed 3.0.8, 3.3.3, 4.0.1 and every 4.1+;
-* new ``TopicName.getPartitionIndex`` (PR #10902, merged 2021-06-11) -> assumed 2.9.0 (SPEC says "≤ ~2.6"
-  for the old rule, which this code keeps for every version before 2.9.0);
+* new ``TopicName.getPartitionIndex`` (PR #10902, merged 2021-06-11) -> assumed 2.9.0 (the old
+  specification says "≤ ~2.6" for the old rule, which this code keeps for every version before 2.9.0);
 * "first in arrival order" for non-partitioned topics: PR #4604 (2.4.2). Releases before 2.4.2 sorted
-  non-partitioned consumers too; SPEC does not say how they handled index -1, so they get the 2.10 rule.
+  non-partitioned consumers too; how they handled index -1 is not known, so they get the 2.10 rule.
 """
 
 from __future__ import annotations
@@ -60,11 +60,11 @@ __all__ = [
     "what_if_active_consumers",
 ]
 
-#: ``CONSUMER_CONSISTENT_HASH_REPLICAS``: virtual nodes per consumer on the failover ring (SPEC §6.3).
+#: ``CONSUMER_CONSISTENT_HASH_REPLICAS``: virtual nodes per consumer on the failover ring (docs §6.3).
 CONSISTENT_HASH_REPLICAS: Final = 100
-#: Murmur3 seed of ``Murmur3_32Hash`` (SPEC §6.3).
+#: Murmur3 seed of ``Murmur3_32Hash`` (docs §6.3).
 MURMUR3_SEED: Final = 0
-#: The hash is made a non-negative Java int before it is used as a ring key (SPEC §6.3).
+#: The hash is made a non-negative Java int before it is used as a ring key (docs §6.3).
 NON_NEGATIVE_INT_MASK: Final = 0x7FFFFFFF
 #: ``TopicName.getPartitionIndex`` result of a non-partitioned topic; every negative becomes this (§6.2).
 NON_PARTITIONED: Final = -1
@@ -93,7 +93,7 @@ EXPORT_KEYS: Final = ("export_id", "export_date")
 
 
 def java_sort_key(name: str) -> bytes:
-    """Sort key ordering strings like Java ``String.compareTo`` (UTF-16 code units, SPEC §6.3).
+    """Sort key ordering strings like Java ``String.compareTo`` (UTF-16 code units, docs §6.3).
 
     Big-endian UTF-16 bytes compare unit by unit as unsigned 16-bit numbers, and a proper prefix sorts
     first, exactly like ``compareTo``. Differs from Python's ``str`` order for non-BMP characters
@@ -103,7 +103,7 @@ def java_sort_key(name: str) -> bytes:
 
 
 def murmur3_hash(text: str) -> int:
-    """``Murmur3_32Hash.makeHash``: MurmurHash3 x86_32, seed 0, UTF-8 bytes, ``& 0x7fffffff`` (SPEC §6.3)."""
+    """``Murmur3_32Hash.makeHash``: MurmurHash3 x86_32, seed 0, UTF-8 bytes, ``& 0x7fffffff`` (docs §6.3)."""
     return mmh3.hash(text.encode("utf-8", errors="surrogatepass"), MURMUR3_SEED, signed=False) & (
         NON_NEGATIVE_INT_MASK
     )
@@ -117,7 +117,7 @@ def _ring_points(name: str) -> tuple[int, ...]:
 
 
 def old_partition_index(topic: str) -> int:
-    """``TopicName.getPartitionIndex`` before PR #10902 (SPEC §6.5 old rule, §12.12).
+    """``TopicName.getPartitionIndex`` before PR #10902 (docs §6.5 old rule, §12.12).
 
     Names containing ``-partition-``: ``Integer.parseInt`` of the text after the last ``'-'``
     (``x-partition--1`` -> 1, ``x-partition-01`` -> 1); anything unparsable -> -1.
@@ -134,7 +134,7 @@ def old_partition_index(topic: str) -> int:
 
 @dataclass(frozen=True)
 class FailoverRules:
-    """The version-dependent switches of the selection (SPEC §6.4, §6.5)."""
+    """The version-dependent switches of the selection (docs §6.4, §6.5)."""
 
     version: PulsarVersion
     #: Non-partitioned topics use the hash ring (3.x+) instead of the first consumer in arrival order.
@@ -159,7 +159,7 @@ def failover_rules(pulsar_version: VersionLike = DEFAULT_PULSAR_VERSION) -> Fail
 
 
 def topic_partition_index(topic: str, rules: FailoverRules) -> int:
-    """The dispatcher's ``partitionIndex`` for a Failover subscription (SPEC §6.2: negative -> -1)."""
+    """The dispatcher's ``partitionIndex`` for a Failover subscription (docs §6.2: negative -> -1)."""
     index = partition_index(topic) if rules.new_partition_index else old_partition_index(topic)
     return index if index >= 0 else NON_PARTITIONED
 
@@ -172,7 +172,7 @@ def select_active_index(
     consistent_hashing: bool,
     rules: FailoverRules,
 ) -> tuple[int, SelectionMode, list[int]]:
-    """Pick the active consumer among ``names``/``priorities`` given in arrival order (SPEC §6.3/§6.4).
+    """Pick the active consumer among ``names``/``priorities`` given in arrival order (docs §6.3/§6.4).
 
     Returns ``(index into the arrival-ordered inputs, selection mode, top group as arrival indexes in
     sorted order)``. ``names`` must not be empty.
@@ -419,7 +419,7 @@ def active_consumers(
     consistent_hashing: bool = False,
     pulsar_version: VersionLike = DEFAULT_PULSAR_VERSION,
 ) -> DataFrame:
-    """The active consumer of every Failover subscription (SPEC §6.3, §6.4, §6.5).
+    """The active consumer of every Failover subscription (docs §6.3, §6.4, §6.5).
 
     One row per (cluster, topic, subscription) — per export too when the input carries ``export_id`` /
     ``export_date`` — with ``active_consumer_name``, its ``active_connect_order`` and priority, the
@@ -444,7 +444,7 @@ def what_if_active_consumers(
     what_if_consistent_hashing: bool | None = None,
     pulsar_version: VersionLike = DEFAULT_PULSAR_VERSION,
 ) -> DataFrame:
-    """Active consumer before and after a change, for every subscription (SPEC §6.3, §6.4).
+    """Active consumer before and after a change, for every subscription (docs §6.3, §6.4).
 
     The change adds consumers ``(name, priority_level)`` (connecting after every existing one), removes
     every connection of the names in ``remove``, and/or switches ``activeConsumerFailoverConsistentHashing``
@@ -514,7 +514,7 @@ def failover_what_ifs(
     pulsar_version: VersionLike = DEFAULT_PULSAR_VERSION,
     added_consumer: str = DEFAULT_ADDED_CONSUMER,
 ) -> DataFrame:
-    """Standard what-if questions for every Failover subscription (SPEC §6.3, §6.4).
+    """Standard what-if questions for every Failover subscription (docs §6.3, §6.4).
 
     One row per (cluster, topic, subscription[, export], scenario, scenario_consumer):
 
@@ -558,7 +558,7 @@ def failover_what_ifs(
 
 
 def compare_with_stats(assignments: DataFrame, cursors: DataFrame) -> DataFrame:
-    """Check the computed active consumers against the broker's ``activeConsumerName`` (SPEC §10.3).
+    """Check the computed active consumers against the broker's ``activeConsumerName`` (docs §10.3).
 
     ``assignments`` is :func:`active_consumers` output; ``cursors`` (cursors contract) gives
     ``stats_active_consumer_name`` per (cluster, topic, cursor_name = subscription[, export]). Sets
@@ -589,7 +589,7 @@ def compare_with_stats(assignments: DataFrame, cursors: DataFrame) -> DataFrame:
 
 
 def failover_balance(assignments: DataFrame) -> DataFrame:
-    """Load balance of the active consumers over the partitions of each topic (SPEC §6.3).
+    """Load balance of the active consumers over the partitions of each topic (docs §6.3).
 
     ``assignments`` is the output of :func:`active_consumers`. One row per (cluster, base topic,
     subscription[, export]) where the base topic is the partitioned topic (``-partition-N`` removed when

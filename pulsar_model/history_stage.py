@@ -21,7 +21,7 @@ Subscription status (Burrow's consumer lag evaluation rules, adapted)
 Burrow (linkedin/Burrow, "Consumer Lag Evaluation Rules") judges a Kafka consumer by a sliding window of
 its last committed offsets and their lags instead of a lag threshold. Here the window is the cursor's
 ``subscription_history`` rows of the newest ``window_runs`` (K, default 10) run dates up to the run date;
-the *offset* is the mark-delete position, the *lag* the precise backlog in entries (SPEC §1.8,
+the *offset* is the mark-delete position, the *lag* the precise backlog in entries (docs §1.8,
 ``cursor_backlog.backlog_entries``), the *head* the topic's LAC. Rules, the first that applies wins:
 
 1. ``UNKNOWN`` - the run date's lag is null (no backlog stage, or the broker would throw);
@@ -78,7 +78,7 @@ STATUS_STOP: Final = "STOP"
 STATUS_REWIND: Final = "REWIND"
 STATUS_UNKNOWN: Final = "UNKNOWN"
 
-#: replication_positions.status, worst first (SPEC §4.8): the history keeps the worst target's.
+#: replication_positions.status, worst first (docs §4.8): the history keeps the worst target's.
 REPLICATION_STATUS_SEVERITY: Final = ("stalled", "lagging", "inactive", "in_sync")
 QUOTA_TYPE_SIZE: Final = "destination_storage"
 QUOTA_TYPE_TIME: Final = "message_age"
@@ -151,11 +151,11 @@ def subscription_history(
     """One row per (cluster, topic, export, cursor_name): the ``subscription_history`` row of one run date.
 
     Every cursor of ``cursors`` whose topic has a ``managed_ledgers`` row, with the topic's export time and
-    LAC; the exact backlog and the broker's estimate from ``cursor_backlog`` (SPEC §1.8, §2.4); for a
+    LAC; the exact backlog and the broker's estimate from ``cursor_backlog`` (docs §1.8, §2.4); for a
     replicated subscription, this cluster being the source, the worst target's translation lag from
     ``replication_positions`` (targets counted, status by severity stalled > lagging > inactive > in_sync,
-    largest lags; SPEC §4.4) and the largest failover duplicates from ``replication_failover_duplicates``
-    (SPEC §4.8). An input passed as None (its stage did not run) leaves its columns null. Pure and lazy.
+    largest lags; docs §4.4) and the largest failover duplicates from ``replication_failover_duplicates``
+    (docs §4.8). An input passed as None (its stage did not run) leaves its columns null. Pure and lazy.
     """
     keys = [*_TOPIC_EXPORT, "cursor_name"]
     pieces: list[tuple[DataFrame, list[Column]]] = []
@@ -209,11 +209,11 @@ def topic_history(
 ) -> DataFrame:
     """One row per (cluster, topic, export): the ``topic_history`` row of one run date.
 
-    The broker's backlogSize estimate (``topic_backlog``, SPEC §2.3) beside the stats value and the largest
+    The broker's backlogSize estimate (``topic_backlog``, docs §2.3) beside the stats value and the largest
     exact backlog of a durable cursor (from the same run date's :func:`subscription_history` rows, i.e.
-    ``cursor_backlog``, SPEC §1.8); the size and time quota rows of ``quota_status`` side by side (limit,
-    ``percent_of_quota``, the check's result, SPEC §3.4); compaction savings (``compaction_summary``,
-    SPEC §5.5); the topic's count of ``replication_findings`` (0 when the table exists without a finding for
+    ``cursor_backlog``, docs §1.8); the size and time quota rows of ``quota_status`` side by side (limit,
+    ``percent_of_quota``, the check's result, docs §3.4); compaction savings (``compaction_summary``,
+    docs §5.5); the topic's count of ``replication_findings`` (0 when the table exists without a finding for
     the topic). None inputs leave their columns null. Pure and lazy.
     """
     durable = F.col("is_durable")

@@ -1,4 +1,4 @@
-"""Ledger pinning: who keeps which ledgers alive, and which cursors never move (SPEC §0.2, §1.11, §5.7).
+"""Ledger pinning: who keeps which ledgers alive, and which cursors never move (docs §0.2, §1.11, §5.7).
 
 * :func:`pinning_report` - per topic: the slowest durable cursor, the trim boundary, the ledgers the broker
   would delete at its next trim, and the ledgers that the slowest cursor *alone* keeps alive;
@@ -11,7 +11,7 @@ Trimming rule (``ManagedLedgerImpl.internalTrimLedgers``; verified with the proj
 
 1. No durable cursor (``!cursors.hasDurableCursors()``): the bound is ``currentLedger.id + 1``.
 2. Otherwise the bound is the ledger id of ``getSlowestReaderPosition()`` / ``getSlowestCursorPosition()``,
-   i.e. the mark-delete position of the slowest *durable* cursor (SPEC §1.11; non-durable readers are
+   i.e. the mark-delete position of the slowest *durable* cursor (docs §1.11; non-durable readers are
    kept out of the container's ordering and never hold ledgers). 3.x/4.x add one case: when the ledger of
    that position is listed, is not the current ledger and ``entries == md.entry + 1`` (md at its last
    entry; also an empty closed ledger with md ``(L,-1)``), the bound is ``md.ledger + 1`` - that ledger is
@@ -25,7 +25,7 @@ Trimming rule (``ManagedLedgerImpl.internalTrimLedgers``; verified with the proj
    this module reports what the broker would trim **ignoring retention** - exactly what it deletes with the
    broker defaults ``defaultRetentionTimeInMinutes=0`` / ``defaultRetentionSizeInMB=0`` (a ledger is then
    always "expired" and "over quota"). With a retention policy the broker keeps a prefix of these
-   ledgers longer (SPEC §5.7); offload-driven deletions are out of scope.
+   ledgers longer (docs §5.7); offload-driven deletions are out of scope.
 
 A managed ledger without an open ledger (``current_ledger_id`` null, e.g. state ``ClosedLedger``) still has a
 ``currentLedger`` handle in the broker: the last, closed ledger, which stays protected until a new
@@ -109,7 +109,7 @@ def pinning_report(
 
     * ``slowest_cursor_name``, ``slowest_cursor_kind`` (``cursor_kind`` when the cursors have it),
       ``slowest_mark_delete_position``: the durable cursor with the smallest md (null md counts as EARLIEST
-      and is reported null); ties go to the smallest ``cursor_order`` (SPEC §1.11, the 3.1+ TreeSet; the
+      and is reported null); ties go to the smallest ``cursor_order`` (docs §1.11, the 3.1+ TreeSet; the
       same cursor is reported for older heaps). Readers (``is_durable`` false) never count. Null when the
       topic has no durable cursor.
     * ``slowest_cursor_tie``: another durable cursor has the same md (version independent, unlike
@@ -142,7 +142,7 @@ def pinning_report(
         as_position(F.col("last_confirmed_entry")).alias("_lac"),
     )
 
-    # durable cursors of each topic, sorted by (md, cursor_order, name): SPEC §1.11 container order
+    # durable cursors of each topic, sorted by (md, cursor_order, name): docs §1.11 container order
     kind = (
         F.col("cursor_kind").cast("string")
         if "cursor_kind" in cursors.columns

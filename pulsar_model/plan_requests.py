@@ -1,4 +1,4 @@
-"""Dry-run requests for the ``plans`` stage: parse, validate and normalise (SPEC §1.10, §1.11, §7).
+"""Dry-run requests for the ``plans`` stage: parse, validate and normalise (docs §1.10, §1.11, §7).
 
 Operators ask "what would happen if ..." questions as small JSON documents, one per request::
 
@@ -42,10 +42,10 @@ ACTION_READER_START: Final = "reader_start"
 CURSOR_ACTIONS: Final = (ACTION_SKIP, ACTION_CLEAR_BACKLOG, ACTION_RESET, ACTION_RESET_BY_TIME)
 ACTIONS: Final = (*CURSOR_ACTIONS, ACTION_READER_START)
 
-#: ``skipEntries``' ``IndividualDeletedEntries`` (SPEC §1.10); the admin ``skip`` command uses Exclude.
+#: ``skipEntries``' ``IndividualDeletedEntries`` (docs §1.10); the admin ``skip`` command uses Exclude.
 DELETED_ENTRIES: Final = ("Include", "Exclude")
 DEFAULT_DELETED_ENTRIES: Final = "Exclude"
-#: ``CommandSubscribe.initialPosition`` (SPEC §7.1); ``Latest`` is the protocol default.
+#: ``CommandSubscribe.initialPosition`` (docs §7.1); ``Latest`` is the protocol default.
 INITIAL_POSITIONS: Final = ("Latest", "Earliest")
 
 _COMMON: Final = ("request_id", "cluster", "topic", "action")

@@ -6,8 +6,8 @@ exists, and ``_requests/plan_requests.json`` inside the export folder. Requests 
 go to the quarantine table (source ``plan-requests``) with the reason; requests that parse but do not
 fit the export (unknown topic or cursor) get a row with ``error`` set. Outputs, replaced per run date:
 
-* ``skip_plans`` – one row per skip / clear_backlog / reset / reset_by_time request (SPEC §1.10, §1.11);
-* ``reader_starts`` – one row per reader_start request (SPEC §7).
+* ``skip_plans`` – one row per skip / clear_backlog / reset / reset_by_time request (docs §1.10, §1.11);
+* ``reader_starts`` – one row per reader_start request (docs §7).
 
 Driver-side orchestration only (reading a small request file, one ``distinct`` of the Pulsar versions
 present); every number is computed by the pure transforms of :mod:`pulsar_model.positions`,
@@ -172,7 +172,7 @@ def cursor_plans(
 ) -> DataFrame:
     """One row per cursor request (skip / clear_backlog / reset / reset_by_time): where the cursor lands.
 
-    Grain: one row per request. Positions come from the broker arithmetic of SPEC §1.10/§1.11 (and the
+    Grain: one row per request. Positions come from the broker arithmetic of docs §1.10/§1.11 (and the
     time search for ``reset_by_time``, :mod:`pulsar_model.readers`); :func:`with_entry_effects` adds
     what it does to the exported entries. ``actions`` limits the transforms built to the actions present
     (each is a large plan that Spark analyses even when no request uses it). ``basis``: the
@@ -407,7 +407,7 @@ def with_entry_effects(
 def reader_plans(
     requests: DataFrame, inputs: PlanInputs, pulsar_version: str, basis: CursorBasis | None = None
 ) -> DataFrame:
-    """One row per ``reader_start`` request: the ``reader_starts`` rows (SPEC §7).
+    """One row per ``reader_start`` request: the ``reader_starts`` rows (docs §7).
 
     ``basis``: a :func:`~pulsar_model.positions.cursor_basis` of ``inputs`` (its ledger view and topic
     context are used), e.g. the one the cursor plans share; built when None.

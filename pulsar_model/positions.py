@@ -1,4 +1,4 @@
-"""Cursor and position arithmetic of the managed ledger as DataFrame transforms (SPEC §1, §11, §12).
+"""Cursor and position arithmetic of the managed ledger as DataFrame transforms (docs §1, §11, §12).
 
 Every transform is pure and lazy, works per ``(cluster, topic)`` and keeps one output row per input
 request row (extra request columns are carried through). Version-dependent behaviour is selected with
@@ -84,13 +84,13 @@ __all__ = [
     "skip_entries",
 ]
 
-#: ``PositionBound`` values of ``getPositionAfterN`` (SPEC §1.1, §1.9).
+#: ``PositionBound`` values of ``getPositionAfterN`` (docs §1.1, §1.9).
 BOUND_START_INCLUDED = "startIncluded"
 BOUND_START_EXCLUDED = "startExcluded"
-#: ``ManagedCursor.IndividualDeletedEntries`` values of ``skipEntries`` (SPEC §1.1, §1.10).
+#: ``ManagedCursor.IndividualDeletedEntries`` values of ``skipEntries`` (docs §1.1, §1.10).
 DELETED_ENTRIES_INCLUDE = "Include"
 DELETED_ENTRIES_EXCLUDE = "Exclude"
-#: ``resetCursor`` target kinds (SPEC §1.11).
+#: ``resetCursor`` target kinds (docs §1.11).
 TARGET_POSITION = "position"
 TARGET_EARLIEST = "earliest"
 TARGET_LATEST = "latest"
@@ -134,7 +134,7 @@ def _by_topic(df: DataFrame) -> DataFrame:
 
 
 def _ml_frame(managed_ledgers: DataFrame) -> DataFrame:
-    """One row per managed ledger with the normalised columns the arithmetic needs (SPEC §0.2)."""
+    """One row per managed ledger with the normalised columns the arithmetic needs (docs §0.2)."""
     return managed_ledgers.select(
         F.col("cluster"),
         F.col("topic"),
@@ -147,7 +147,7 @@ def _ml_frame(managed_ledgers: DataFrame) -> DataFrame:
 
 
 def _open_ledger_walk_total_sql(cle: str, lac: str, beh: Behaviour) -> str:
-    """``getPositionAfterN``'s entry count for the open ledger (SPEC §1.9, §11.2).
+    """``getPositionAfterN``'s entry count for the open ledger (docs §1.9, §11.2).
 
     3.x+ (and 2.10.1): ``LAC.entry + 1`` only when ``currentLedgerEntries > 0``; 2.x-old always
     ``LAC.entry + 1`` - the phantom entries of an empty open ledger.
@@ -159,7 +159,7 @@ def _open_ledger_walk_total_sql(cle: str, lac: str, beh: Behaviour) -> str:
 
 
 def _valid_entry0_sql(beh: Behaviour) -> str:
-    """``isValidPosition((lid, 0))`` for a ledger present in the map (SPEC §1.4); view-row columns."""
+    """``isValidPosition((lid, 0))`` for a ledger present in the map (docs §1.4); view-row columns."""
     lac_l, lac_e = fld("lac", "ledger_id"), fld("lac", "entry_id")
     if beh.new_valid_position:
         expr = f"(is_cur OR IF(lid = {lac_l}, {lac_e} >= 0, ent > 0))"
@@ -220,7 +220,7 @@ def _ledger_view(ledgers: DataFrame, ml: DataFrame, beh: Behaviour) -> DataFrame
     """One row per ledger: ``cluster, topic, lid, valid0, cur_id, lac_lid, row``.
 
     ``row`` (the struct seeks return) has the :data:`~pulsar_model.columns.BASE_ROW_FIELDS`: ``lid, ent,
-    sz`` (as listed: the open ledger is 0/0, SPEC §0.2), ``cum_ent, cum_sz`` (running sums including this
+    sz`` (as listed: the open ledger is 0/0, docs §0.2), ``cum_ent, cum_sz`` (running sums including this
     ledger), ``is_cur``, ``walk`` (``getPositionAfterN`` total, §1.9), ``cum_walk``, ``prev_ne_lid,
     prev_ne_ent`` (last non-empty ledger before it, §1.3), ``nv0_gt`` (first later ledger whose entry 0 is
     valid, §1.5), ``succ_lid`` (next ledger id); plus ``nv0_row``, the base row of ledger ``nv0_gt``.
@@ -414,7 +414,7 @@ MISSING_TOPIC_SQL = _err_if(f"{X} IS NULL", MISSING_TOPIC)
 
 
 def previous_position(requests: DataFrame, ledgers: DataFrame, managed_ledgers: DataFrame) -> DataFrame:
-    """Add ``previous_position``: ``getPreviousPosition(position)`` (SPEC §1.3, identical 2.x-4.x).
+    """Add ``previous_position``: ``getPreviousPosition(position)`` (docs §1.3, identical 2.x-4.x).
 
     One row per request (``cluster, topic, request_id, position``). ``(L,0)`` and ``(L,-1)`` both step to
     the last entry of the last earlier non-empty ledger, ``(first ledger, -1)`` when the earlier ledgers are
@@ -434,7 +434,7 @@ def is_valid_position(
     managed_ledgers: DataFrame,
     pulsar_version: str = DEFAULT_PULSAR_VERSION,
 ) -> DataFrame:
-    """Add ``is_valid``: ``isValidPosition(position)`` (SPEC §1.4) in the version's order.
+    """Add ``is_valid``: ``isValidPosition(position)`` (docs §1.4) in the version's order.
 
     One row per request. 3.x/4.x: a position in a deleted ledger is never valid; the open ledger accepts
     entries up to ``LAC.entry+1`` (when LAC is in it) or entry 0; a closed LAC ledger accepts up to LAC.
@@ -456,7 +456,7 @@ def next_valid_position(
     managed_ledgers: DataFrame,
     pulsar_version: str = DEFAULT_PULSAR_VERSION,
 ) -> DataFrame:
-    """Add ``next_valid_position``: ``getNextValidPosition(position)`` (SPEC §1.5).
+    """Add ``next_valid_position``: ``getNextValidPosition(position)`` (docs §1.5).
 
     One row per request. ``P.next`` when valid, else entry 0 of the first later ledger where that is
     valid, else (3.x/4.x) ``(open ledger, 0)`` when the open ledger is empty or ``LAC.next``; 2.x-old
@@ -478,7 +478,7 @@ def entries_between(
     managed_ledgers: DataFrame,
     pulsar_version: str = DEFAULT_PULSAR_VERSION,
 ) -> DataFrame:
-    """Add ``entries`` and ``error``: ``ManagedLedgerImpl.getNumberOfEntries(range)`` (SPEC §1.7).
+    """Add ``entries`` and ``error``: ``ManagedLedgerImpl.getNumberOfEntries(range)`` (docs §1.7).
 
     One row per request (``cluster, topic, request_id, lower, lower_closed, upper, upper_closed``).
     2.x/3.x arithmetic (``hi.entry`` taken literally, a deleted ``lo`` ledger contributes nothing) or the
@@ -526,7 +526,7 @@ def _position_after_n(
     prefix: str,
     start_lk: str | None = None,
 ) -> DataFrame:
-    """Add ``{prefix}_pos`` and ``{prefix}_err``: ``getPositionAfterN(start, n, bound)`` (SPEC §1.9).
+    """Add ``{prefix}_pos`` and ``{prefix}_err``: ``getPositionAfterN(start, n, bound)`` (docs §1.9).
 
     ``df`` must carry ``_pa_ctx``; ``start_lk`` may name an existing lookup column of the start's ledger.
     The walk is index arithmetic on the running per-ledger totals (``cum_walk``): after the first ledger
@@ -685,7 +685,7 @@ def position_after_n(
     managed_ledgers: DataFrame,
     pulsar_version: str = DEFAULT_PULSAR_VERSION,
 ) -> DataFrame:
-    """Add ``position`` and ``error``: ``getPositionAfterN(start_position, n, bound)`` (SPEC §1.9).
+    """Add ``position`` and ``error``: ``getPositionAfterN(start_position, n, bound)`` (docs §1.9).
 
     One row per request (``cluster, topic, request_id, start_position, n, bound``). ``startExcluded`` starts
     from ``nextValid(start)``; the open ledger counts ``LAC.entry+1`` entries (3.x+: only when it has
@@ -835,7 +835,7 @@ def _ranges_out_sql(ranges: str) -> str:
 
 
 def _mark_delete(env: _Env, df: DataFrame, target: str, target_error: str, prefix: str) -> DataFrame:
-    """``asyncMarkDelete(target)`` on the cursor state of each row (SPEC §1.2, §1.10, §1.11).
+    """``asyncMarkDelete(target)`` on the cursor state of each row (docs §1.2, §1.10, §1.11).
 
     Adds ``{prefix}_md`` (final mark-delete), ``{prefix}_rp``, ``{prefix}_idm``, ``{prefix}_newly`` (entries
     newly covered that were not already acked) and ``{prefix}_err``. Rules, as in ``asyncMarkDelete`` and
@@ -1033,7 +1033,7 @@ def skip_entries(
     *,
     basis: CursorBasis | None = None,
 ) -> DataFrame:
-    """Dry-run ``cursor.skipEntries(n, deletedEntries)`` (SPEC §1.10): one row per request.
+    """Dry-run ``cursor.skipEntries(n, deletedEntries)`` (docs §1.10): one row per request.
 
     Requests: ``cluster, topic, cursor_name, n, deleted_entries`` (``Include``|``Exclude``), any other
     column (e.g. ``request_id``) is carried through. Adds:
@@ -1119,7 +1119,7 @@ def clear_backlog_plan(
     *,
     basis: CursorBasis | None = None,
 ) -> DataFrame:
-    """Dry-run ``cursor.clearBacklog()`` = mark-delete at LAC (SPEC §1.11): one row per request.
+    """Dry-run ``cursor.clearBacklog()`` = mark-delete at LAC (docs §1.11): one row per request.
 
     Requests: ``cluster, topic, cursor_name`` (+ carried columns). Adds ``mark_delete_position`` (LAC, or
     unchanged when the cursor is already past LAC), ``read_position`` (``nextValid(md)``),
@@ -1149,7 +1149,7 @@ def reset_cursor_plan(
     *,
     basis: CursorBasis | None = None,
 ) -> DataFrame:
-    """Dry-run ``cursor.resetCursor(target)`` (SPEC §1.11, ``asyncResetCursor``/``internalResetCursor``).
+    """Dry-run ``cursor.resetCursor(target)`` (docs §1.11, ``asyncResetCursor``/``internalResetCursor``).
 
     Requests: ``cluster, topic, cursor_name, target_kind`` (``position``|``earliest``|``latest``) and
     ``target`` (a position, used for ``position``; ``(-1,-1)`` / ``(MAX,MAX)`` mean earliest / latest).

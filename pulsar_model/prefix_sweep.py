@@ -5,7 +5,7 @@ and the export keys), the topic's exported entries (``_t = 0``: position ``_lid/
 ``_pt``, kind code ``_kind``, ``_msgs``, ``_bytes``) and the two bounds of every unacknowledged gap of its
 requests (``_t = 1``: position, request key ``_k``, ``_sign`` -1 for the gap start and +1 for its end,
 and for a start the gap's end ``_gl/_ge``). :func:`prefix_sweep` sorts each topic's rows by position
-(entries before bounds at one position: a gap ``(s, e]`` is open-closed, SPEC §1.2) and walks them once:
+(entries before bounds at one position: a gap ``(s, e]`` is open-closed, docs §1.2) and walks them once:
 
 * every bound leaves with ``_sign x C(p)``: the measures (entries, messages, bytes) of each entry kind
   over the topic's entries at or before its position - a gap counts ``C(e) - C(s)``, a request the sum

@@ -4,7 +4,7 @@ Driver-side orchestration only (reads, a tiny ``distinct`` of the Pulsar version
 status per version, one tiny query choosing the eviction runs, one materialised eviction result per version
 feeding both eviction tables, writes); the logic is the pure transforms of
 :mod:`pulsar_model.quota`, applied once per broker version so that every cluster gets its own version's
-semantics (SPEC §0.3, §3). Output tables, partitioned by ``export_date``:
+semantics (docs §0.3, §3). Output tables, partitioned by ``export_date``:
 
 * ``quota_status`` - one row per (cluster, topic, export, quota_type): the effective quota (§3.2) beside
   the broker's breach decision at export time and the exact-data view (§3.4);
@@ -54,7 +54,7 @@ log = logging.getLogger(__name__)
 #: Output tables of the stage.
 OUTPUT_TABLES = ("quota_status", "quota_evictions", "quota_eviction_trace", "quota_producer_outcomes")
 _TOPIC = ["cluster", "topic"]
-#: Columns of ``cursor_backlog`` the exact-data view of :func:`quota_breaches` reads (SPEC §3.4).
+#: Columns of ``cursor_backlog`` the exact-data view of :func:`quota_breaches` reads (docs §3.4).
 _EXACT_COLUMNS = (
     "cluster",
     "topic",
@@ -120,7 +120,7 @@ _AFTER_RENAMES = {
 
 
 def enabled_limit(quota_type: str) -> Column:
-    """The ``quota_type`` row has an enabled limit (SPEC §3.4: size < 0 and time <= 0 disable the check)."""
+    """The ``quota_type`` row has an enabled limit (docs §3.4: size < 0 and time <= 0 disable the check)."""
     if quota_type == QUOTA_TYPE_SIZE:
         return (F.col("quota_type") == QUOTA_TYPE_SIZE) & (F.col("limit_size_bytes") >= 0)
     return (F.col("quota_type") == QUOTA_TYPE_TIME) & (F.col("limit_time_seconds") > 0)

@@ -1,4 +1,4 @@
-"""Readers (non-durable cursors): start positions, and reset-cursor by publish time (SPEC §7, §3.7, §1.11).
+"""Readers (non-durable cursors): start positions, and reset-cursor by publish time (docs §7, §3.7, §1.11).
 
 Two transforms, both pure and lazy, one output row per request row (extra request columns are carried):
 
@@ -119,15 +119,15 @@ __all__ = [
 
 Pos = tuple[int, int]
 
-#: ``start_kind`` values of :func:`reader_start_positions` (SPEC §7.2: a start message id, or the client's
+#: ``start_kind`` values of :func:`reader_start_positions` (docs §7.2: a start message id, or the client's
 #: ``MessageId.earliest`` / ``MessageId.latest``).
 START_MESSAGE_ID = "message_id"
 START_EARLIEST = "earliest"
 START_LATEST = "latest"
-#: ``CommandSubscribe.initialPosition`` values (SPEC §7.1: field 13, default ``Latest``).
+#: ``CommandSubscribe.initialPosition`` values (docs §7.1: field 13, default ``Latest``).
 INITIAL_LATEST = "Latest"
 INITIAL_EARLIEST = "Earliest"
-#: ``MessageIdData.batch_index`` of a message that is not part of a batch (SPEC §7.1: default -1).
+#: ``MessageIdData.batch_index`` of a message that is not part of a batch (docs §7.1: default -1).
 NOT_BATCHED = -1
 #: Smallest Java ``int``: a batch-index key below every real message of an entry (seeks "at or after").
 _INT_MIN = -(2**31)
@@ -149,9 +149,9 @@ _NO_FIRST_POSITION = "NullPointerException: getFirstPosition() is null (the mana
 
 
 def reader_steps_back_every_start_id(version: VersionLike) -> bool:
-    """The broker steps a client start id back one entry whenever ``ledger, entry >= 0`` (SPEC §7.2).
+    """The broker steps a client start id back one entry whenever ``ledger, entry >= 0`` (docs §7.2).
 
-    SPEC: "1.x/2.0 only stepped back when batchIndex >= 0". Boundary assumed: 2.1.0.
+    docs/semantics: "1.x/2.0 only stepped back when batchIndex >= 0". Boundary assumed: 2.1.0.
     """
     return PulsarVersion.parse(version) >= PulsarVersion(2, 1, 0)
 
@@ -159,7 +159,7 @@ def reader_steps_back_every_start_id(version: VersionLike) -> bool:
 def reader_md_is_previous_of_read(version: VersionLike) -> bool:
     """``NonDurableCursorImpl.recoverCursor`` sets ``md = getPreviousPosition(rp)`` instead of ``md = p``.
 
-    SPEC §7.2 ("3.x; older: md = p"); seen in ``nodece/pulsar@84f85bd`` (3.x), absent from an older
+    docs §7.2 ("3.x; older: md = p"); seen in ``nodece/pulsar@84f85bd`` (3.x), absent from an older
     apache/pulsar copy. Assumed to come with the non-durable-cursor fix apache/pulsar#21250 (labels
     release/2.10.6, 2.11.3, 3.0.2; 3.1.1 assumed).
     """
@@ -247,7 +247,7 @@ def find_rules(version: VersionLike, skew_ms: int | None = DEFAULT_LEDGER_CLOSE_
     )
 
 
-# --- plain-Python managed-ledger model of the per-topic search (SPEC §1.3-§1.9) ---------------------
+# --- plain-Python managed-ledger model of the per-topic search (docs §1.3-§1.9) ---------------------
 
 
 class _BrokerError(Exception):
@@ -256,7 +256,7 @@ class _BrokerError(Exception):
 
 @dataclass
 class _Topic:
-    """One managed ledger as the search sees it (SPEC §0.2): listed ledgers, open ledger, LAC, and the
+    """One managed ledger as the search sees it (docs §0.2): listed ledgers, open ledger, LAC, and the
     exported entries (per ledger: sorted entry ids and their compared timestamps)."""
 
     beh: Behaviour
@@ -298,7 +298,7 @@ class _Topic:
         return (self.ids[0], 0)
 
     def is_valid(self, p: Pos) -> bool:
-        """SPEC §1.4, 3.x/4.x order or the 2.x-old order."""
+        """docs §1.4, 3.x/4.x order or the 2.x-old order."""
         lac = self.lac
         if self.beh.new_valid_position:
             if p[0] not in self.listed or p[1] < 0:
@@ -317,7 +317,7 @@ class _Topic:
         return p[1] < self.listed[p[0]]
 
     def next_valid(self, p: Pos) -> Pos:
-        """SPEC §1.5: ``P.next`` when valid, else entry 0 of the next ledger where that is valid, else the
+        """docs §1.5: ``P.next`` when valid, else entry 0 of the next ledger where that is valid, else the
         version's fallback."""
         q = (p[0], p[1] + 1)
         while not self.is_valid(q):
@@ -330,7 +330,7 @@ class _Topic:
         return q
 
     def previous(self, p: Pos) -> Pos:
-        """SPEC §1.3 (identical 2.x-4.x)."""
+        """docs §1.3 (identical 2.x-4.x)."""
         if p[1] > 0:
             return (p[0], p[1] - 1)
         i = bisect.bisect_left(self.ids, p[0])
@@ -342,7 +342,7 @@ class _Topic:
         return (self.ids[0], -1)
 
     def position_after_n(self, start: Pos, n: int, excluded: bool) -> Pos:
-        """SPEC §1.9 ``getPositionAfterN`` with the version's loop ends (``Behaviour`` flags)."""
+        """docs §1.9 ``getPositionAfterN`` with the version's loop ends (``Behaviour`` flags)."""
         beh, lac = self.beh, self.lac
         cur = self.next_valid(start) if excluded else start
         skip = n
@@ -377,7 +377,7 @@ class _Topic:
             if beh.pan_past_end != "revisit_last_ledger":
                 raise _BrokerError(
                     "getPositionAfterN runs past the last ledger (ledgers.lastKey()+1) and never returns a "
-                    "position (NullPointerException or endless loop, SPEC §1.9)"
+                    "position (NullPointerException or endless loop, docs §1.9)"
                 )
             # 3.x: ceilingKey(..) ?: lastKey() - the last (closed) ledger is walked again and again
             last = self.ids[-1]
@@ -392,7 +392,7 @@ class _Topic:
         return result
 
     def count(self, lo: Pos, lo_closed: bool, hi: Pos, hi_closed: bool) -> int:
-        """SPEC §1.7 ``getNumberOfEntries(range)``: 2.x/3.x literal arithmetic or the 4.x one."""
+        """docs §1.7 ``getNumberOfEntries(range)``: 2.x/3.x literal arithmetic or the 4.x one."""
         lc, hc = int(lo_closed), int(hi_closed)
         between = sum(self.listed[lid] for lid in self.ids if lo[0] < lid < hi[0])
         if not self.beh.entry_count_4x:
@@ -419,7 +419,7 @@ class _Topic:
 
     def cursor_count_closed(self, lo: Pos, hi: Pos, acked: Sequence[tuple[Pos, Pos]]) -> int:
         """Cursor count of ``[lo, hi]``: the ML count minus the ML count of each acked range's Guava
-        intersection with it (SPEC §1.8)."""
+        intersection with it (docs §1.8)."""
         n = self.count(lo, True, hi, True)
         for a, b in acked:
             lo_cut = max((lo, 0), (a, 1))  # a closed lower end sits below its point, an open one above it
@@ -881,7 +881,7 @@ def _start_message_id(requests: DataFrame) -> Column:
 def _messages_view(messages: DataFrame, topics: DataFrame) -> DataFrame:
     """Messages a client can receive, as a seek view keyed by ``(ledger, entry, batch index)``.
 
-    Markers never reach clients (SPEC §4.3, §8.3: the dispatcher filters them) and ``compacted_out``
+    Markers never reach clients (docs §4.3, §8.3: the dispatcher filters them) and ``compacted_out``
     placeholder slots are skipped by the client (§5.5), so both are left out.
     """
     keep = F.lit(True)
@@ -924,7 +924,7 @@ def reader_start_positions(
     ledger_close_clock_skew_ms: int | None = DEFAULT_LEDGER_CLOSE_CLOCK_SKEW_MS,
     basis: CursorBasis | None = None,
 ) -> DataFrame:
-    """Where a new reader's non-durable cursor starts and what it delivers first (SPEC §7.2, §7.3).
+    """Where a new reader's non-durable cursor starts and what it delivers first (docs §7.2, §7.3).
 
     One row per request: ``cluster, topic, request_id, start_kind`` (``message_id``|``earliest``|``latest``),
     ``start_message_id`` (``struct<ledger_id, entry_id, batch_index>``, batch index -1 = not batched;
@@ -1076,7 +1076,7 @@ def _with_rollback(
 ) -> DataFrame:
     """Add ``_pa_rb_md``, ``_pa_rb_rp``, ``_pa_rb_err``: the reset by publish time of rollback requests.
 
-    ``getNonDurableSubscription`` resets the fresh cursor to ``now - rollback_seconds * 1000`` (SPEC §7.2);
+    ``getNonDurableSubscription`` resets the fresh cursor to ``now - rollback_seconds * 1000`` (docs §7.2);
     "now" is the export time. The search branch is only built when the requests have the column.
     """
     none = [E(NULL_POS_SQL).alias("_pa_rb_md"), E(NULL_POS_SQL).alias("_pa_rb_rp")]
@@ -1103,7 +1103,7 @@ def _with_rollback(
 
 
 def _first_delivered(df: DataFrame, messages: DataFrame, requests: DataFrame) -> tuple[DataFrame, Column]:
-    """The first message the client keeps (SPEC §7.3): one seek for the first message at or after a key.
+    """The first message the client keeps (docs §7.3): one seek for the first message at or after a key.
 
     The key is the read position; for a reader that filters (``message_id``, no rollback) and reads the
     start entry ``(L, E)`` first (``rp = (L, E)``: the broker's step back), it is ``(L, E, bi + 1)``

@@ -3,7 +3,7 @@
 Driver-side orchestration only (reads, one tiny ``distinct`` of the clusters' versions and export times,
 ``localCheckpoint`` of the metadata inputs and of the intermediates read more than once, writes); the logic is
 the pure transforms of :mod:`pulsar_model.replication` over the run date's tables of **all clusters at
-once** (a replicated subscription spans clusters, SPEC §4). Output tables, partitioned by ``export_date``:
+once** (a replicated subscription spans clusters, docs §4). Output tables, partitioned by ``export_date``:
 
 * ``replication_positions`` - one row per (topic, subscription, source cluster, target cluster): the
   expected remote mark-delete from the source's last UPDATE beside the target's actual one, and the status
@@ -25,7 +25,7 @@ once** (a replicated subscription spans clusters, SPEC §4). Output tables, part
 Inputs: the run date's ``managed_ledgers``, ``ledgers``, ``cursors`` and, when they exist, ``markers``,
 ``entries`` (no entry dump: translation sees no UPDATE markers, duplicates fall back to the bounds, the
 marker detectors are skipped) and ``consumers``. Only the snapshot cache differs between the broker versions
-SPEC §0.3 covers (§4.6: old cache before PR #25044, new since 4.0.9 / 4.1.3 / 4.2): the cache replay and
+docs §0.3 covers (§4.6: old cache before PR #25044, new since 4.0.9 / 4.1.3 / 4.2): the cache replay and
 its detector run once per distinct ``pulsar_version`` (``default_version`` for clusters without one) over
 that version's clusters; the other tables are version-independent.
 """
@@ -122,7 +122,7 @@ def cache_replay(
     pulsar_version: str,
     reuse: Callable[[DataFrame], DataFrame] | None = None,
 ) -> tuple[DataFrame, DataFrame]:
-    """The snapshot-cache replay of the clusters running ``pulsar_version`` (SPEC §4.4, §4.6).
+    """The snapshot-cache replay of the clusters running ``pulsar_version`` (docs §4.4, §4.6).
 
     Inputs are scoped to the topics whose ``managed_ledgers.pulsar_version`` is ``pulsar_version`` (already
     defaulted). Returns (``replication_cache_replay`` rows: :func:`predicted_updates` with

@@ -9,7 +9,7 @@ behind the escaping: every string that comes from the data goes through :func:`h
 (control characters replaced), so a topic named ``<script>alert(1)</script>`` renders as text.
 
 Sections (each table is optional: a table that does not exist makes its part say "not computed for this
-run"): backlog (exact vs estimated bytes per cursor, SPEC §1.8, §2.3-2.5; pinning §1.11), backlog quotas
+run"): backlog (exact vs estimated bytes per cursor, docs §1.8, §2.3-2.5; pinning §1.11), backlog quotas
 (proximity and the eviction preview, §3), replication (cursor translation status, failover duplicates per
 subscription, findings, §4), compaction savings (§5), failover balance (§6), transactions (§8), schema
 verdicts (§9) and history (trends from ``topic_history`` / ``subscription_history``, Burrow-style
@@ -331,7 +331,7 @@ def _section_backlog(ctx: _Context) -> str:
         parts.append(
             "<h3>Broker estimate vs exact backlog, per cursor</h3><p class=note>Each dot is a cursor: its "
             "exact backlog bytes from the exported entries (acked ranges subtracted) against the "
-            "per-position estimate the broker reports (SPEC §2.4). Dots off the diagonal are where the "
+            "per-position estimate the broker reports (docs §2.4). Dots off the diagonal are where the "
             "estimate is wrong; red: off by more than 10%. "
             f"The {len(points)} cursors with the largest error are plotted.</p>"
         )
@@ -550,7 +550,7 @@ def _section_quota(ctx: _Context) -> str:
         ctx.counts["eviction_cursors_handled_now"] = agg["handled"]
         parts.append(
             "<h3>Eviction preview</h3><p class=note>What <code>consumer_backlog_eviction</code> would skip "
-            "on each cursor for every enabled limit, whatever the configured policy (SPEC §3.6, §3.7). "
+            "on each cursor for every enabled limit, whatever the configured policy (docs §3.6, §3.7). "
             "Red: the broker really runs it at its next check.</p>"
             + _cards(
                 [
@@ -655,9 +655,9 @@ def _section_replication(ctx: _Context) -> str:
         ctx.counts["failover_duplicate_messages"] = agg["messages"]
         parts.append(
             "<h3>Failover duplicates per subscription</h3><p class=note>Messages a consumer moving from the "
-            "source to the target cluster would receive again although the source acknowledged them (SPEC "
-            "§4.4, §4.8). Blue: exact from both clusters' entries; grey: snapshot upper bound in entries "
-            "when the entries were not exported.</p>"
+            "source to the target cluster would receive again although the source acknowledged them "
+            "(docs/semantics §4.4, §4.8). Blue: exact from both clusters' entries; grey: snapshot upper "
+            "bound in entries when the entries were not exported.</p>"
             + _cards(
                 [
                     ("subscription × direction", _num(ctx.rows["replication_failover_duplicates"])),
@@ -795,7 +795,7 @@ def _section_compaction(ctx: _Context) -> str:
             ]
         )
         + "<p class=note>Uncompressed payload bytes the compactor reads (grey) and writes (blue) per topic "
-        "(SPEC §5.4, §5.5), largest savings first.</p>"
+        "(docs §5.4, §5.5), largest savings first.</p>"
         + _paired_svg(pairs, caption="payload bytes before and after compaction per topic")
         + _table_of(
             rows[: ctx.top_rows],
@@ -845,7 +845,7 @@ def _section_failover(ctx: _Context) -> str:
         parts.append(
             "<h3>Partitions per active consumer</h3><p class=note>One bar per subscription of a partitioned "
             "topic, one segment per consumer of the highest-priority group: how many partitions it is "
-            f"active on (SPEC §6.3). {_num(agg['imbalanced'])} subscriptions have a spread above one "
+            f"active on (docs §6.3). {_num(agg['imbalanced'])} subscriptions have a spread above one "
             f"partition, {_num(agg['with_idle'])} have idle consumers.</p>"
         )
         rows = _top(
@@ -932,7 +932,7 @@ def _section_transactions(ctx: _Context) -> str:
         parts.append(
             f"<h3>Held back by maxReadPosition</h3><p>{_num(agg['held_topics'])} topics hold "
             f"{_num(agg['held_entries'])} entries back from every dispatcher until their oldest open "
-            "transaction ends (SPEC §8.4).</p>"
+            "transaction ends (docs §8.4).</p>"
         )
         rows = _top(
             holdback.where(held),
@@ -1190,7 +1190,7 @@ def _document(summary: ReportSummary, parts: Sequence[str]) -> str:
         f"{_e(__version__)}</p><nav>{nav}</nav></header><main>"
         + "".join(body)
         + "</main><footer>Static report: no scripts, no network. Numbers follow the broker's semantics per "
-        "Pulsar version (see SPEC.md); the tables behind each part are listed in the overview.</footer>"
+        "Pulsar version (docs/semantics/); the tables behind each part are listed in the overview.</footer>"
         "</body></html>\n"
     )
 

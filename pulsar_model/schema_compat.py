@@ -1,4 +1,4 @@
-"""Schema compatibility audit of each topic's registered versions (SPEC §9, §11.21, §12.14).
+"""Schema compatibility audit of each topic's registered versions (docs §9, §11.21, §12.14).
 
 * :func:`resolve_strategy` / :func:`effective_strategies` – the strategy the registry applies to a topic
   (topic policy > namespace policy > deprecated auto-update policy > broker default, by version, §9.3);
@@ -9,7 +9,7 @@
 
 Avro and Avro-format JSON schemas are checked with the Apache Avro library's reader/writer checker
 (``avro.compatibility.ReaderWriterCompatibilityChecker``), never with hand-written rules. Schemas are
-parsed with name validation (SPEC §9.2). The per-topic replay runs in
+parsed with name validation (docs §9.2). The per-topic replay runs in
 :func:`~pulsar_model.grouped.map_groups` (``mapInPandas`` over the versions sorted by topic).
 
 Not modelled: Protobuf/primitive structural checks (same type = compatible), legacy Jackson-format JSON
@@ -45,7 +45,7 @@ __all__ = [
     "resolve_strategy",
 ]
 
-#: ``SchemaCompatibilityStrategy`` values (SPEC §9.2).
+#: ``SchemaCompatibilityStrategy`` values (docs §9.2).
 UNDEFINED: Final = "UNDEFINED"
 ALWAYS_INCOMPATIBLE: Final = "ALWAYS_INCOMPATIBLE"
 ALWAYS_COMPATIBLE: Final = "ALWAYS_COMPATIBLE"
@@ -66,9 +66,9 @@ STRATEGIES: Final = (
     FORWARD_TRANSITIVE,
     FULL_TRANSITIVE,
 )
-#: Broker ``schemaCompatibilityStrategy`` default (SPEC §9.3).
+#: Broker ``schemaCompatibilityStrategy`` default (docs §9.3).
 BROKER_DEFAULT_STRATEGY: Final = FULL
-#: Deprecated namespace ``schema_auto_update_compatibility_strategy`` -> strategy (SPEC §9.3).
+#: Deprecated namespace ``schema_auto_update_compatibility_strategy`` -> strategy (docs §9.3).
 AUTO_UPDATE_TO_STRATEGY: Final = {
     "AutoUpdateDisabled": ALWAYS_INCOMPATIBLE,
     "Backward": BACKWARD,
@@ -79,16 +79,16 @@ AUTO_UPDATE_TO_STRATEGY: Final = {
     "ForwardTransitive": FORWARD_TRANSITIVE,
     "FullTransitive": FULL_TRANSITIVE,
 }
-#: 2.5: the auto-update policy's default when the namespace set none (SPEC §9.3).
+#: 2.5: the auto-update policy's default when the namespace set none (docs §9.3).
 AUTO_UPDATE_DEFAULT_2_5: Final = "Full"
-#: Schema types whose definitions are Avro schemas checked by the Avro library (SPEC §9.2).
+#: Schema types whose definitions are Avro schemas checked by the Avro library (docs §9.2).
 AVRO_TYPES: Final = ("AVRO", "JSON")
 
 _TRANSITIVE = (BACKWARD_TRANSITIVE, FORWARD_TRANSITIVE, FULL_TRANSITIVE)
 _CHECKS_NEW_READS_OLD = (BACKWARD, BACKWARD_TRANSITIVE, FULL, FULL_TRANSITIVE)
 _CHECKS_OLD_READS_NEW = (FORWARD, FORWARD_TRANSITIVE, FULL, FULL_TRANSITIVE)
 
-# Verdicts of registering a version (SPEC §9.2 registry rules).
+# Verdicts of registering a version (docs §9.2 registry rules).
 ACCEPTED_FIRST: Final = "accepted_first"
 ACCEPTED_IDENTICAL: Final = "accepted_identical"
 COMPATIBLE: Final = "compatible"
@@ -109,7 +109,7 @@ def resolve_strategy(
     broker_strategy: str = BROKER_DEFAULT_STRATEGY,
     pulsar_version: VersionLike = DEFAULT_PULSAR_VERSION,
 ) -> tuple[str, str]:
-    """``(strategy, source)`` the registry applies to a topic (SPEC §9.3).
+    """``(strategy, source)`` the registry applies to a topic (docs §9.3).
 
     3.x+: topic policy -> namespace (unless UNDEFINED) -> auto-update policy mapped -> broker config.
     2.8-2.x (assumed range): namespace UNDEFINED -> broker config -> if that is UNDEFINED the auto-update
@@ -156,7 +156,7 @@ def effective_strategies(
     broker_strategy: str = BROKER_DEFAULT_STRATEGY,
     pulsar_version: VersionLike = DEFAULT_PULSAR_VERSION,
 ) -> DataFrame:
-    """Add ``strategy`` and ``strategy_source`` to each policy row (SPEC §9.3, as :func:`resolve_strategy`).
+    """Add ``strategy`` and ``strategy_source`` to each policy row (docs §9.3, as :func:`resolve_strategy`).
 
     ``policies`` carries ``cluster, topic`` and optional nullable string columns ``topic_strategy``,
     ``namespace_strategy`` and ``auto_update_strategy`` (missing column or null/empty = not set; an
@@ -209,7 +209,7 @@ def _parse_or_none(definition: str | None) -> avro_schema.Schema | None:
 
 
 def can_read(reader: str, writer: str) -> tuple[bool, list[str]]:
-    """Can Avro schema ``reader`` read data written with ``writer``? ``(ok, reasons)`` (SPEC §9.2).
+    """Can Avro schema ``reader`` read data written with ``writer``? ``(ok, reasons)`` (docs §9.2).
 
     Reasons are ``<incompatibility type> at <location>: <detail>`` from the Avro library's checker.
     """
@@ -343,7 +343,7 @@ def registration_verdicts(
     strategies: DataFrame | None = None,
     default_strategy: str = BROKER_DEFAULT_STRATEGY,
 ) -> DataFrame:
-    """Replay ``putSchemaIfAbsent`` for every version of each topic, oldest first (SPEC §9.2, §11.21).
+    """Replay ``putSchemaIfAbsent`` for every version of each topic, oldest first (docs §9.2, §11.21).
 
     One row per non-deleted version: ``strategy`` (from ``strategies`` = ``cluster, topic, strategy``, e.g.
     :func:`effective_strategies`; else ``default_strategy``), ``verdict`` = ``accepted_first`` (nothing
@@ -392,7 +392,7 @@ def _matrix(pdf: pd.DataFrame) -> list[dict[str, object]]:
 
 def compatibility_matrix(schema_versions: DataFrame) -> DataFrame:
     """Every ordered pair of live versions of each topic: can ``reader_version`` read data written with
-    ``writer_version``? (SPEC §9.2; Avro checker for AVRO/JSON, same type otherwise.)
+    ``writer_version``? (docs §9.2; Avro checker for AVRO/JSON, same type otherwise.)
 
     One row per (cluster, topic[, export], reader_version, writer_version), reader != writer, deleted
     versions excluded; ``reasons`` names each failure (``reader_field_missing_default_value``,

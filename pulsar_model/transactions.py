@@ -1,8 +1,8 @@
-"""Transactions as seen in a topic's ledger: state, maxReadPosition, what consumers see (SPEC §8, §11.20).
+"""Transactions as seen in a topic's ledger: state, maxReadPosition, what consumers see (docs §8, §11.20).
 
 From the ``entries`` table (stored entries with ``txnid_most_bits``/``txnid_least_bits``,
 ``marker_type``, ``position``, ``publish_time_ms`` and optionally ``message_count``) this module derives,
-per topic, the end state of the transaction buffer (SPEC §8.4) as it stands after the last exported
+per topic, the end state of the transaction buffer (docs §8.4) as it stands after the last exported
 entry:
 
 * :func:`transaction_states` – one row per transaction: committed (marker 21), aborted (22) or open,
@@ -10,7 +10,7 @@ entry:
 * :func:`max_read_positions` – the broker's ``maxReadPosition`` per topic (``getPreviousPosition`` of the
   first message of the oldest open transaction, else the last entry) and what it holds back;
 * :func:`transaction_visibility` – one row per entry: delivered, held back, or skipped at dispatch
-  (transaction markers, aborted messages, other markers; SPEC §8.5);
+  (transaction markers, aborted messages, other markers; docs §8.5);
 * :func:`long_open_transactions` – open transactions older than a threshold at an injected "now".
 
 Everything is set-based (aggregations and joins): no per-topic Python, nothing on the driver.
@@ -43,7 +43,7 @@ __all__ = [
     "transaction_visibility",
 ]
 
-#: ``MarkerType`` values of transaction markers (SPEC §8.3): written once per touched partition on end.
+#: ``MarkerType`` values of transaction markers (docs §8.3): written once per touched partition on end.
 TXN_COMMITTING: Final = 20
 TXN_COMMIT: Final = 21
 TXN_ABORT: Final = 22
@@ -53,7 +53,7 @@ STATE_COMMITTED: Final = "committed"
 STATE_ABORTED: Final = "aborted"
 STATE_OPEN: Final = "open"
 
-#: Dispatch outcome of an entry (SPEC §8.4 read limit, §8.5 filtering).
+#: Dispatch outcome of an entry (docs §8.4 read limit, §8.5 filtering).
 DISPATCH_DELIVERED: Final = "delivered"
 DISPATCH_HELD_BACK: Final = "held_back"
 DISPATCH_SKIPPED_TXN_MARKER: Final = "skipped_txn_marker"
@@ -106,12 +106,12 @@ def _normalised(entries: DataFrame, keys: list[str]) -> DataFrame:
 
 
 def _txn_text(most: Column, least: Column) -> Column:
-    """``TxnID.toString()``: ``"(" + most + "," + least + ")"`` (SPEC §8.2)."""
+    """``TxnID.toString()``: ``"(" + most + "," + least + ")"`` (docs §8.2)."""
     return F.concat(F.lit("("), most.cast("string"), F.lit(","), least.cast("string"), F.lit(")"))
 
 
 def transaction_states(entries: DataFrame) -> DataFrame:
-    """Every transaction seen in each topic and its state (SPEC §8.2, §8.3).
+    """Every transaction seen in each topic and its state (docs §8.2, §8.3).
 
     One row per (cluster, topic[, export], txnid_most_bits, txnid_least_bits): ``txn_id`` text,
     ``state`` (``committed`` = a TXN_COMMIT marker, ``aborted`` = TXN_ABORT, else ``open``; the first end
@@ -157,7 +157,7 @@ def transaction_states(entries: DataFrame) -> DataFrame:
 
 
 def _previous_from_entries(targets: DataFrame, e: DataFrame, keys: list[str]) -> DataFrame:
-    """``getPreviousPosition`` (SPEC §1.3) of ``_first_open`` using only the exported entries.
+    """``getPreviousPosition`` (docs §1.3) of ``_first_open`` using only the exported entries.
 
     ``(L, E-1)`` when ``E > 0``; else the last exported entry before ``(L, 0)``, ``(L, -1)`` when none.
     Exact when the export holds every entry of the ledgers before ``L`` that still exist.
@@ -182,7 +182,7 @@ def _previous_from_entries(targets: DataFrame, e: DataFrame, keys: list[str]) ->
 def _previous_from_ledgers(
     targets: DataFrame, keys: list[str], ledgers: DataFrame, managed_ledgers: DataFrame
 ) -> DataFrame:
-    """``getPreviousPosition`` via :func:`pulsar_model.positions.previous_position` (SPEC §1.3)."""
+    """``getPreviousPosition`` via :func:`pulsar_model.positions.previous_position` (docs §1.3)."""
     requests = targets.select(
         *keys, F.lit("txn").alias("request_id"), F.col("_first_open").alias("position")
     ).where(F.col("position").isNotNull())
@@ -199,7 +199,7 @@ def _limits(
     ledgers: DataFrame | None,
     managed_ledgers: DataFrame | None,
 ) -> DataFrame:
-    """One row per topic: last position, open transactions, ``max_read_position`` (SPEC §8.4)."""
+    """One row per topic: last position, open transactions, ``max_read_position`` (docs §8.4)."""
     open_txns = txns.where(F.col("state") == STATE_OPEN).where(F.col("first_position").isNotNull())
     oldest = open_txns.groupBy(*keys).agg(
         F.count(F.lit(1)).alias("open_txn_count"),
@@ -216,7 +216,7 @@ def _limits(
     nothing_open = F.col("last_position")
     if ledgers is not None and managed_ledgers is not None:
         targets = _previous_from_ledgers(targets, keys, ledgers, managed_ledgers)
-        # "maxReadPosition = LAC if ongoing empty" (SPEC §8.4): the LAC, when the topic's row has one
+        # "maxReadPosition = LAC if ongoing empty" (docs §8.4): the LAC, when the topic's row has one
         ml_keys = [k for k in keys if k in managed_ledgers.columns]
         lac = managed_ledgers.select(*ml_keys, as_position(F.col("last_confirmed_entry")).alias("_lac"))
         targets = targets.join(lac, on=ml_keys, how="left")
@@ -241,7 +241,7 @@ def max_read_positions(
     ledgers: DataFrame | None = None,
     managed_ledgers: DataFrame | None = None,
 ) -> DataFrame:
-    """The transaction buffer's ``maxReadPosition`` per topic and what it holds back (SPEC §8.4, §8.5).
+    """The transaction buffer's ``maxReadPosition`` per topic and what it holds back (docs §8.4, §8.5).
 
     One row per (cluster, topic[, export]) present in ``entries``:
 
@@ -250,7 +250,7 @@ def max_read_positions(
     * ``max_read_position`` = ``getPreviousPosition(oldest_open_first_position)`` while a transaction is
       open, else the LAC (``managed_ledgers.last_confirmed_entry`` when given, else ``last_position``: a
       normal append or a commit/abort with nothing ongoing moves it to the newest entry).
-      ``getPreviousPosition`` uses ``ledgers``/``managed_ledgers`` when given (exact, SPEC §1.3, via
+      ``getPreviousPosition`` uses ``ledgers``/``managed_ledgers`` when given (exact, docs §1.3, via
       :mod:`pulsar_model.positions`; null when the topic has no managed-ledger row), else the exported
       entries (see :func:`_previous_from_entries`);
     * ``held_back_entries``/``held_back_messages``: entries after ``max_read_position`` (transactional or
@@ -303,7 +303,7 @@ def transaction_visibility(
     ledgers: DataFrame | None = None,
     managed_ledgers: DataFrame | None = None,
 ) -> DataFrame:
-    """What a (non-``__compaction``) consumer gets from each entry now (SPEC §8.4, §8.5, golden §8.7).
+    """What a (non-``__compaction``) consumer gets from each entry now (docs §8.4, §8.5, golden §8.7).
 
     One row per entry: ``cluster, topic[, export], position, txnid_most_bits, txnid_least_bits,
     marker_type, message_count, txn_id`` (null for non-transactional entries), ``txn_state`` and

@@ -1,9 +1,9 @@
-"""Pulsar broker versions and the behaviour each one selects (SPEC §0.3, §1, §2, §11, §12).
+"""Pulsar broker versions and the behaviour each one selects (docs §0.3, §1, §2, §11, §12).
 
 Everything here is plain Python (no Spark): a version string is parsed once at the entry point of a
 transform and turned into a frozen :class:`Behaviour` whose flags the DataFrame code reads.
 
-Where SPEC.md gives only the approximate version labels of the copies it read ("2.x-old",
+Where docs/semantics/ gives only the approximate version labels of the copies it read ("2.x-old",
 "2.9/2.10", "3.x", "4.x", "master"), the boundaries below were refined with public evidence; each
 constant cites it. A boundary that could not be pinned down to a patch release is marked
 "assumed" and is listed in the module's known gaps.
@@ -14,7 +14,7 @@ Evidence used (read with the project's search tool):
   the ``currentLedgerEntries > 0`` guard, counts deleted ledgers as empty and clamps to LAC, but has no
   ``total > 0`` guard on ``unread`` and falls back to ``ledgers.lastKey() + 1`` when it runs out of
   ledgers (an endless loop); ``isValidPosition``/``getNextValidPosition`` are still the 2.x-old ones.
-* ``lhotari/pulsar@01d56e3`` (2.8/2.9 era): none of those fixes (SPEC "2.x-old").
+* ``lhotari/pulsar@01d56e3`` (2.8/2.9 era): none of those fixes (docs/semantics "2.x-old").
 * apache/pulsar PR #14481 "fix npe in ManagedLedgerImpl" (``getPositionAfterN`` NPE on a deleted
   ledger), labels release/2.8.4, release/2.9.3, release/2.10.1.
 * apache/pulsar PR #21248 "Reader can set read-pos to a deleted ledger" (new ``isValidPosition``),
@@ -60,7 +60,7 @@ ACCEPTED_FORM = "MAJOR.MINOR.PATCH with MAJOR 2, 3 or 4 (e.g. '2.10.6', '3.0.7',
 
 _VERSION_RE = re.compile(r"^\s*(\d{1,4})\.(\d{1,4})\.(\d{1,6})\s*$")
 
-#: The release lines SPEC.md covers (§0.3: "2.x-old" up to "master"). Anything else is unknown.
+#: The release lines docs/semantics/ covers (§0.3: "2.x-old" up to "master"). Anything else is unknown.
 _SUPPORTED_MAJORS = (2, 3, 4)
 
 PastEndBehaviour = Literal["revisit_last_ledger", "loop_forever", "npe"]
@@ -133,7 +133,7 @@ def _since(
     return first_patch is not None and v.patch >= first_patch
 
 
-# --- getPositionAfterN (SPEC §1.9) -------------------------------------------------------------------
+# --- getPositionAfterN (docs §1.9) -------------------------------------------------------------------
 
 
 def position_after_n_counts_deleted_ledger_as_empty(version: VersionLike) -> bool:
@@ -147,14 +147,14 @@ def position_after_n_counts_deleted_ledger_as_empty(version: VersionLike) -> boo
 def has_lac_clamp(version: VersionLike) -> bool:
     """``getPositionAfterN`` clamps its result to LAC and credits an empty open ledger with 0 entries.
 
-    Seen in the 2.10.1 source; absent from the 2.8/2.9 copy (SPEC "2.x-old"). Both changes are in the same
+    Seen in the 2.10.1 source; absent from the 2.8/2.9 copy ("2.x-old"). Both changes are in the same
     method version, so one predicate covers them. Assumed: not back-ported to 2.8.x/2.9.x.
     """
     return _since(version, (2, 11, 0), {(2, 10): 1})
 
 
 def is_2x_old_position_after_n(version: VersionLike) -> bool:
-    """The SPEC's "2.x-old" ``getPositionAfterN``: no LAC clamp, phantom open-ledger entries (§1.9)."""
+    """The "2.x-old" ``getPositionAfterN``: no LAC clamp, phantom open-ledger entries (§1.9)."""
     return not has_lac_clamp(version)
 
 
@@ -177,7 +177,7 @@ def _past_end(version: VersionLike) -> PastEndBehaviour:
     return "npe"  # 2.x-old: lastKey()+1 -> ledgers.get(..).getEntries() on null
 
 
-# --- isValidPosition / getNextValidPosition (SPEC §1.4, §1.5) -----------------------------------------
+# --- isValidPosition / getNextValidPosition (docs §1.4, §1.5) -----------------------------------------
 
 
 def uses_new_valid_position(version: VersionLike) -> bool:
@@ -188,7 +188,7 @@ def uses_new_valid_position(version: VersionLike) -> bool:
     return _since(version, (3, 2, 0), {(2, 10): 6, (2, 11): 3, (3, 0): 2, (3, 1): 1})
 
 
-# --- getNumberOfEntries(Range) (SPEC §1.7) -------------------------------------------------------------
+# --- getNumberOfEntries(Range) (docs §1.7) -------------------------------------------------------------
 
 
 def uses_4x_entry_count(version: VersionLike) -> bool:
@@ -199,7 +199,7 @@ def uses_4x_entry_count(version: VersionLike) -> bool:
     return _since(version, (4, 2, 0), {(4, 0): 8, (4, 1): 2})
 
 
-# --- cursor counts (SPEC §1.8) -------------------------------------------------------------------------
+# --- cursor counts (docs §1.8) -------------------------------------------------------------------------
 
 
 def has_precise_backlog_guard(version: VersionLike) -> bool:
@@ -217,7 +217,7 @@ def reset_latest_uses_next_valid(version: VersionLike) -> bool:
     return PulsarVersion.parse(version).major >= 3
 
 
-# --- backlog size (SPEC §2) ----------------------------------------------------------------------------
+# --- backlog size (docs §2) ----------------------------------------------------------------------------
 
 
 def consumed_size_generation(version: VersionLike) -> int:

@@ -1,10 +1,10 @@
-"""The failover, transactions and schema stages end to end on a small demo (issue 7; SPEC §6, §8, §9).
+"""The failover, transactions and schema stages end to end on a small demo (issue 7; docs §6, §8, §9).
 
 One module-scoped run: generate_demo -> ingest_export -> the three stages; then the transactions stage runs
 again with an injected "now" ten days later (the rerun must replace the partition, and every open
 transaction becomes long-open). Results are checked against the generator's ground truth
 (``_ground_truth/cursors.jsonl`` active consumers, ``topics.jsonl`` transactions and maxReadPosition, the
-schema families of the demo) and, for the what-ifs, against the plain-Python oracle of SPEC §6.
+schema families of the demo) and, for the what-ifs, against the plain-Python oracle of docs §6.
 """
 
 from __future__ import annotations
@@ -128,7 +128,7 @@ def test_audit_stages_tables_match_contracts(audit_run):
 
 
 def test_failover_active_consumers_match_truth_and_stats(audit_run):
-    """Every Failover subscription: the computed active consumer is the generator's (SPEC §6.3/§6.4 by
+    """Every Failover subscription: the computed active consumer is the generator's (docs §6.3/§6.4 by
     version) and the broker's activeConsumerName from stats."""
     truth = {
         (c["cluster"], c["topic"], c["cursor"]): c["active_consumer"]
@@ -150,7 +150,7 @@ def test_failover_active_consumers_match_truth_and_stats(audit_run):
 
 
 def test_failover_balance_counts_assignments(audit_run):
-    """Balance rows recount the assignments per partitioned topic (SPEC §6.3 modulo spreads partitions)."""
+    """Balance rows recount the assignments per partitioned topic (docs §6.3 modulo spreads partitions)."""
     expected: dict[tuple[str, str, str], dict[str, int]] = {}
     groups: dict[tuple[str, str, str], set[str]] = {}
     for r in audit_run.first["failover_assignments"]:
@@ -172,7 +172,7 @@ def test_failover_balance_counts_assignments(audit_run):
 
 
 def test_failover_what_ifs_match_oracle(audit_run):
-    """Every scenario of every subscription against the SPEC §6 oracle (consumer removed, added at the
+    """Every scenario of every subscription against the docs §6 oracle (consumer removed, added at the
     top priority, consistent hashing switched on)."""
     consumers: dict[tuple[str, str, str], list[OConsumer]] = {}
     for c in audit_run.consumers:
@@ -222,7 +222,7 @@ def _txn_truth(topic_truth: list[dict[str, Any]]) -> dict[tuple[str, str], dict[
 
 
 def test_transactions_states_match_generator(audit_run):
-    """Every transaction the entries export shows has the generator's outcome (SPEC §8.3); every open one
+    """Every transaction the entries export shows has the generator's outcome (docs §8.3); every open one
     starts where the broker's ongoing map says; every end marker still stored is found."""
     truth = _txn_truth(audit_run.topic_truth)
     got: dict[tuple[str, str], dict[tuple[int, int], dict[str, Any]]] = {}
@@ -255,7 +255,7 @@ def test_transactions_states_match_generator(audit_run):
 
 
 def test_transaction_holdback_matches_generator_max_read_position(audit_run):
-    """maxReadPosition of every transactional topic equals the simulated broker's (SPEC §8.4); with an open
+    """maxReadPosition of every transactional topic equals the simulated broker's (docs §8.4); with an open
     transaction every later entry is held back."""
     truth = _txn_truth(audit_run.topic_truth)
     got = {(r["cluster"], r["topic"]): r for r in audit_run.first["transaction_holdback"]}
@@ -291,7 +291,7 @@ def test_transactions_rerun_replaces_partition_with_new_now(audit_run):
             assert r == before[key]
 
 
-#: SPEC §9.4 on the demo's schemas under the broker default FULL: the "compatible" family adds fields with
+#: docs §9.4 on the demo's schemas under the broker default FULL: the "compatible" family adds fields with
 #: defaults (fact 1); the "incompatible" family's v2 changes ``id`` long -> string (both directions fail).
 EXPECTED_VERDICTS = {
     "compatible": {0: "accepted_first", 1: "compatible", 2: "compatible"},

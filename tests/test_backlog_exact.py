@@ -1,6 +1,6 @@
-"""Tests of pulsar_model.backlog_exact: exact backlog of exported entries (SPEC §1.2, §1.8, §2.5, §8.3-§8.5).
+"""Tests of pulsar_model.backlog_exact: exact backlog of exported entries (docs §1.2, §1.8, §2.5, §8.3-§8.5).
 
-Goldens are computed by hand from the SPEC rules (each expected row says why); the properties compare the
+Goldens are computed by hand from the docs' rules (each expected row says why); the properties compare the
 transforms with the plain-Python oracle tests/oracle/exact_backlog.py on random managed-ledger states of
 tests/oracle/strategies.py decorated with random exported entries (batches, markers, transactions, entries
 missing from the export, entries written after LAC), many topics per Spark job.
@@ -48,7 +48,7 @@ CURSORS = (
 TXNS = "cluster string, topic string, txnid_most_bits bigint, txnid_least_bits bigint, state string"
 
 T1, T2 = (0, 1), (0, 2)
-SNAPSHOT, SNAPSHOT_REQUEST, COMMIT, ABORT = 12, 10, 21, 22  # MarkerType values (SPEC §4.3, §8.3)
+SNAPSHOT, SNAPSHOT_REQUEST, COMMIT, ABORT = 12, 10, 21, 22  # MarkerType values (docs §4.3, §8.3)
 MEASURE_COLUMNS = [c for c in TOTAL_COLUMNS if c not in ("oldest_position", "oldest_publish_time_ms")]
 MEASURE_COLUMNS.remove("exported_entries_complete")
 
@@ -323,7 +323,7 @@ def _exact_frames(spark: SparkSession) -> tuple[DataFrame, DataFrame, DataFrame,
     ledgers = [
         ("c1", x, 10, 3, 660),
         ("c1", x, 12, 2, 300),
-        ("c1", x, 15, 0, 0),  # the open ledger is listed 0/0 (SPEC §0.2)
+        ("c1", x, 15, 0, 0),  # the open ledger is listed 0/0 (docs §0.2)
         ("c1", y, 20, 4, 40),
         ("c1", y, 21, 0, 0),
         ("c1", z, 30, 3, 30),
@@ -691,7 +691,7 @@ def _cursor_cases(draw: st.DrawFn) -> tuple[S.Case, list[xo.Entry], int | None, 
 )
 def test_exact_backlog_matches_oracle(spark: SparkSession, cases: list[Any], version: str) -> None:
     """Every output column for every cursor, against the oracle; one broker version per example (the
-    version changes only the precise count and its use as the non-precise fallback, SPEC §1.8)."""
+    version changes only the precise count and its use as the non-precise fallback, docs §1.8)."""
     assume(S.is_informative([c[0] for c in cases]))
     plain = [c[0] for c in cases]
     ledger_rows = S.ledger_rows(plain)

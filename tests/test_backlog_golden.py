@@ -1,4 +1,4 @@
-"""Golden tests for pulsar_model.backlog (SPEC §2.6 scenarios 1-4) and the edge rows of §2.2-§2.5.
+"""Golden tests for pulsar_model.backlog (docs §2.6 scenarios 1-4) and the edge rows of §2.2-§2.5.
 
 All frames of this module are computed once by a module fixture (fetched as JSON rows); each test reads
 its rows.
@@ -216,7 +216,7 @@ def est(out: dict[str, Any], tag: str, topic: str) -> Any:
 
 
 def test_consumed_ledger_size_three_generations(out: dict[str, Any]) -> None:
-    """SPEC §2.2: "size 1001, entries 3, md = L:2 -> v1: 3*333 = 999 consumed (2 bytes of phantom backlog);
+    """docs §2.2: "size 1001, entries 3, md = L:2 -> v1: 3*333 = 999 consumed (2 bytes of phantom backlog);
     v2/v3: 1001 consumed. md = L:0 -> 333 in every version"; entryId beyond the ledger: v3 ``<=`` shortcut
     only; Java long division truncates toward zero (-7 / 2 = -3)."""
     rows = out["consumed"]
@@ -236,7 +236,7 @@ def test_consumed_ledger_size_three_generations(out: dict[str, Any]) -> None:
 
 
 def test_estimated_backlog_size_scenario1_single_open_ledger(out: dict[str, Any]) -> None:
-    """SPEC §2.6-1 ManagedLedgerTest.testEstimatedBacklogSize: "5 entries of 1024 bytes each in the open
+    """docs §2.6-1 ManagedLedgerTest.testEstimatedBacklogSize: "5 entries of 1024 bytes each in the open
     ledger L, one cursor. md = (L,-1) -> 5120; md = L:1 -> 3072 (2 entries x 1024 consumed); md = L:4
     (last) -> 0."
     """
@@ -248,7 +248,7 @@ def test_estimated_backlog_size_scenario1_single_open_ledger(out: dict[str, Any]
 
 
 def test_estimated_backlog_size_scenario2_closed_and_open_ledger(out: dict[str, Any]) -> None:
-    """SPEC §2.6-2 (computed): "ledgers L1 (closed, 5 entries, 5000 B), L2 (open, 3 entries, 3000 B),
+    """docs §2.6-2 (computed): "ledgers L1 (closed, 5 entries, 5000 B), L2 (open, 3 entries, 3000 B),
     totalSize 8000; slowest md = L1:1 -> 8000 - 0 - 2x1000 = 6000; md = L1:4 -> 3000 (v1: 8000 - 5x1000 = 3000
     too); md = L2:0 -> 8000 - 5000 - 1000 = 2000."
     """
@@ -257,14 +257,14 @@ def test_estimated_backlog_size_scenario2_closed_and_open_ledger(out: dict[str, 
 
 
 def test_estimated_backlog_size_scenario3_integer_average_remainder(out: dict[str, Any]) -> None:
-    """SPEC §2.6-3 (computed): "ledger with size 1001 and 3 entries, md at its last entry -> v1 leaves 2
+    """docs §2.6-3 (computed): "ledger with size 1001 and 3 entries, md at its last entry -> v1 leaves 2
     bytes, v2/v3 leave 0"; md = L:0 consumes 333 in every version."""
     assert [est(out, tag, "b3_last") for tag in ("v1", "v2", "v3")] == [2, 0, 0]
     assert [est(out, tag, "b3_first") for tag in ("v1", "v2", "v3")] == [668, 668, 668]
 
 
 def test_estimated_backlog_size_scenario4_quota_example(out: dict[str, Any]) -> None:
-    """SPEC §2.6-4 referencing the §3.8-6 computed example: "one open ledger, 20 entries x 1000 B (totalSize
+    """docs §2.6-4 referencing the §3.8-6 computed example: "one open ledger, 20 entries x 1000 B (totalSize
     20000), subs s1,s2 at (L,-1) ... s1.md = L:10; backlog still 20000 (s2); ... s2.md = L:10; backlog =
     20000 - 11x1000 = 9000". The two subs tie at (L,-1): the first added (s1) is reported; up to 3.0 the
     heap order is arbitrary, flagged by ``slowest_cursor_tie``."""

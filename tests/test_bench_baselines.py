@@ -258,7 +258,7 @@ def _ugly_topics(w: _Warehouse, rng: random.Random) -> None:
         ((10, 0), 2, "bogus"),
     ]:
         w.request(t, start, n, bound)
-    # SPEC §1.12 scenario 1: L1 (0..4), L2 (0..4), L3 open and empty; LAC = L2:4.
+    # docs §1.12 scenario 1: L1 (0..4), L2 (0..4), L3 open and empty; LAC = L2:4.
     t = "persistent://t/ns/spec-1-12"
     w.topic(t, [(1, 5), (2, 5), (3, 0)], 3, 0, (2, 4), rng=rng)
     w.cursor(t, "md-1-3", (1, 3))
@@ -269,7 +269,7 @@ def _ugly_topics(w: _Warehouse, rng: random.Random) -> None:
     w.topic(t, [(5, 2)], None, 0, None, with_ml=False, rng=rng)
     w.cursor(t, "orphan", (5, 0))
     w.request(t, (5, 0), 1, bl.START_EXCLUDED)
-    # No open ledger and the last ledger is empty: position-after-N past the end never returns (SPEC §1.9).
+    # No open ledger and the last ledger is empty: position-after-N past the end never returns (docs §1.9).
     t = "persistent://t/ns/no-open-ledger"
     w.topic(t, [(7, 3), (8, 0)], None, 0, (7, 2), rng=rng)
     w.cursor(t, "s", (7, 0))
@@ -377,7 +377,7 @@ def test_position_after_n_baseline_equals_spark(warehouse, spark_results, baseli
     got = _rows_of(baseline(root, DAY, requests), bl.POSITION_AFTER_N_COLUMNS)
     assert got == expected
     by_id = {r[2]: r[3] for r in expected}
-    # SPEC §1.12 scenario 1 (requests of topic spec-1-12 are r-numbered after the ugly-holes ones)
+    # docs §1.12 scenario 1 (requests of topic spec-1-12 are r-numbered after the ugly-holes ones)
     spec = [r[3] for r in expected if r[1].endswith("spec-1-12")]
     assert sorted(spec) == sorted([(1, 1), (1, 4), (2, 4), (2, 4)])
     assert None in by_id.values()  # unknown bound / no managed ledger / endless loop

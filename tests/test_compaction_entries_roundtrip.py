@@ -4,7 +4,7 @@ A small export of real stored entries (encoded with :mod:`pulsar_model.wire.code
 written back with :func:`pulsar_model.compaction_stage.write_compacted_entries` and ingested again: the
 second ingest must give back exactly the compacted ledger's slots. The topics:
 
-* ``compressed``: SPEC §5.8.3 ``testEmptyPayloadDeletesWhenCompressed`` - the scenario of
+* ``compressed``: docs §5.8.3 ``testEmptyPayloadDeletesWhenCompressed`` - the scenario of
   ``testEmptyPayloadDeletes`` with LZ4, where the size comes from ``uncompressed_size``: the compacted
   read yields exactly (key0, m0), (key4, m4);
 * ``batch-ids``: §5.8.5 ``testBatchMessageIdsDontChange`` - the written batch keeps 3 slots, slot 1 an

@@ -1,9 +1,9 @@
-"""Golden tests for pulsar_model.compaction: every scenario of SPEC §5.8 plus the edge rows of §5.4-§5.6.
+"""Golden tests for pulsar_model.compaction: every scenario of docs §5.8 plus the edge rows of §5.4-§5.6.
 
 Every scenario is one topic of ONE messages DataFrame built with the ``messages`` contract; a module
 fixture runs every transform once and collects everything in ONE Spark action (rows as JSON), then each
 test reads its rows. Message values are written down per id (``VALUES``) so that assertions read like
-the SPEC: ``[("key0", "m0"), ("key4", "m4")]``. Ledger 10 holds the entries (scenario 1 rolls over to
+docs/semantics: ``[("key0", "m0"), ("key4", "m4")]``. Ledger 10 holds the entries (scenario 1 rolls over to
 ledger 12). "new" = Pulsar 4.1.3 (current compactor, ``topicCompactionRetainNullKey=false``),
 "old" = 2.10.0 (``TwoPhaseCompactor`` before PR #20980: markers copied, key-less kept, batch "any").
 """
@@ -27,7 +27,7 @@ from pulsar_model.contracts import spark_schema
 CLUSTER = "c1"
 NEW, OLD = "4.1.3", "2.10.0"
 POS = "struct<ledger_id:bigint,entry_id:bigint>"
-SNAPSHOT_MARKER = 12  # REPLICATED_SUBSCRIPTION_SNAPSHOT (SPEC §4.3)
+SNAPSHOT_MARKER = 12  # REPLICATED_SUBSCRIPTION_SNAPSHOT (docs §4.3)
 EARLIEST = (-1, -1)
 
 # Java ``new Random(0).nextInt(10)`` twenty times, as CompactionTest.testCompaction draws its keys

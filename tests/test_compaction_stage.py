@@ -1,4 +1,4 @@
-"""The nightly compaction stage end to end on a small generated demo (issue 6, items 3-4; SPEC §5).
+"""The nightly compaction stage end to end on a small generated demo (issue 6, items 3-4; docs §5).
 
 One module-scoped run: generate_demo -> ingest_export -> run_compaction_stage with the broker defaults, then
 again with a configured broker threshold of 1 byte (the rerun must replace the partition). Two clusters on
@@ -128,7 +128,7 @@ def test_run_compaction_stage_one_summary_row_per_topic_with_its_version(stage_r
 
 
 def test_run_compaction_stage_compacted_ledger_matches_ground_truth(stage_run):
-    """The demo's preview compacts every stored entry from the topic start (SPEC §5.4-5.5, the
+    """The demo's preview compacts every stored entry from the topic start (docs §5.4-5.5, the
     simulator's compactor); the stage starts after the __compaction mark-delete, so its survivors are the
     preview's survivors after that position, and its horizon is the preview's (last entry <= LAC)."""
     md = {
@@ -173,7 +173,7 @@ def test_run_compaction_stage_compacted_ledger_matches_ground_truth(stage_run):
 
 
 def test_run_compaction_stage_trigger_estimates_match_ground_truth(stage_run):
-    """SPEC §5.3 estimate per topic: the __compaction cursor's estimated size since its mark-delete,
+    """docs §5.3 estimate per topic: the __compaction cursor's estimated size since its mark-delete,
     else the total size when no durable subscription exists, else the topic backlogSize (§2.3); with a
     1-byte broker threshold every topic whose estimate is > 1 triggers. Dirty bytes after the last
     horizon = the exact bytes of the __compaction cursor's backlog (everything when never compacted)."""
@@ -198,7 +198,7 @@ def test_run_compaction_stage_trigger_estimates_match_ground_truth(stage_run):
         assert (r["backlog_estimate_bytes"], r["estimate_source"]) == expected, key
         assert (r["threshold_bytes"], r["threshold_source"], r["trigger_enabled"]) == (1, "broker", True)
         assert r["would_trigger"] == (expected[0] > 1), key
-    # broker default 0: automatic compaction is off everywhere (SPEC §5.2)
+    # broker default 0: automatic compaction is off everywhere (docs §5.2)
     assert {(r["trigger_enabled"], r["would_trigger"]) for r in stage_run.first["compaction_summary"]} == {
         (False, False)
     }

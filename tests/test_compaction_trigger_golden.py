@@ -1,6 +1,6 @@
-"""Golden tests for the automatic compaction trigger (SPEC §5.3) and the dirty part since the last horizon.
+"""Golden tests for the automatic compaction trigger (docs §5.3) and the dirty part since the last horizon.
 
-Every topic has the managed ledger of SPEC §2.6 scenario 2: ledger 1 closed with 5 entries / 5000 B,
+Every topic has the managed ledger of docs §2.6 scenario 2: ledger 1 closed with 5 entries / 5000 B,
 ledger 2 open with 3 entries / 3000 B (listed 0/0), totalSize 8000, LAC 2:2 - so the estimates are
 known numbers: ``getTotalSize()`` = 8000, ``getEstimatedBacklogSize()`` with the slowest md at 1:1 =
 6000, ``estimateBacklogFromPosition(1:4)`` = 3000. The topics differ in cursors, name and thresholds.

@@ -1,7 +1,7 @@
 """Tests of the deterministic demo-cluster generator (pulsar_model.demo); no Spark needed.
 
 One small demo is generated once per module; the checks re-derive what Pulsar's admin tools and
-SPEC say independently from the written files (raw JSON, JSON Lines, entry dumps decoded with the
+docs/semantics say independently from the written files (raw JSON, JSON Lines, entry dumps decoded with the
 wire codec) and compare with the generator's own output and ground truth.
 """
 
@@ -190,7 +190,7 @@ def test_generate_demo_ledger_sizes_equal_sum_of_dumped_entry_sizes(demo: Path) 
             total = 0
             for i, led in enumerate(ledgers):
                 sizes = dumped.get((topic, led["ledgerId"]), [])
-                if i == len(ledgers) - 1:  # the open ledger is listed 0/0 (SPEC §0.2)
+                if i == len(ledgers) - 1:  # the open ledger is listed 0/0 (docs §0.2)
                     assert (led["entries"], led["size"]) == (0, 0)
                     assert (doc["currentLedgerEntries"], doc["currentLedgerSize"]) == (len(sizes), sum(sizes))
                 else:
@@ -348,7 +348,7 @@ def test_generate_demo_exact_backlog_ground_truth_matches_dump(demo: Path) -> No
 
 
 def _consumed(size: int, entries: int, e: int) -> int:
-    """SPEC §2.2 v3 ``consumedLedgerSize``."""
+    """docs §2.2 v3 ``consumedLedgerSize``."""
     if entries <= 0:
         return 0
     if entries <= e + 1:
@@ -623,7 +623,7 @@ def test_generate_demo_transactions_have_commit_abort_markers_and_an_open_txn(de
     assert open_txns > 0
     truth = [r for r in _truth(demo, "topics") if r["transactions"]["ongoing"]]
     assert truth and all(r["feature"] == "open-txn" for r in truth)
-    for r in truth:  # an open transaction holds dispatch at previous(first position) (SPEC §8.4)
+    for r in truth:  # an open transaction holds dispatch at previous(first position) (docs §8.4)
         first = _pos(r["transactions"]["ongoing"][0]["first_position"])
         assert _pos(r["max_read_position"]) < first
 
@@ -677,7 +677,7 @@ def test_generate_demo_schemas_evolve_with_one_incompatible_change(demo: Path) -
     assert families == {"compatible", "incompatible"}
 
 
-# --- snapshot caches (SPEC §4.9 golden scenarios) ----------------------------------------------------------
+# --- snapshot caches (docs §4.9 golden scenarios) ----------------------------------------------------------
 
 
 def _snap(pos: Pos) -> Snapshot:

@@ -117,7 +117,7 @@ def test_backlog_stage_matches_ground_truth_per_cursor(backlog_tables):
 
 
 def test_backlog_stage_topic_estimate_equals_exported_stats(backlog_tables):
-    """The replayed backlogSize (SPEC §2.3) equals what each cluster's stats reported, per its version."""
+    """The replayed backlogSize (docs §2.3) equals what each cluster's stats reported, per its version."""
     rows, _, tables, out = backlog_tables
     got = {(r.cluster, r.topic): r for r in tables.read("topic_backlog").collect()}
     truth = _truth(out, "topics.jsonl")
@@ -252,7 +252,7 @@ def test_plans_stage_clear_and_skip_all_match_the_exact_backlog(plans_tables):
 
 @pytest.mark.long  # the plans stage twice on the demo: ~8 min on 2 cores, `make test-long`
 def test_plans_stage_reader_starts_earliest_and_latest(plans_tables):
-    """SPEC §7.4 on the demo: latest -> md = LAC; earliest -> md = (first ledger, -1)."""
+    """docs §7.4 on the demo: latest -> md = LAC; earliest -> md = (first ledger, -1)."""
     _, _, tables, _ = plans_tables
     lac = {(r.cluster, r.topic): r.last_confirmed_entry for r in tables.read("managed_ledgers").collect()}
     first = {}

@@ -1,4 +1,4 @@
-"""Golden tests for failover active-consumer selection (SPEC §6.5, §6.6).
+"""Golden tests for failover active-consumer selection (docs §6.5, §6.6).
 
 Each Spark test batches many scenarios into one DataFrame (one subscription per scenario step).
 """
@@ -59,7 +59,7 @@ def _active(df: DataFrame) -> dict[str, tuple[str, int, str]]:
     }
 
 
-# SPEC §6.6.1 testAddRemoveConsumer (partitionIndex 4, all priority 0), one subscription per step.
+# docs §6.6.1 testAddRemoveConsumer (partitionIndex 4, all priority 0), one subscription per step.
 ADD_REMOVE = [
     (PART4, "1-[Cons1]", [("Cons1", 0)]),
     (PART4, "2-add-Cons1-again", [("Cons1", 0), ("Cons1", 0)]),
@@ -81,28 +81,28 @@ ADD_REMOVE_EXPECTED = {
 
 
 def test_active_consumers_add_remove_sequence_partitioned(spark: SparkSession) -> None:
-    """SPEC §6.6.1: '[Cons1] -> Cons1; add Cons1 again -> Cons1; add Cons2 -> Cons1; add Cons0 -> Cons0;
+    """docs §6.6.1: '[Cons1] -> Cons1; add Cons1 again -> Cons1; add Cons2 -> Cons1; add Cons0 -> Cons0;
     remove Cons2 -> Cons1; remove Cons0 -> Cons1; remove one Cons1 -> Cons1 remains active'."""
     got = _active(active_consumers(_frame(spark, ADD_REMOVE)))
     assert got == ADD_REMOVE_EXPECTED
 
 
 RING_CASES = [
-    # SPEC §6.6.2 (newer test) and §6.6.3: ring order for {Cons1, Cons2} (prio 1) puts Cons1 first.
+    # docs §6.6.2 (newer test) and §6.6.3: ring order for {Cons1, Cons2} (prio 1) puts Cons1 first.
     (PTOPIC, "ptopic-Cons1", [("Cons1", 1)]),
     (PTOPIC, "ptopic-Cons1-Cons2", [("Cons1", 1), ("Cons2", 1)]),
     (PTOPIC, "ptopic-add-Cons3-prio0", [("Cons1", 1), ("Cons2", 1), ("Cons3", 0)]),
     (PTOPIC, "ptopic-remove-Cons1", [("Cons2", 1), ("Cons3", 0)]),
     (PTOPIC, "ptopic-Cons2-first", [("Cons2", 1), ("Cons1", 1)]),
-    # SPEC §6.6.3: successTopic {Cons1,Cons2} -> Cons1; {Cons1,Cons2,Cons3} -> Cons3.
+    # docs §6.6.3: successTopic {Cons1,Cons2} -> Cons1; {Cons1,Cons2,Cons3} -> Cons3.
     (SUCCESS, "success-2", [("Cons1", 0), ("Cons2", 0)]),
     (SUCCESS, "success-3", [("Cons1", 0), ("Cons2", 0), ("Cons3", 0)]),
-    # SPEC §6.6.3: orders-partition-P with c1, c2, c3 (prio 0).
+    # docs §6.6.3: orders-partition-P with c1, c2, c3 (prio 0).
     *[(f"{ORDERS}-partition-{p}", f"orders-P{p}", [("c1", 0), ("c2", 0), ("c3", 0)]) for p in range(4)],
-    # SPEC §6.5: names that are not partitions use the ring, whatever the consistent-hashing setting.
+    # docs §6.5: names that are not partitions use the ring, whatever the consistent-hashing setting.
     (f"{ORDERS}-partition-00", "orders-P00", [("c1", 0), ("c2", 0), ("c3", 0)]),
     ("persistent://public/default/tp1-partition-0-DLQ", "dlq", [("c1", 0), ("c2", 0), ("c3", 0)]),
-    # SPEC §6.3: Java String.compareTo order; U+1F600 is a surrogate pair 0xD83D.. < U+FF41.
+    # docs §6.3: Java String.compareTo order; U+1F600 is a surrogate pair 0xD83D.. < U+FF41.
     (f"{ORDERS}-partition-0", "non-bmp", [("\uff41", 0), ("\U0001f600", 0)]),
 ]
 
@@ -125,7 +125,7 @@ def _ring_expected(hashing: bool) -> dict[str, str]:
 
 
 def test_active_consumers_ring_and_modulo_picks_3x(spark: SparkSession) -> None:
-    """SPEC §6.6.2/§6.6.3 ring picks (3.x), modulo vs ring per activeConsumerFailoverConsistentHashing."""
+    """docs §6.6.2/§6.6.3 ring picks (3.x), modulo vs ring per activeConsumerFailoverConsistentHashing."""
     df = _frame(spark, RING_CASES)
     both = active_consumers(df, consistent_hashing=False).unionByName(
         active_consumers(
@@ -143,7 +143,7 @@ def test_active_consumers_ring_and_modulo_picks_3x(spark: SparkSession) -> None:
 
 
 def test_active_consumers_2_10_first_arrival_for_non_partitioned(spark: SparkSession) -> None:
-    """SPEC §6.6.2 older copy (2.10): Cons1 (prio 1) active; Cons2 (prio 1) and Cons3 (prio 0) join
+    """docs §6.6.2 older copy (2.10): Cons1 (prio 1) active; Cons2 (prio 1) and Cons3 (prio 0) join
     without changing it; after removing Cons1 the next in arrival order (Cons2) becomes active.
     Partitioned topics keep the sorted modulo rule; the consistent-hashing flag does not exist."""
     df = _frame(spark, RING_CASES[:5] + ADD_REMOVE[3:4] + RING_CASES[7:11])
@@ -157,7 +157,7 @@ def test_active_consumers_2_10_first_arrival_for_non_partitioned(spark: SparkSes
 
 
 def test_active_consumers_old_partition_index_rule_by_version(spark: SparkSession) -> None:
-    """SPEC §6.5 / §12.12: the old rule reads 'x-partition--1' as 1 and 'x-partition-01' as 1."""
+    """docs §6.5 / §12.12: the old rule reads 'x-partition--1' as 1 and 'x-partition-01' as 1."""
     consumers = [("a", 0), ("b", 0), ("c", 0)]
     cases = [
         ("persistent://t/ns/x-partition--1", "minus-one", consumers),
@@ -203,8 +203,8 @@ def test_active_consumers_checks_stats_and_export_keys(spark: SparkSession) -> N
 
 
 def test_what_if_active_consumers_add_remove_and_hashing(spark: SparkSession) -> None:
-    """SPEC §6.6.1 as a what-if: adding Cons0 to [Cons1, Cons1, Cons2] moves partition 4 to Cons0;
-    switching consistent hashing on moves orders-partition-0 from c1 to c2 (SPEC §6.6.3)."""
+    """docs §6.6.1 as a what-if: adding Cons0 to [Cons1, Cons1, Cons2] moves partition 4 to Cons0;
+    switching consistent hashing on moves orders-partition-0 from c1 to c2 (docs §6.6.3)."""
     df = _frame(spark, [ADD_REMOVE[2], RING_CASES[7]])
     added = {r["subscription"]: r for r in what_if_active_consumers(df, add=[("Cons0", 0)]).collect()}
     assert (
@@ -233,7 +233,7 @@ def test_what_if_active_consumers_add_remove_and_hashing(spark: SparkSession) ->
 
 
 def test_failover_balance_counts_partitions_and_idle(spark: SparkSession) -> None:
-    """Modulo over 4 partitions and 3 consumers (SPEC §6.6.3): c1 gets P0, P3; c2 P1; c3 P2.
+    """Modulo over 4 partitions and 3 consumers (docs §6.6.3): c1 gets P0, P3; c2 P1; c3 P2.
     A fourth, lower-priority consumer is never in the top group, so it is not listed."""
     cases = [
         (f"{ORDERS}-partition-{p}", "s", [("c1", 0), ("c2", 0), ("c3", 0), ("c4", 1)]) for p in range(4)
@@ -253,10 +253,10 @@ def test_failover_balance_counts_partitions_and_idle(spark: SparkSession) -> Non
 
 
 def test_failover_what_ifs_every_scenario_golden(spark: SparkSession) -> None:
-    """SPEC §6.6.1 from [Cons1, Cons1, Cons2, Cons0] (partition 4, 4 % 4 = 0 -> Cons0): 'remove Cons2 ->
+    """docs §6.6.1 from [Cons1, Cons1, Cons2, Cons0] (partition 4, 4 % 4 = 0 -> Cons0): 'remove Cons2 ->
     [Cons0, Cons1, Cons1], 4 % 3 = 1 -> Cons1'; removing Cons0 -> [Cons1, Cons1, Cons2], 4 % 3 = 1 -> Cons1;
     removing both Cons1 -> [Cons0, Cons2], 4 % 2 = 0 -> Cons0; adding 'what-if-consumer' (sorts last) ->
-    4 % 5 = 4 -> it. SPEC §6.6.3 orders-partition-0 (c1, c2, c3): modulo c1, ring c2 (the toggle)."""
+    4 % 5 = 4 -> it. docs §6.6.3 orders-partition-0 (c1, c2, c3): modulo c1, ring c2 (the toggle)."""
     df = _frame(spark, [ADD_REMOVE[3], RING_CASES[7]])
     got = {
         (r["subscription"], r["scenario"], r["scenario_consumer"]): (
@@ -279,7 +279,7 @@ def test_failover_what_ifs_every_scenario_golden(spark: SparkSession) -> None:
             False,
             True,
         ),
-        # ring over {Cons0, Cons1, Cons1, Cons2} for successTopic-partition-4 (computed with the SPEC §6
+        # ring over {Cons0, Cons1, Cons1, Cons2} for successTopic-partition-4 (computed with the docs §6
         # oracle, tests/oracle/failover.py): Cons0 again
         ("4-add-Cons0", "toggle_consistent_hashing", None): ("Cons0", "Cons0", "hash_ring", True, False),
         ("orders-P0", "remove_consumer", "c1"): ("c1", "c2", "modulo", False, True),  # [c2, c3], 0 % 2 = 0
@@ -291,7 +291,7 @@ def test_failover_what_ifs_every_scenario_golden(spark: SparkSession) -> None:
 
 
 def test_compare_with_stats_prefers_cursor_active_consumer_name(spark: SparkSession) -> None:
-    """SPEC §10.3 activeConsumerName: from the cursor's stats when exported, else the flagged consumer."""
+    """docs §10.3 activeConsumerName: from the cursor's stats when exported, else the flagged consumer."""
     rows = [
         ("c1", PART4, "s", "Cons1", 0, 0, True),  # flag says Cons1, the cursor's stats say Cons0
         ("c1", PART4, "s", "Cons0", 0, 1, False),
@@ -319,7 +319,7 @@ def test_compare_with_stats_prefers_cursor_active_consumer_name(spark: SparkSess
 
 
 def test_murmur3_hash_matches_spec_computed_values() -> None:
-    """SPEC §6.6.3: h("Cons10") = 997005468, h("Cons20") = 1252956826, h(orders) = 2121668789, ..."""
+    """docs §6.6.3: h("Cons10") = 997005468, h("Cons20") = 1252956826, h(orders) = 2121668789, ..."""
     assert murmur3_hash("Cons10") == 997005468
     assert murmur3_hash("Cons20") == 1252956826
     assert murmur3_hash(ORDERS) == 2121668789
@@ -341,7 +341,7 @@ def test_murmur3_hash_matches_spec_computed_values() -> None:
     ],
 )
 def test_partition_index_new_and_old_rules(name: str, new: int, old: int) -> None:
-    """SPEC §6.5 / TopicNameTest.topic, and the old rule of §12.12."""
+    """docs §6.5 / TopicNameTest.topic, and the old rule of §12.12."""
     assert partition_index(name) == new
     assert old_partition_index(name) == old
     assert topic_partition_index(name, failover_rules("3.0.7")) == new
@@ -349,7 +349,7 @@ def test_partition_index_new_and_old_rules(name: str, new: int, old: int) -> Non
 
 
 def test_java_sort_key_orders_utf16_code_units() -> None:
-    """SPEC §6.3: Java compares UTF-16 code units; a supplementary character sorts before U+E000..U+FFFF."""
+    """docs §6.3: Java compares UTF-16 code units; a supplementary character sorts before U+E000..U+FFFF."""
     names = ["\uffff", "\U0001f600", "b", "ab", "a", "\u00e9"]
     assert sorted(names, key=java_sort_key) == ["a", "ab", "b", "\u00e9", "\U0001f600", "\uffff"]
     assert sorted(names) != sorted(names, key=java_sort_key)

@@ -1,6 +1,6 @@
 """Ingestion end to end: real-shape fixtures + an entry dump + bad records -> Delta tables.
 
-One export is built in tmp_path from tests/fixtures/exports (hand-written from SPEC §10 for several
+One export is built in tmp_path from tests/fixtures/exports (hand-written from docs §10 for several
 Pulsar versions), an entry dump encoded with the wire codec, and hostile records; it is ingested
 twice (the rerun must change nothing but the table versions).
 """

@@ -1,4 +1,4 @@
-"""The oracle (tests/oracle/managed_ledger.py) on SPEC's golden scenarios §1.12, §2.2, §2.6 (+ §7.4, §10.2).
+"""The oracle (tests/oracle/managed_ledger.py) on the docs' golden cases §1.12, §2.2, §2.6 (+ §7.4, §10.2).
 
 No Spark: these prove the reference right before the property tests trust it.
 """
@@ -171,7 +171,7 @@ def test_number_of_entries_3x_and_4x_differences() -> None:
     with pytest.raises(o.OracleIllegalArgumentError):
         o.number_of_entries(ml, (2, 1), False, (1, 1), True, "4x")
     assert o.number_of_entries(ml, (2, 1), False, (2, 0), True) == -1  # 3.x: no validation
-    assert o.number_of_entries(ml, (2, 1), False, (2, 1), False) == -1  # (x, x): SPEC arithmetic
+    assert o.number_of_entries(ml, (2, 1), False, (2, 1), False) == -1  # (x, x): the literal arithmetic
 
 
 def test_number_of_entries_guava_reading_rejects_reversed_and_empty_open_ranges() -> None:

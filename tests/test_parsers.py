@@ -1,7 +1,7 @@
 """Unit tests of the admin-export parsers (pulsar_model.ingest.parsers); pure Python, no Spark.
 
 Fixtures under tests/fixtures/exports/ are hand-written exports in the shapes of Pulsar 2.8/2.9 (as the
-Go admin tools re-serialise them), 2.10, 3.0 and 4.0, plus the SPEC §10.2 and §10.4 examples verbatim.
+Go admin tools re-serialise them), 2.10, 3.0 and 4.0, plus the docs §10.2 and §10.4 examples verbatim.
 """
 
 from __future__ import annotations
@@ -193,7 +193,7 @@ def only_quarantine(result: ParseResult) -> dict[str, Any]:
 # stats-internal: exact rows per Pulsar generation
 # ----------------------------------------------------------------------------------------------------
 def test_parse_file_spec_10_2_example_gives_exact_rows() -> None:
-    """SPEC §10.2 example, verbatim: open ledger 13, LAC 12:9, sub1 md 11:4 with range (11:5..11:6]."""
+    """docs §10.2 example, verbatim: open ledger 13, LAC 12:9, sub1 md 11:4 with range (11:5..11:6]."""
     rel = SI + "persistent%3A%2F%2Fpublic%2Fdefault%2Fspec-example.json"
     topic = "persistent://public/default/spec-example"
     result = parse_fixture(rel)
@@ -217,7 +217,7 @@ def test_parse_file_spec_10_2_example_gives_exact_rows() -> None:
     assert result.rows["ledgers"] == with_topic(
         [ledger(11, 10, 10240, 0), ledger(12, 10, 10240, 1), ledger(13, 0, 0, 2, current=True)], topic
     )
-    # lastLedgerSwitchTimestamp "..." is the SPEC's elision: kept as null and noted, the record is accepted.
+    # lastLedgerSwitchTimestamp "..." is an elision: kept as null and noted, the record is accepted.
     assert result.rows["cursors"] == with_topic(
         [
             cursor(
@@ -334,7 +334,7 @@ def test_parse_file_stats_internal_2_10_closed_ledger_has_no_current_ledger() ->
                 (21, 499),
                 (25, 12),
                 idm=[rng(25, 1, 25, 3), rng(25, 5, 25, 9)],  # "," (long-pair set) separator
-                consumed=-32,  # negative after recovery (-backlog), SPEC §1.8
+                consumed=-32,  # negative after recovery (-backlog), docs §1.8
                 cursor_ledger=30,
                 last_entry=17,
                 active=True,
@@ -1085,7 +1085,7 @@ QUOTA_CASES = [
          for t in ("destination_storage", "message_age")],
     ),
     (
-        "tenant-a%2Fns1.json",  # SPEC §10.4 example verbatim
+        "tenant-a%2Fns1.json",  # docs §10.4 example verbatim
         [("namespace", "tenant-a/ns1", "destination_storage", 10737418240, -1, HOLD, "limit_size_time"),
          ("namespace", "tenant-a/ns1", "message_age", -1, 3600, EVICT, "limit_size_time")],
     ),
@@ -1560,7 +1560,7 @@ def test_parse_individually_deleted_rejects_bad_text(text: str, words: str) -> N
     ],
 )
 def test_partition_index_follows_the_new_rule(topic: str, index: int) -> None:
-    """SPEC §6.5 (TopicNameTest.topic examples)."""
+    """docs §6.5 (TopicNameTest.topic examples)."""
     assert partition_index(topic) == index
     assert (partitioned_topic_name(topic) is None) == (index < 0)
 

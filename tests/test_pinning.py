@@ -1,6 +1,6 @@
 """Tests for pulsar_model.pinning: pinning report (goldens + property vs oracle) and unmoved cursors.
 
-Goldens are computed by hand from the trimming rule quoted in ``pulsar_model/pinning.py`` (SPEC §1.11 for
+Goldens are computed by hand from the trimming rule quoted in ``pulsar_model/pinning.py`` (docs §1.11 for
 the slowest durable cursor). Every golden topic is built into one set of DataFrames and the report of both
 version families is fetched with one Spark action (module fixture); each test reads its topic's rows.
 Version families: ``NEW`` = 4.1.3 (a slowest md at the last entry of a closed ledger releases it), ``OLD`` =
@@ -43,7 +43,7 @@ LedgerSpec = tuple[int, int, int]  # (ledger id, entries, bytes)
 def state(
     topic: str, closed: list[LedgerSpec], current: int | None, cle: int, lac: Pos, cluster: str = "c"
 ) -> tuple[list[tuple[Any, ...]], tuple[Any, ...]]:
-    """Ledger rows (the open ledger listed 0/0, SPEC §0.2) and the managed-ledger row of one topic."""
+    """Ledger rows (the open ledger listed 0/0, docs §0.2) and the managed-ledger row of one topic."""
     rows: list[tuple[Any, ...]] = [(cluster, topic, lid, n, size) for lid, n, size in closed]
     if current is not None:
         rows.append((cluster, topic, current, 0, 0))

@@ -2,7 +2,7 @@
 
 Regression: cursor requests of several actions from the table (reset with reset_by_time triggers it) made
 the ``skip_plans`` write fail with ``NoSuchElementException: key not found: action#N`` while the same
-requests from a file worked. One tiny topic (SPEC §1.10, §1.11, §7.4), one stage run, full rows compared.
+requests from a file worked. One tiny topic (docs §1.10, §1.11, §7.4), one stage run, full rows compared.
 """
 
 from __future__ import annotations

@@ -1,9 +1,9 @@
-"""Golden tests for pulsar_model.positions (SPEC §1.12 scenarios 1-6) and the edge rows of §1.3-§1.11.
+"""Golden tests for pulsar_model.positions (docs §1.12 scenarios 1-6) and the edge rows of §1.3-§1.11.
 
 Every scenario is a managed-ledger state (one topic each) plus cursor/request rows; all frames of this
 module are computed once by a module fixture (fetched as JSON rows), then each test reads its
 rows. Ledger ids: ``L1 = 1, L2 = 2, ...``; the open ledger is listed with 0 entries / 0 bytes, as Pulsar
-lists it. "new" = Pulsar 4.1.3, "3x" = 3.0.7, "2.10" = 2.10.1, "old" = 2.8.0 (SPEC "2.x-old").
+lists it. "new" = Pulsar 4.1.3, "3x" = 3.0.7, "2.10" = 2.10.1, "old" = 2.8.0 (docs/semantics "2.x-old").
 """
 
 from __future__ import annotations
@@ -359,7 +359,7 @@ def ranges_of(value: list[dict[str, Any]] | None) -> list[tuple[Pos | None, Pos 
 
 
 def test_position_after_n_scenario1_get_position_after_n(out: dict[str, Any]) -> None:
-    """SPEC §1.12-1 ManagedLedgerTest.testGetPositionAfterN: "maxEntriesPerLedger=5, 10 entries -> L1
+    """docs §1.12-1 ManagedLedgerTest.testGetPositionAfterN: "maxEntriesPerLedger=5, 10 entries -> L1
     (0..4, closed), L2 (0..4, closed), L3 open and empty; LAC = L2:4; cursor md = L1:3.
     getPositionAfterN(L1:0, 1, startExcluded) = L1:1; getPositionAfterN(L1:0, 4, startExcluded) = L1:4;
     getPositionAfterN(L1:4, 6, startExcluded) = L2:4 (loop ends at (L3,0), previous = L2:4 = LAC)."
@@ -370,20 +370,20 @@ def test_position_after_n_scenario1_get_position_after_n(out: dict[str, Any]) ->
         assert pos(rows[("s1", "b")]["position"]) == (1, 4)
         assert pos(rows[("s1", "c")]["position"]) == (2, 4)
     # 2.x-old on the same state credits the empty open ledger with LAC.entry+1 phantom entries and has no
-    # clamp: the result lies in the empty L3 (SPEC §1.9 2.x-old differences).
+    # clamp: the result lies in the empty L3 (docs §1.9 2.x-old differences).
     assert pos(out["pan_old"][("s1", "c")]["position"]) == (3, 0)
     # in its own era (L2 still open) 2.x-old answers LAC as well
     assert pos(out["pan_old"][("s1_old", "c")]["position"]) == (2, 4)
 
 
 def test_next_valid_position_scenario1_after_mark_delete(out: dict[str, Any]) -> None:
-    """SPEC §1.12-1: "nextValid(md=L1:3) = L1:4"."""
+    """docs §1.12-1: "nextValid(md=L1:3) = L1:4"."""
     for frame in ("nv_new", "nv_old"):
         assert pos(out[frame][("s1", "nv-md")]["next_valid_position"]) == (1, 4)
 
 
 def test_precise_backlog_scenario1_entries_in_storage(out: dict[str, Any]) -> None:
-    """SPEC §1.12-1: "getNumberOfEntriesInStorage = 6 (L1:4 + 5 in L2)"; 2.x-old counted (md, LAC.next],
+    """docs §1.12-1: "getNumberOfEntriesInStorage = 6 (L1:4 + 5 in L2)"; 2.x-old counted (md, LAC.next],
     one more because LAC.next is in LAC's ledger (§1.8)."""
     assert out["prec_new"][("s1", "md13")]["entries_in_storage"] == 6
     assert out["prec_new"][("s1", "md13")]["backlog_entries"] == 6
@@ -395,7 +395,7 @@ def test_precise_backlog_scenario1_entries_in_storage(out: dict[str, Any]) -> No
 
 
 def test_skip_entries_scenario2_exclude_individually_deleted(out: dict[str, Any]) -> None:
-    """SPEC §1.12-2 ManagedCursorTest.testSkipEntriesWithIndividualDeletedMessages: "entries p1..p5 =
+    """docs §1.12-2 ManagedCursorTest.testSkipEntriesWithIndividualDeletedMessages: "entries p1..p5 =
     L1:0..L1:4, individually delete p2 (L1:1) and p4 (L1:3), skipEntries(3, Exclude):
     getNumIndividualDeletedEntriesToSkip(3) = 2 -> getPositionAfterN(md, 5, startExcluded) -> md = p5
     (L1:4), getNumberOfEntries() = 0. Read position: old copies assert p5.next (L1:5, lazily-created next
@@ -415,7 +415,7 @@ def test_skip_entries_scenario2_exclude_individually_deleted(out: dict[str, Any]
 
 
 def test_skip_entries_scenario2_include_counts_acked_entries(out: dict[str, Any]) -> None:
-    """SPEC §1.12-2: "Then 5 more entries p1..p5 = L2:0..L2:4, delete p2, p4, skipEntries(4, Include) ->
+    """docs §1.12-2: "Then 5 more entries p1..p5 = L2:0..L2:4, delete p2, p4, skipEntries(4, Include) ->
     md = p4 (L2:3), rp = p5 (L2:4), getNumberOfEntries() = 1."
     """
     for frame, topic in (("skip_new", "s2b"), ("skip_old", "s2b_old")):
@@ -430,7 +430,7 @@ def test_skip_entries_scenario2_include_counts_acked_entries(out: dict[str, Any]
 
 
 def test_skip_entries_scenario3_skip_sequence(out: dict[str, Any]) -> None:
-    """SPEC §1.12-3 ManagedCursorTest.testSkipEntries (maxEntriesPerLedger=2): "skip on an empty ledger leaves
+    """docs §1.12-3 ManagedCursorTest.testSkipEntries (maxEntriesPerLedger=2): "skip on an empty ledger leaves
     md/rp unchanged; with 2 entries, skip 1 -> 1 entry left; skip 1 more -> md = last entry; add 6 entries,
     skip 5 -> 1 left; skip 10 (more than available) -> 0 left, hasMoreEntries()=false, md = last entry
     written, rp = last.next (old copies) / (new current ledger, 0) (newer copies)."
@@ -467,7 +467,7 @@ def test_skip_entries_2x_old_phantom_target_beyond_lac_is_rejected(out: dict[str
 
 
 def test_clear_backlog_plan_scenario4(out: dict[str, Any]) -> None:
-    """SPEC §1.12-4 ManagedCursorTest.testClearBacklog: "maxEntriesPerLedger=1; c1 opened, entry1, c2 opened,
+    """docs §1.12-4 ManagedCursorTest.testClearBacklog: "maxEntriesPerLedger=1; c1 opened, entry1, c2 opened,
     entry2, c3 opened, entry3 -> backlogs c1=3, c2=2, c3=1; after c1.clearBacklog() and c3.clearBacklog():
     c1=0, c2=2, c3=0 (and the same after reopening the ledger)."
     """
@@ -488,7 +488,7 @@ def test_clear_backlog_plan_scenario4(out: dict[str, Any]) -> None:
 
 
 def test_precise_backlog_scenario5_delete_single_message_twice(out: dict[str, Any]) -> None:
-    """SPEC §1.12-5 ManagedCursorTest.deleteSingleMessageTwice: "4 entries p1..p4 in one ledger; deleting p1
+    """docs §1.12-5 ManagedCursorTest.deleteSingleMessageTwice: "4 entries p1..p4 in one ledger; deleting p1
     -> backlog 3, md=p1, rp=p2; deleting p1 again is a no-op; deleting p2, p3, p4 in order -> backlog 2,1,0;
     final md=p4, rp=p4.next."
     """
@@ -505,7 +505,7 @@ def test_precise_backlog_scenario5_delete_single_message_twice(out: dict[str, An
 
 
 def test_precise_backlog_scenario6_rate_limited_mark_delete(out: dict[str, Any]) -> None:
-    """SPEC §1.12-6 ManagedCursorTest.testRateLimitMarkDelete: "throttleMarkDelete=1/s, 3 entries, markDelete
+    """docs §1.12-6 ManagedCursorTest.testRateLimitMarkDelete: "throttleMarkDelete=1/s, 3 entries, markDelete
     p1, p2, p3 quickly -> in-memory backlog 0; after reopen only the first persisted -> backlog 2."
     """
     for frame in ("prec_new", "prec_old"):

@@ -1,10 +1,10 @@
-"""Property tests: pulsar_model.backlog transforms agree with the plain-Python oracle (SPEC §1.8, §2).
+"""Property tests: pulsar_model.backlog transforms agree with the plain-Python oracle (docs §1.8, §2).
 
 Each hypothesis example is 40-60 random topics (tests/oracle/strategies.py), one DataFrame per input, the
 transform run once per version (unioned, one collect), every row compared with
 tests/oracle/managed_ledger.py.
 
-Version mapping (SPEC §0.3, §1.8, §1.11, §2.2-§2.4):
+Version mapping (docs §0.3, §1.8, §1.11, §2.2-§2.4):
 
 * ``2.10.6`` ("2.9/2.10"): consumed-size v2 (``entries == e + 1`` shortcut), precise backlog without the
   ``md >= LAC`` guard, 2.x/3.x ``getNumberOfEntries``, estimate for a deleted ledger = totalSize,
@@ -159,7 +159,7 @@ def test_estimate_backlog_from_position_matches_oracle(
                 try:
                     allowed: list[Any] = [o.estimate_backlog_from_position(case.ml, p, sem)]
                 except o.OracleNPEError:
-                    # SPEC §2.4 dereferences currentLedger; with none, Java throws. Accept null or the
+                    # docs §2.4 dereferences currentLedger; with none, Java throws. Accept null or the
                     # value of reading "no current ledger" as "pos is not in the current ledger".
                     allowed = [None, o.estimate_backlog_from_position_no_current(case.ml, p, sem)]
                 if got not in allowed:

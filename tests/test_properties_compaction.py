@@ -1,7 +1,7 @@
-"""Property tests: pulsar_model.compaction agrees with the plain-Python oracle (SPEC §5.4, §5.5).
+"""Property tests: pulsar_model.compaction agrees with the plain-Python oracle (docs §5.4, §5.5).
 
 Each hypothesis example is 30-45 random topics (non-batched messages, a quarter of them without
-``uncompressed_size`` (SPEC §5.4 size fallback), batches of 1-4 slots with the odd ``compacted_out``
+``uncompressed_size`` (docs §5.4 size fallback), batches of 1-4 slots with the odd ``compacted_out``
 slot, tombstones (empty payloads and null values), key-less messages, markers, ledger
 roll-overs, and a ``__compaction`` start position before, inside or after the topic, or none), ONE
 messages DataFrame for all of them, three compactor configurations unioned and collected once:

@@ -1,4 +1,4 @@
-"""Property test: ``active_consumers`` agrees with the plain-Python oracle of SPEC §6.
+"""Property test: ``active_consumers`` agrees with the plain-Python oracle of docs §6.
 
 The oracle is tests/oracle/failover.py. Each hypothesis example is many subscriptions (random topics,
 partitioned or not, random names including non-ASCII, non-BMP characters and duplicates, random
@@ -73,7 +73,7 @@ def _frame(spark: SparkSession, subs: list[tuple[str, list[tuple[str, int]]]]) -
 @given(subs=subscriptions)
 @example(
     subs=[
-        # Java order puts U+1F600 (surrogates 0xD83D 0xDE00) before U+FFFF / U+E000 (SPEC §6.3).
+        # Java order puts U+1F600 (surrogates 0xD83D 0xDE00) before U+FFFF / U+E000 (docs §6.3).
         ("persistent://t/ns/tp0-partition-0", [("\uffff", 0), ("\U0001f600", 0)]),
         ("persistent://t/ns/tp0-partition-1", [("Cons1", 1), ("Cons1", 0), ("a", 0), ("\U0001f600x", 0)]),
         ("persistent://t/ns/tp0-partition-5", [("\ue000", 0), ("\U0001f600", 0), ("Cons1", 0), ("Cons1", 0)]),

@@ -1,4 +1,4 @@
-"""Property test: ``failover_duplicates`` agrees with tests/oracle/replication_duplicates.py (SPEC §4.8).
+"""Property test: ``failover_duplicates`` agrees with tests/oracle/replication_duplicates.py (docs §4.8).
 
 Random topics on 1-3 clusters (A, B, C), each cluster's managed ledger drawn by
 ``tests/oracle/strategies.ml_states`` (sparse ledger ids, trimmed and empty ledgers, an empty or missing open
@@ -62,7 +62,7 @@ CLUSTER_NAMES = ("A", "B", "C")
 SUBSCRIPTIONS = ("sub-a", "sub-b")
 EXPORTED_AT = dt.datetime(2026, 11, 21, 2, 0, 0)
 T0_MS = 1_795_000_000_000
-REQUEST, RESPONSE, SNAPSHOT, UPDATE, TXN_COMMIT, TXN_ABORT = 10, 11, 12, 13, 21, 22  # SPEC §4.3
+REQUEST, RESPONSE, SNAPSHOT, UPDATE, TXN_COMMIT, TXN_ABORT = 10, 11, 12, 13, 21, 22  # docs §4.3
 MARKER_TYPES = (REQUEST, RESPONSE, SNAPSHOT, SNAPSHOT, SNAPSHOT, UPDATE, TXN_COMMIT, TXN_ABORT)
 #: Topics per run (one Spark job for all of them).
 CASES = 120 * S.PROPERTY_EXAMPLES
@@ -100,7 +100,7 @@ def oracle_on(w: World, *, entries: bool = True, markers: bool = True) -> dict[o
     )
 
 
-# --- the oracle against the hand counts of SPEC §4.8 (no Spark) ---------------------------------------------
+# --- the oracle against the hand counts of docs §4.8 (no Spark) ---------------------------------------------
 
 
 def test_oracle_reproduces_spec_4_8_hand_counts() -> None:
@@ -268,7 +268,7 @@ class _Filler:
         return stream[i]
 
     def position_in(self, cluster: str) -> Position:
-        """Any position of a cluster's topic a snapshot may name (SPEC §4.5 response = LAC at some time)."""
+        """Any position of a cluster's topic a snapshot may name (docs §4.5 response = LAC at some time)."""
         part = self.parts[cluster]
         ml, rnd = part.state.ml, self.rnd
         existing = part.state.existing_entries()
@@ -296,7 +296,7 @@ class _Filler:
     def clusters_for(self, cluster: str) -> list[tuple[str, Position]]:
         rnd = self.rnd
         out = [(c, self.position_in(c)) for c in sorted(self.parts) if c != cluster and rnd.random() < 0.8]
-        if out and rnd.random() < 0.15:  # a cluster listed twice: the last entry wins (SPEC §4.4)
+        if out and rnd.random() < 0.15:  # a cluster listed twice: the last entry wins (docs §4.4)
             c = rnd.choice(out)[0]
             out.append((c, self.position_in(c)))
         if rnd.random() < 0.05:
@@ -336,7 +336,7 @@ class _Filler:
             e.clusters = self.clusters_for(part.cluster) if rnd.random() > 0.03 else None
             e.local = self.position_in(part.cluster) if rnd.random() > 0.03 else None
             if e.local is not None and frm is None:
-                for _ in range(5):  # distinct local_message_id per written snapshot (SPEC §4.5)
+                for _ in range(5):  # distinct local_message_id per written snapshot (docs §4.5)
                     if e.local not in locals_used:
                         break
                     e.local = self.position_in(part.cluster)

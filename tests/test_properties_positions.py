@@ -1,13 +1,13 @@
-"""Property tests: pulsar_model.positions transforms agree with the plain-Python oracle (SPEC §1).
+"""Property tests: pulsar_model.positions transforms agree with the plain-Python oracle (docs §1).
 
 Each hypothesis example is 40-60 random topics (tests/oracle/strategies.py), one DataFrame per input, the
 transform run once per version (unioned, one collect), every row compared with
 tests/oracle/managed_ledger.py.
 
-Version mapping (SPEC §0.3 labels; boundaries approximate):
+Version mapping (docs §0.3 labels; boundaries approximate):
 
 * ``2.8.0`` -> "2.x-old" position arithmetic (§1.4 2.x-old isValid, §1.5 NPE->LAC.next, §1.9: no
-  currentLedgerEntries guard, NPE in deleted ledgers, ``lastKey()+1``, no LAC clamp). SPEC's "2.x-old"
+  currentLedgerEntries guard, NPE in deleted ledgers, ``lastKey()+1``, no LAC clamp). The "2.x-old"
   copies are the 2.8/2.9-era ones; the NPE fix for deleted ledgers was back-ported to 2.8.4/2.9.3/2.10.1
   (apache/pulsar#14481), so 2.10.6 runs the 3.x loop.
 * ``2.10.6``, ``3.0.7`` -> 3.x position loop (clamped to LAC) and the 2.x/3.x ``getNumberOfEntries``.

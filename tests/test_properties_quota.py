@@ -1,4 +1,4 @@
-"""Property tests: pulsar_model.quota.eviction agrees with the plain-Python oracle (SPEC §3.6, §3.7).
+"""Property tests: pulsar_model.quota.eviction agrees with the plain-Python oracle (docs §3.6, §3.7).
 
 Random managed-ledger states from tests/oracle/strategies.py (sparse ids, trimmed and empty ledgers, an
 empty or missing open ledger, cursors at ``(L,-1)``/past a ledger end/in deleted ledgers, acked ranges, ties

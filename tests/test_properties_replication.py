@@ -3,7 +3,7 @@
 * cache: random managed-ledger states (tests/oracle/strategies.py: sparse ids, trimmed and empty ledgers,
   open or no open ledger) with random add/advance sequences per subscription (adds mostly increasing,
   sometimes going back; positions in deleted ledgers, at ``(L,-1)`` or past a ledger's end), replayed by
-  the oracle caches of SPEC §4.6 with the oracle's 4.x ``getNumberOfEntries(open(a, b))`` as distance;
+  the oracle caches of docs §4.6 with the oracle's 4.x ``getNumberOfEntries(open(a, b))`` as distance;
 * assembly: a discrete simulation of 2-4 clusters running §4.4/§4.5/§4.7 with random interleavings of
   marker arrival; its markers go through ``snapshot_assembly`` and must give back the simulation's own
   record of every snapshot.
@@ -113,7 +113,7 @@ def cache_cases(draw: st.DrawFn) -> CacheCase:
 
 
 def entry_id_distance(a: Position, b: Position) -> int:
-    """The entry-id difference Pulsar's testSnapshotCachePruningScenarios uses (SPEC §4.9)."""
+    """The entry-id difference Pulsar's testSnapshotCachePruningScenarios uses (docs §4.9)."""
     return b[1] - a[1]
 
 

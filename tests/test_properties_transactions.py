@@ -1,4 +1,4 @@
-"""Property test: pulsar_model.transactions agrees with a replay of SPEC §8.4.
+"""Property test: pulsar_model.transactions agrees with a replay of docs §8.4.
 
 The oracle is tests/oracle/transactions.py.
 
@@ -76,10 +76,10 @@ ops = st.lists(
 
 def build_topic(topic_ops: list[Op], first_ledger: int) -> OTopic:
     """Apply ``topic_ops`` to a new topic. An ended slot gets a new transaction on its next append; a
-    commit/abort of a transaction without data on the topic writes no marker (SPEC §8.3)."""
+    commit/abort of a transaction without data on the topic writes no marker (docs §8.3)."""
     topic = OTopic(ledgers={first_ledger: 0})
     ledger = first_ledger
-    seq = {0: 0, 1: 0, 2: 0}  # per-coordinator sequence (SPEC §8.2: most = coordinator, least = sequence)
+    seq = {0: 0, 1: 0, 2: 0}  # per-coordinator sequence (docs §8.2: most = coordinator, least = sequence)
     slots: dict[int, tuple[int, int]] = {}
     has_data: set[tuple[int, int]] = set()
     t = 1_000_000
@@ -128,7 +128,7 @@ def frames_of(topics: dict[str, OTopic]) -> Frames:
             entries.append(("c1", name, *row))
         current = topic.current_ledger_id
         for lid, n in topic.ledgers.items():
-            listed = 0 if lid == current else n  # the open ledger is listed with 0 / 0 (SPEC §0.2)
+            listed = 0 if lid == current else n  # the open ledger is listed with 0 / 0 (docs §0.2)
             ledgers.append(("c1", name, lid, listed, listed * ENTRY_SIZE))
         n_current = topic.ledgers[current]
         total = len(topic.entries) * ENTRY_SIZE
@@ -141,7 +141,7 @@ def _pos(value: Any) -> tuple[int, int] | None:
 
 
 def entries_only_exact(topic: OTopic, first_open: tuple[int, int] | None) -> bool:
-    """The entries-only getPreviousPosition equals SPEC §1.3 unless every ledger before the oldest open
+    """The entries-only getPreviousPosition equals docs §1.3 unless every ledger before the oldest open
     transaction's first entry (at entry 0) is empty while one exists."""
     if first_open is None or first_open[1] > 0:
         return True
@@ -150,7 +150,7 @@ def entries_only_exact(topic: OTopic, first_open: tuple[int, int] | None) -> boo
 
 
 EXAMPLE = [
-    # SPEC §8.7: 1:0 normal, 1:1 T1, 1:2 normal, 1:3 T1, 1:4 normal, T1 open / committed / aborted
+    # docs §8.7: 1:0 normal, 1:1 T1, 1:2 normal, 1:3 T1, 1:4 normal, T1 open / committed / aborted
     [("normal", 1), ("append", 0), ("normal", 1), ("append", 0), ("normal", 1)],
     [("normal", 1), ("append", 0), ("normal", 1), ("append", 0), ("normal", 1), ("commit", 0)],
     [("normal", 1), ("append", 0), ("normal", 1), ("append", 0), ("normal", 1), ("abort", 0)],
@@ -184,7 +184,7 @@ def test_transactions_match_replay_of_spec_8_4(
     ledgers = spark.createDataFrame(f.ledgers, LEDGERS)
     mls = spark.createDataFrame(f.managed_ledgers, ML)
 
-    # transaction states (SPEC §8.3)
+    # transaction states (docs §8.3)
     got_states = {
         (r["topic"], (r["txnid_most_bits"], r["txnid_least_bits"])): (
             r["txn_id"],
@@ -212,7 +212,7 @@ def test_transactions_match_replay_of_spec_8_4(
     }
     assert got_states == want_states
 
-    # maxReadPosition and what it holds back, exact getPreviousPosition from the ledgers (SPEC §8.4, §1.3)
+    # maxReadPosition and what it holds back, exact getPreviousPosition from the ledgers (docs §8.4, §1.3)
     fields = (
         "last_position",
         "max_read_position",
@@ -235,7 +235,7 @@ def test_transactions_match_replay_of_spec_8_4(
         want_hold[name] = tuple(getattr(h, c) for c in fields)
     assert got_hold == want_hold
 
-    # every entry's dispatch outcome (SPEC §8.5), with ledgers and from the entries only
+    # every entry's dispatch outcome (docs §8.5), with ledgers and from the entries only
     got_dispatch: dict[str, dict[tuple[int, int], str]] = {}
     for r in transaction_visibility(entries, ledgers, mls).collect():
         position = _pos(r["position"])

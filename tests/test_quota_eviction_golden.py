@@ -1,4 +1,4 @@
-"""Golden tests for pulsar_model.quota.eviction (SPEC §3.5-§3.8 scenarios 1-6 and the edge rows of §3.6/§3.7).
+"""Golden tests for pulsar_model.quota.eviction (docs §3.5-§3.8 scenarios 1-6 and the edge rows of §3.6/§3.7).
 
 Every scenario is one topic; all topics go through each transform in one call per version (3.0.7: double
 target and ``(a / b) * c``; 4.1.3: long target and ``a * c / b``), computed once by a module fixture (four

@@ -1,4 +1,4 @@
-"""Tests of pulsar_model.quota.policy: effective quotas, breach detection, producer outcomes (SPEC §3.2-§3.5).
+"""Tests of pulsar_model.quota.policy: effective quotas, breach detection, producer outcomes (docs §3.2-§3.5).
 
 Golden frames are computed once by a module fixture (a few Spark jobs, run in parallel) and each test
 reads its rows; the property test compares breach detection on random managed-ledger states with the
@@ -480,7 +480,7 @@ def test_is_system_topic_name_covers_system_namespaces_and_system_topics(topic: 
 
 
 # ======================================================================================================
-# effective_quotas (SPEC §3.2 resolution order, every JSON shape via the parser)
+# effective_quotas (docs §3.2 resolution order, every JSON shape via the parser)
 # ======================================================================================================
 RESOLVED = (
     "limit_size_bytes",
@@ -560,7 +560,7 @@ def test_effective_quotas_broker_settings_and_defaults(frames: Frames) -> None:
     assert pick(r[("new", "persistent://tenant-a/ns1/orders", SIZE)], *settings_cols) == (False, 60, True)
     eu = r[("new", "persistent://x/y/z", TIME)]
     assert pick(eu, *RESOLVED[:4], *settings_cols) == (5, 7, EXC, "broker", True, 30, False)
-    # a cluster without any quota row: SPEC §3.2 defaults (50 GiB before 2.1.0)
+    # a cluster without any quota row: docs §3.2 defaults (50 GiB before 2.1.0)
     west = "persistent://tenant-a/ns1/x"
     expected_default = (-1, -1, HOLD, "default", None, None, False, 60, True)
     assert pick(r[("new", west, SIZE)], *RESOLVED, *settings_cols) == expected_default
@@ -603,7 +603,7 @@ def test_effective_quotas_system_topics_namespaces_and_stats_cross_check(frames:
 
 
 # ======================================================================================================
-# quota_breaches: size (SPEC §3.4, §11.9, §12.7)
+# quota_breaches: size (docs §3.4, §11.9, §12.7)
 # ======================================================================================================
 SIZE_COLS = ("estimated_backlog_size_bytes", "exceeded", "size_exceeded", "percent_of_quota")
 
@@ -621,7 +621,7 @@ def test_quota_breaches_size_limit_zero_always_exceeded_and_minus_one_disabled(f
 
 
 # ======================================================================================================
-# quota_breaches: time (SPEC §3.4, §3.8 item 3)
+# quota_breaches: time (docs §3.4, §3.8 item 3)
 # ======================================================================================================
 TIME_COLS = ("time_check_mode", "checked_position", "backlog_age_seconds", "exceeded", "reason")
 
@@ -775,7 +775,7 @@ def test_quota_breaches_one_row_per_topic_and_quota_type(frames: Frames) -> None
 
 
 # ======================================================================================================
-# producer_outcomes (SPEC §3.3, §3.5)
+# producer_outcomes (docs §3.3, §3.5)
 # ======================================================================================================
 def o_row(frames: Frames, name: str, version: str = "4.1.3") -> dict[str, Any]:
     return frames["outcomes"][(version, t(name))]

@@ -1,4 +1,4 @@
-"""The nightly quota stage end to end on a small generated demo (issue 4, item 5; SPEC §3).
+"""The nightly quota stage end to end on a small generated demo (issue 4, item 5; docs §3).
 
 One module-scoped run: generate_demo -> ingest_export -> run_backlog_stage -> run_quota_stage, then a topic
 policy with a tiny size limit is added to the run date's backlog_quotas and the stage runs again (the rerun
@@ -277,7 +277,7 @@ def test_run_quota_stage_evictions_cover_every_enabled_limit(quota_run):
 def test_run_quota_stage_time_checks_and_time_evictions_exercised(quota_run):
     """The demo's 4 h / 1 h / 2 h time quotas are exceeded on both clusters - us-west by the precise check
     (publish time of the oldest unacked entry), us-east by the non-precise one (ledger close time) - and
-    both what-if time evictions acknowledge entries (SPEC §3.4, §3.7)."""
+    both what-if time evictions acknowledge entries (docs §3.4, §3.7)."""
     status = quota_run.first["quota_status"]
     over = [r for r in status if r["quota_type"] == QUOTA_TYPE_TIME and r["exceeded"]]
     assert {r["time_check_mode"] for r in over} == {"precise", "non_precise"}

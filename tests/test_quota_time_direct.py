@@ -1,4 +1,4 @@
-"""The direct end state of the non-precise time eviction equals the stepwise loop (SPEC §3.7, §1.2, §1.11).
+"""The direct end state of the non-precise time eviction equals the stepwise loop (docs §3.7, §1.2, §1.11).
 
 ``_topic_engine.drop_backlog_for_time_limit_direct`` jumps over each cursor's path instead of stepping the
 loop one mark-delete at a time; ``drop_backlog_for_time_limit_ledgers`` (run without a step cap) is the
@@ -243,7 +243,7 @@ def test_time_direct_200k_ledgers_2k_cursors() -> None:
 def test_mark_delete_extension_ends_on_an_export_whose_lac_is_past_the_current_ledger() -> None:
     """Inconsistent export: current ledger 2 is empty but the LAC says (3, 5). After a mark-delete to (1, 0)
     the extension over the acked range (1:0, 2:0] reaches (2, 0), whose next valid position falls back to
-    (2, 0) itself - still at or below the LAC and inside the same range. The SPEC-literal loop never ended
+    (2, 0) itself - still at or below the LAC and inside the same range. The literal loop never ended
     there (a hung Python worker); it now stops at (2, 0)."""
     ml = eng.ManagedLedger([(1, 2, 200), (2, 0, 0)], 2, 0, 0, (3, 5), 200, behaviour("4.1.3"))
     cursor = eng.Cursor("s", 0, True, "subscription", (1, -1), [((1, 0), (2, 0))], None)

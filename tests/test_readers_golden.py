@@ -1,4 +1,4 @@
-"""Golden tests for pulsar_model.readers: SPEC §7.4 reader scenarios, the §3.8 item 5 ``findNewestMatching``
+"""Golden tests for pulsar_model.readers: docs §7.4 reader scenarios, the §3.8 item 5 ``findNewestMatching``
 scenarios through the reset by time, and the broker's ``PersistentMessageFinderTest`` cases.
 
 All frames of the module are computed by one module fixture in one Spark action (rows fetched as JSON),
@@ -109,7 +109,7 @@ def _times(positions: list[Pos], times: list[int]) -> dict[Pos, int]:
     return dict(zip(positions, times, strict=True))
 
 
-# r1 - SPEC §7.4-3's state: L1 (0..4 closed), L2 open (0..2), LAC L2:2; publish 1000..5000, 6000..8000.
+# r1 - docs §7.4-3's state: L1 (0..4 closed), L2 open (0..2), LAC L2:2; publish 1000..5000, 6000..8000.
 R1_POS = [(1, e) for e in range(5)] + [(2, e) for e in range(3)]
 R1 = Topic("r1", [(1, 5, 5500)], 2, 3, (2, 2), _times(R1_POS, [1000 * (i + 1) for i in range(8)]))
 # r5 - the first ledger is empty (closed): earliest reads "the first existing entry".
@@ -287,11 +287,11 @@ def state(row: dict[str, Any]) -> tuple[Pos | None, Pos | None]:
     return pos(row["mark_delete_position"]), pos(row["read_position"])
 
 
-# --- SPEC §7.4 ---------------------------------------------------------------------------------------------
+# --- docs §7.4 ---------------------------------------------------------------------------------------------
 
 
 def test_reader_start_positions_scenario1_exclusive_message_id(out: dict[str, Any]) -> None:
-    """SPEC §7.4-1: "start L:E (non-batched, exclusive) -> broker cursor md = previous(L:E), rp = L:E; client
+    """docs §7.4-1: "start L:E (non-batched, exclusive) -> broker cursor md = previous(L:E), rp = L:E; client
     drops L:E, first delivered message is the entry after L:E."
     """
     row = out["reader_new"][("r1", "s1-exclusive")]
@@ -302,7 +302,7 @@ def test_reader_start_positions_scenario1_exclusive_message_id(out: dict[str, An
 
 
 def test_reader_start_positions_scenario2_batch_index(out: dict[str, Any]) -> None:
-    """SPEC §7.4-2: "start L:E batch index 2 of a 5-message batch, exclusive -> broker re-sends entry L:E;
+    """docs §7.4-2: "start L:E batch index 2 of a 5-message batch, exclusive -> broker re-sends entry L:E;
     client delivers batch indexes 3 and 4 then continues; inclusive -> indexes 2, 3, 4."
     """
     rows = out["reader_new"]
@@ -315,7 +315,7 @@ def test_reader_start_positions_scenario2_batch_index(out: dict[str, Any]) -> No
 
 
 def test_reader_start_positions_scenario3_latest(out: dict[str, Any]) -> None:
-    """SPEC §7.4-3: "start latest, ledgers L1 (0..4 closed), L2 open (0..2), LAC L2:2 -> md = L2:2,
+    """docs §7.4-3: "start latest, ledgers L1 (0..4 closed), L2 open (0..2), LAC L2:2 -> md = L2:2,
     rp = L2:3." Nothing is delivered until a new message arrives."""
     row = out["reader_new"][("r1", "s3-latest")]
     assert pos(row["broker_start_position"]) == (LATEST[0], LATEST[1] - 1)
@@ -324,7 +324,7 @@ def test_reader_start_positions_scenario3_latest(out: dict[str, Any]) -> None:
 
 
 def test_reader_start_positions_scenario4_earliest(out: dict[str, Any]) -> None:
-    """SPEC §7.4-4: "start earliest, first ledger L1 -> md = (L1,-1), rp = L1:0 (or the first existing
+    """docs §7.4-4: "start earliest, first ledger L1 -> md = (L1,-1), rp = L1:0 (or the first existing
     entry)."
     """
     row = out["reader_new"][("r1", "s4-earliest")]
@@ -343,7 +343,7 @@ def test_reader_start_positions_skips_markers(out: dict[str, Any]) -> None:
 
 
 def test_reader_start_positions_read_compacted_reads_p_next(out: dict[str, Any]) -> None:
-    """SPEC §7.2 recover(p): "rp = p.next if readCompacted else nextValid(p)" - start L1:5 (past the closed
+    """docs §7.2 recover(p): "rp = p.next if readCompacted else nextValid(p)" - start L1:5 (past the closed
     ledger's end) -> p = L1:4: the compacted reader keeps the non-existent L1:5, the plain one moves to L2:0;
     md = previous(rp) = L1:4 either way."""
     assert state(out["reader_new"][("r1", "compacted")]) == ((1, 4), (1, 5))
@@ -352,14 +352,14 @@ def test_reader_start_positions_read_compacted_reads_p_next(out: dict[str, Any])
 
 
 def test_reader_start_positions_old_mark_delete_is_p(out: dict[str, Any]) -> None:
-    """SPEC §7.2: "md = getPreviousPosition(rp) # 3.x; older: md = p" - start L2:0 -> p = (L2,-1)."""
+    """docs §7.2: "md = getPreviousPosition(rp) # 3.x; older: md = p" - start L2:0 -> p = (L2,-1)."""
     assert state(out["reader_new"][("r1", "ledger-start")]) == ((1, 4), (2, 0))
     assert state(out["reader_301"][("r1", "ledger-start")]) == ((2, -1), (2, 0))
     assert out["reader_301"][("r1", "ledger-start")]["first_delivered"] is None  # no messages given
 
 
 def test_reader_start_positions_beyond_lac_uses_initial_position(out: dict[str, Any]) -> None:
-    """SPEC §7.2: "if start is None or start > LAC: Latest: md = LAC; rp = nextValid(LAC); Earliest: md =
+    """docs §7.2: "if start is None or start > LAC: Latest: md = LAC; rp = nextValid(LAC); Earliest: md =
     (firstLedger, -1); rp = nextValid(md)"."""
     rows = out["reader_new"]
     assert state(rows[("r1", "beyond-latest")]) == ((2, 2), (2, 3))
@@ -368,7 +368,7 @@ def test_reader_start_positions_beyond_lac_uses_initial_position(out: dict[str, 
 
 
 def test_reader_start_positions_rollback_resets_by_publish_time(out: dict[str, Any]) -> None:
-    """SPEC §7.2: "if start_message_rollback_duration_sec > 0: resetCursor(timestamp = now - sec*1000)".
+    """docs §7.2: "if start_message_rollback_duration_sec > 0: resetCursor(timestamp = now - sec*1000)".
     Export at 10 s: 5 s back -> newest entry before 5000 ms is L1:3 -> rp = L1:4; 100 s back -> nothing
     older -> (first ledger, 0). The client starts from earliest, so nothing is filtered."""
     rows = out["reader_new"]
@@ -391,7 +391,7 @@ def test_reader_start_positions_reports_errors(out: dict[str, Any]) -> None:
 
 
 def test_reset_cursor_by_time_plan_find_newest_matching_odd(out: dict[str, Any]) -> None:
-    """SPEC §3.8-5: "ManagedCursorTest.testFindNewestMatchingOdd1..5: 5 entries where the first k are
+    """docs §3.8-5: "ManagedCursorTest.testFindNewestMatchingOdd1..5: 5 entries where the first k are
     'expired' -> result is the k-th entry (k=1 -> p1, ..., k=5 -> p5)"; and "testFindNewestMatching: 5
     entries, none expired -> null" (then the reset goes to the first position)."""
     for frame in ("reset_new", "reset_210"):
@@ -407,7 +407,7 @@ def test_reset_cursor_by_time_plan_find_newest_matching_odd(out: dict[str, Any])
 
 
 def test_reset_cursor_by_time_plan_find_newest_matching_even(out: dict[str, Any]) -> None:
-    """SPEC §3.8-5: "testFindNewestMatchingEven1..: same rule with 4 entries"."""
+    """docs §3.8-5: "testFindNewestMatchingEven1..: same rule with 4 entries"."""
     for frame in ("reset_new", "reset_210"):
         for k in range(5):
             row = out[frame][("even", f"k{k}")]

@@ -1,6 +1,6 @@
-"""Golden tests for replicated-subscription snapshots and the snapshot cache (SPEC §4.5, §4.6, §4.9).
+"""Golden tests for replicated-subscription snapshots and the snapshot cache (docs §4.5, §4.6, §4.9).
 
-Every SPEC §4.9 scenario is expressed as data: the snapshot-builder tests as ``markers`` rows of the
+Every docs §4.9 scenario is expressed as data: the snapshot-builder tests as ``markers`` rows of the
 source and remote clusters fed to ``snapshot_assembly`` (one topic per scenario step, one Spark job per
 test), the cache tests as ``add``/``advance`` events fed to ``replay_snapshot_cache``.
 """
@@ -722,7 +722,7 @@ def test_predicted_updates_from_exported_markers(spark: SparkSession) -> None:
 
 
 def test_uses_new_snapshot_cache_by_version() -> None:
-    """PR #25044 shipped in 4.0.9 and 4.1.3 (SPEC §4.2); 4.2+ has it; 2.x/3.x never."""
+    """PR #25044 shipped in 4.0.9 and 4.1.3 (docs §4.2); 4.2+ has it; 2.x/3.x never."""
     got = {
         v: uses_new_snapshot_cache(v)
         for v in ["2.10.6", "3.0.7", "4.0.8", "4.0.9", "4.1.2", "4.1.3", "4.2.0"]

@@ -1,4 +1,4 @@
-"""The nightly replication stage end to end on the generated demo (issue 5; SPEC §4.4-§4.8).
+"""The nightly replication stage end to end on the generated demo (issue 5; docs §4.4-§4.8).
 
 One module-scoped run: generate_demo (three clusters, one replicated topic with two partitions) ->
 ingest_export -> run_replication_stage twice (the rerun must replace the date's partition). The stage's
@@ -172,7 +172,7 @@ def test_replication_stage_rerun_replaces_partition(replication_run):
 
 def test_replication_stage_cache_replay_matches_written_updates(replication_run):
     """Every exported UPDATE marker is predicted by the replay of its cluster's cache generation, with the
-    snapshot the simulated controller used (ground truth ``updates.jsonl``; SPEC §4.4, §4.6)."""
+    snapshot the simulated controller used (ground truth ``updates.jsonl``; docs §4.4, §4.6)."""
     rows = replication_run.result["replication_cache_replay"]
     subs = {(r["cluster"], r["topic"], r["cursor_name"]) for r in replication_run.replicated}
     assert len(subs) == 12  # 3 clusters x 2 partitions x 2 replicated subscriptions
@@ -230,13 +230,13 @@ def test_replication_stage_cache_replay_unobserved_predictions_are_idle_copies(r
     for r in rows:
         if r["outcome"] == "predicted_not_observed":  # one prediction at the current mark-delete each
             assert r["update_position"] is None and r["predicted_snapshot_id"] is not None
-    # no advance of the demo lost its snapshot to the cache's capacity (SPEC §4.6)
+    # no advance of the demo lost its snapshot to the cache's capacity (docs §4.6)
     kinds = {f["kind"] for f in replication_run.result["replication_findings"]}
     assert "snapshot_cache_evicted_useful" not in kinds
 
 
 def test_replication_stage_snapshot_timeouts_checked_at_export_time(replication_run):
-    """``isTimedOut`` (SPEC §4.5) is evaluated at each source cluster's export time, not its newest marker."""
+    """``isTimedOut`` (docs §4.5) is evaluated at each source cluster's export time, not its newest marker."""
     exported_ms = int(SMALL.exported_at.timestamp() * 1000)
     snapshots = replication_run.result["replication_snapshots"]
     assert snapshots

@@ -1,6 +1,6 @@
-"""Replicated-subscription position translation, failover duplicates and detectors (SPEC §4.4-§4.8).
+"""Replicated-subscription position translation, failover duplicates and detectors (docs §4.4-§4.8).
 
-The golden test replays SPEC §4.8 ("Worked example: 3 clusters A, B, C") literally as markers, cursors and
+The golden test replays docs §4.8 ("Worked example: 3 clusters A, B, C") literally as markers, cursors and
 entries of three clusters; the data entries around the markers are chosen so that the duplicate count can
 be done by hand (each expected number below says which entries it counts). Unit tests cover every
 translation status, the last-entry-wins rule of ``receiveSubscriptionUpdated`` (§4.4), the snapshot
@@ -51,7 +51,7 @@ ENTRIES = (
 )
 CONSUMERS = "cluster string, topic string, subscription string, consumer_name string"
 
-REQUEST, RESPONSE, SNAPSHOT, UPDATE = 10, 11, 12, 13  # MarkerType (SPEC §4.3)
+REQUEST, RESPONSE, SNAPSHOT, UPDATE = 10, 11, 12, 13  # MarkerType (docs §4.3)
 EXPORTED_AT = dt.datetime(2026, 11, 21, 2, 0, 0)
 T0_MS = int(EXPORTED_AT.replace(tzinfo=dt.UTC).timestamp() * 1000) - 100_000
 TOPIC = "persistent://acme/geo/orders"
@@ -95,7 +95,7 @@ def marker(marker_type: int, frm: str | None = None, **payload: Any) -> dict[str
 
 
 def cl(cluster: str, entry: int) -> tuple[int, int]:
-    """``X:n`` of SPEC §4.8: entry n of cluster X's (single) ledger."""
+    """``X:n`` of docs §4.8: entry n of cluster X's (single) ledger."""
     return (LEDGER[cluster], entry)
 
 
@@ -213,7 +213,7 @@ def _pos(p: dict[str, int] | None) -> tuple[int, int] | None:
     return None if p is None else (p["ledger_id"], p["entry_id"])
 
 
-# --- SPEC §4.8 worked example ------------------------------------------------------------------------------
+# --- docs §4.8 worked example ------------------------------------------------------------------------------
 
 K = "snapshot-K"
 S = "S"
@@ -221,7 +221,7 @@ SNAP_CLUSTERS = [("B", cl("B", 50)), ("C", cl("C", 70))]
 
 
 def _worked_example() -> World:
-    """SPEC §4.8 as three logs. Marker positions are the SPEC's; data entries fill the gaps.
+    """docs §4.8 as three logs. Marker positions are the semantics pages'; data entries fill the gaps.
 
     Producers: ``pa`` writes on A, ``pb`` on B, ``pc`` on C; replicated copies keep producer and sequence id.
     """
@@ -671,7 +671,7 @@ def test_replication_findings_every_kind(spark: SparkSession):
     )
 
 
-# --- snapshot cache: useful snapshots evicted (SPEC §4.6) ---------------------------------------------------
+# --- snapshot cache: useful snapshots evicted (docs §4.6) ---------------------------------------------------
 
 EVENTS = (
     f"cluster string, topic string, subscription string, seq bigint, op string, snapshot_id string, "
@@ -694,7 +694,7 @@ def _cache_events(
 
 
 def test_snapshot_cache_evicted_useful_old_and_new_cache(spark: SparkSession):
-    """Old cache (max 2) and new cache (SPEC §4.9 new ``testSnapshotCachePruning``: max 3, distance 1)."""
+    """Old cache (max 2) and new cache (docs §4.9 new ``testSnapshotCachePruning``: max 3, distance 1)."""
     old_rows = [
         # 4 adds into 2 slots evict s1, s2; md 1:6 needs s2 -> null; md 1:12 gets s4 as it should
         *_cache_events(

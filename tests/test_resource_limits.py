@@ -91,7 +91,7 @@ def test_the_child_session_ran_with_the_worker_cap(run: dict[str, Any]) -> None:
 def test_backlog_steps_on_one_topic_with_100k_ledgers_and_1k_cursors(run: dict[str, Any]) -> None:
     closed = LEDGERS - 1
     estimate = _step(run, "estimated_backlog_size")
-    # slowest cursor sub-00000 at (1, 0): everything after its mark-delete entry (SPEC §2.3 estimate)
+    # slowest cursor sub-00000 at (1, 0): everything after its mark-delete entry (docs §2.3 estimate)
     assert estimate["slowest_cursor_name"] == "sub-00000"
     assert 0 < estimate["estimated_backlog_size_bytes"] <= closed * PER_LEDGER * 1000
     pins = _step(run, "pinning_report")

@@ -1,4 +1,4 @@
-"""Scale test: 10,000 topics through drop_backlog_for_size_limit and drop_backlog_for_time_limit (SPEC §3.6,
+"""Scale test: 10,000 topics through drop_backlog_for_size_limit and drop_backlog_for_time_limit (docs §3.6,
 §3.7), one call each, inputs generated on the executors (no driver-side rows), one Spark action per result.
 
 Topic ``t00042`` (base ``b = 420``): closed ledgers ``b+1..b+3`` with 5 entries of 100 B (closed at

@@ -1,4 +1,4 @@
-"""Tests for pulsar_model.schema_compat (SPEC §9.2-§9.4)."""
+"""Tests for pulsar_model.schema_compat (docs §9.2-§9.4)."""
 
 from __future__ import annotations
 
@@ -40,28 +40,28 @@ V3_ONLY_B = _record(B)
 
 # topic -> (strategy, [(version, type, definition, deleted)])
 CASES: dict[str, tuple[str, list[tuple[int, str, str | None, bool]]]] = {
-    # SPEC §9.4.1: "v2 = v1 + field b:int with default -> compatible under BACKWARD, FORWARD, FULL."
+    # docs §9.4.1: "v2 = v1 + field b:int with default -> compatible under BACKWARD, FORWARD, FULL."
     **{
         f"add-default-{s}": (s, [(1, "AVRO", V1, False), (2, "AVRO", V2_DEFAULT, False)])
         for s in ("BACKWARD", "FORWARD", "FULL")
     },
-    # SPEC §9.4.2: "v2 adds field b:int without default -> BACKWARD fails, FORWARD passes."
+    # docs §9.4.2: "v2 adds field b:int without default -> BACKWARD fails, FORWARD passes."
     **{
         f"add-nodefault-{s}": (s, [(1, "AVRO", V1, False), (2, "AVRO", V2_NO_DEFAULT, False)])
         for s in ("BACKWARD", "FORWARD")
     },
-    # SPEC §9.4.3: "v2 removes field a (no default in v1) -> FORWARD fails, BACKWARD passes."
+    # docs §9.4.3: "v2 removes field a (no default in v1) -> FORWARD fails, BACKWARD passes."
     **{
         f"remove-a-{s}": (s, [(1, "AVRO", V1, False), (2, "AVRO", V2_NO_A, False)])
         for s in ("BACKWARD", "FORWARD")
     },
-    # SPEC §9.4.4: "Uploading v1 again under ALWAYS_INCOMPATIBLE returns v1's version instead of failing."
+    # docs §9.4.4: "Uploading v1 again under ALWAYS_INCOMPATIBLE returns v1's version instead of failing."
     "reupload": (
         "ALWAYS_INCOMPATIBLE",
         [(1, "AVRO", V1, False), (2, "AVRO", json.dumps(json.loads(V1), indent=2), False)],
     ),
     "always-incompatible": ("ALWAYS_INCOMPATIBLE", [(1, "AVRO", V1, False), (2, "AVRO", V2_DEFAULT, False)]),
-    # SPEC §11.21: non-transitive strategies check only the latest; transitive ones check all.
+    # docs §11.21: non-transitive strategies check only the latest; transitive ones check all.
     **{
         f"chain-{s}": (
             s,
@@ -69,9 +69,9 @@ CASES: dict[str, tuple[str, list[tuple[int, str, str | None, bool]]]] = {
         )
         for s in ("BACKWARD", "BACKWARD_TRANSITIVE")
     },
-    # SPEC §9.2: the candidate list restarts after a deletion: the next version is "first".
+    # docs §9.2: the candidate list restarts after a deletion: the next version is "first".
     "deleted": ("BACKWARD", [(1, "AVRO", V1, False), (2, "AVRO", None, True), (3, "AVRO", V3_ONLY_B, False)]),
-    # SPEC §9.2: type differs from the latest -> incompatible.
+    # docs §9.2: type differs from the latest -> incompatible.
     "type-change": ("FULL", [(1, "AVRO", V1, False), (2, "JSON", V1, False)]),
 }
 
@@ -89,7 +89,7 @@ def test_registration_verdicts_golden_9_4(spark: SparkSession) -> None:
     got = {(r["topic"], r["version"]): r.asDict() for r in out.collect()}
     verdict = {k: v["verdict"] for k, v in got.items()}
     for topic in CASES:
-        assert verdict[(topic, 1)] == "accepted_first", topic  # SPEC §11.21: first schema always accepted
+        assert verdict[(topic, 1)] == "accepted_first", topic  # docs §11.21: first schema always accepted
     for s in ("BACKWARD", "FORWARD", "FULL"):
         assert verdict[(f"add-default-{s}", 2)] == "compatible"
     assert verdict[("add-nodefault-BACKWARD", 2)] == "incompatible"
@@ -123,7 +123,7 @@ def test_registration_verdicts_golden_9_4(spark: SparkSession) -> None:
 
 
 def test_compatibility_matrix_both_directions(spark: SparkSession) -> None:
-    """SPEC §9.4.2 as a matrix: v2 (b without default) cannot read v1 data; v1 can read v2 data."""
+    """docs §9.4.2 as a matrix: v2 (b without default) cannot read v1 data; v1 can read v2 data."""
     df = _versions(spark).where(F.col("topic").isin("add-nodefault-BACKWARD", "deleted"))
     got = {
         (r["topic"], r["reader_version"], r["writer_version"]): (r["can_read"], r["reasons"])
@@ -151,7 +151,7 @@ POLICIES = [
 
 
 def test_effective_strategies_matches_resolve_strategy(spark: SparkSession) -> None:
-    """SPEC §9.3 resolution order by version, the column expression against the plain-Python resolver."""
+    """docs §9.3 resolution order by version, the column expression against the plain-Python resolver."""
     df = spark.createDataFrame(
         [("c", *p) for p in POLICIES],
         "cluster string, topic string, topic_strategy string, namespace_strategy string, "
@@ -174,7 +174,7 @@ def test_effective_strategies_matches_resolve_strategy(spark: SparkSession) -> N
 
 
 def test_resolve_strategy_order_by_version() -> None:
-    """SPEC §9.3: topic > namespace > auto-update > broker (3.x+); 2.8 broker before auto-update; 2.5
+    """docs §9.3: topic > namespace > auto-update > broker (3.x+); 2.8 broker before auto-update; 2.5
     auto-update (default Full) when the namespace is UNDEFINED."""
     assert resolve_strategy("BACKWARD", "FORWARD", "Full") == ("BACKWARD", "topic")
     assert resolve_strategy(None, "UNDEFINED", "AutoUpdateDisabled") == ("ALWAYS_INCOMPATIBLE", "auto_update")

@@ -1,8 +1,8 @@
-"""Golden tests for pulsar_model.transactions (SPEC §8.4, §8.5, golden scenarios §8.7).
+"""Golden tests for pulsar_model.transactions (docs §8.4, §8.5, golden scenarios §8.7).
 
 Topics (one scenario each, all in one DataFrame):
 
-* ``open``/``committed``/``aborted``: SPEC §8.7 "Entries in one ledger: 1:0 normal, 1:1 T1, 1:2 normal,
+* ``open``/``committed``/``aborted``: docs §8.7 "Entries in one ledger: 1:0 normal, 1:1 T1, 1:2 normal,
   1:3 T1, 1:4 normal" with T1 open, committed (marker 21 at 1:5) or aborted (marker 22 at 1:5);
 * ``cross``: ledgers 1 (3 entries), 2 (empty), 3 (open); T2 opens at 3:0 -> previous(3:0) = 1:2 (§1.3);
 * ``trimmed``: ledger 1 deleted, T3 opens at 2:0 of the first ledger -> previous = (2,-1) (§1.3);
@@ -105,7 +105,7 @@ HELD, DELIVERED, MARKER, ABORTED, OTHER = (
 )
 
 EXPECTED_DISPATCH = {
-    # SPEC §8.7: "while T1 open: maxReadPosition = previous(1:1) = 1:0 -> only 1:0 is dispatchable."
+    # docs §8.7: "while T1 open: maxReadPosition = previous(1:1) = 1:0 -> only 1:0 is dispatchable."
     "open": {(1, 0): DELIVERED, (1, 1): HELD, (1, 2): HELD, (1, 3): HELD, (1, 4): HELD},
     # "T1 committed: commit marker at 1:5 ... maxReadPosition = LAC = 1:5; consumers receive 1:1..1:4;
     #  1:5 is auto-acked."
@@ -128,7 +128,7 @@ EXPECTED_MAX_READ = {
 
 
 def test_transaction_visibility_golden_8_7(frames: tuple[DataFrame, DataFrame, DataFrame]) -> None:
-    """SPEC §8.7 (see EXPECTED_DISPATCH), getPreviousPosition from the exported entries only."""
+    """docs §8.7 (see EXPECTED_DISPATCH), getPreviousPosition from the exported entries only."""
     got: dict[str, dict[tuple[int, int], str]] = {}
     max_read: dict[str, tuple[int, int]] = {}
     for r in transaction_visibility(frames[0]).collect():
@@ -142,7 +142,7 @@ def test_transaction_visibility_golden_8_7(frames: tuple[DataFrame, DataFrame, D
 def test_max_read_positions_counts_held_back_and_aborted(
     frames: tuple[DataFrame, DataFrame, DataFrame],
 ) -> None:
-    """SPEC §8.4 with getPreviousPosition from the ledgers (§1.3): every entry after the oldest open
+    """docs §8.4 with getPreviousPosition from the ledgers (§1.3): every entry after the oldest open
     txn's first message is held back; §8.5: aborted data before maxReadPosition is dropped (T1's batch
     of 3 at 1:1 plus 1:3 = 4 messages in 2 entries)."""
     entries, ledgers, mls = frames
@@ -171,7 +171,7 @@ def test_max_read_positions_counts_held_back_and_aborted(
 def test_transaction_states_state_positions_counts_duration(
     frames: tuple[DataFrame, DataFrame, DataFrame],
 ) -> None:
-    """SPEC §8.3: marker 21 = committed, 22 = aborted, none = open; publish_time_ms = 1000 * (10 L + E)."""
+    """docs §8.3: marker 21 = committed, 22 = aborted, none = open; publish_time_ms = 1000 * (10 L + E)."""
     entries = frames[0]
     states = transaction_states(entries)
     got = {

@@ -1,4 +1,4 @@
-"""Tests of pulsar_model.wire: the stored-entry codec (SPEC §4.3, §5.4-5.5, §7.1, §8.2-8.3).
+"""Tests of pulsar_model.wire: the stored-entry codec (docs §4.3, §5.4-5.5, §7.1, §8.2-8.3).
 
 Entries are built with tests/wire_reference.py, a hand-written encoder that shares no code with the
 codec or the generated protobuf classes, and decoded with ``decode_entry``. No Spark needed.

@@ -1,6 +1,6 @@
 """Independent reference encoder for Pulsar stored entries: the test oracle of tests/test_wire.py.
 
-Written from the field numbers in SPEC.md §4.3, §5.4-5.5, §7.1, §8.2-8.3 and Pulsar's public
+Written from the field numbers in docs §4.3, §5.4-5.5, §7.1, §8.2-8.3 and Pulsar's public
 PulsarApi.proto / PulsarMarkers.proto numbering, WITHOUT importing pulsar_model or the generated
 protobuf classes: protobuf varints, tags and length-delimited fields are encoded by hand here, and
 so are the entry envelope (magics, sizes, CRC32C via google_crc32c) and the batch layout.
@@ -204,11 +204,11 @@ def broker_entry_metadata(broker_timestamp: int | None, index: int | None) -> by
 def message_id_data(
     ledger_id: int, entry_id: int, partition: int | None = None, batch_index: int | None = None
 ) -> bytes:
-    """MessageIdData {ledgerId = 1; entryId = 2; partition = 3; batch_index = 4} (SPEC §7.1)."""
+    """MessageIdData {ledgerId = 1; entryId = 2; partition = 3; batch_index = 4} (docs §7.1)."""
     return f_varint(1, ledger_id) + f_varint(2, entry_id) + f_varint(3, partition) + f_varint(4, batch_index)
 
 
-# --- PulsarMarkers messages (SPEC §4.3) -----------------------------------------------------------
+# --- PulsarMarkers messages (docs §4.3) -----------------------------------------------------------
 
 
 def markers_message_id(ledger_id: int, entry_id: int) -> bytes:

@@ -6,14 +6,14 @@
 number of topics) and writes, per cluster, the export kinds of the README layout in the formats real
 Pulsar admin tools produce:
 
-* ``stats-internal/`` - ``pulsar-admin topics stats-internal`` (SPEC §10.2) per topic, one
+* ``stats-internal/`` - ``pulsar-admin topics stats-internal`` (docs §10.2) per topic, one
   ``partitioned-stats-internal`` wrapper; version-specific details per cluster (``offloaded`` vs the
   Go admin's ``isOffloaded`` + ``timestamp`` + ``lastLedgerWitchTimestamp`` typo on 3.x clusters, Guava
   ``", "`` individually-deleted ranges spanning ledgers vs per-ledger ``","`` ranges with ``L:-1``
   bounds, unknown extra fields on 4.x, the ``compactedLedger`` -1 sentinel);
-* ``stats/`` - ``pulsar-admin topics stats`` (SPEC §10.3), one ``partitioned-stats --per-partition``;
+* ``stats/`` - ``pulsar-admin topics stats`` (docs §10.3), one ``partitioned-stats --per-partition``;
 * ``backlog-quotas/`` - broker runtime config, namespace and topic quotas in the limit-only,
-  limitSize/limitTime and plain-string (Java ``toString``, also as CLI text) shapes (SPEC §3.3, §10.4);
+  limitSize/limitTime and plain-string (Java ``toString``, also as CLI text) shapes (docs §3.3, §10.4);
 * ``consumers/`` - client-config exports with priority levels (map form, list form, CSV);
 * ``schemas/`` - REST ``GetAllVersionsSchemaResponse`` (and one CLI ``--all-versions`` document stream);
 * ``entries/`` - JSON Lines ``{"topic", "ledger_id", "entry_id", "data"}`` of every entry of every
@@ -268,7 +268,7 @@ def _avro_str(s: str) -> bytes:
 
 
 _AVRO_SCHEMAS: dict[str, list[dict[str, Any]]] = {
-    # compatible evolution: fields added with defaults (SPEC §9.4 golden fact 1)
+    # compatible evolution: fields added with defaults (docs §9.4 golden fact 1)
     "compatible": [
         {
             "type": "record",
@@ -677,7 +677,7 @@ def _p(pos: Pos | None) -> str | None:
 
 
 def _ml_count(topic: TopicSim, lo: Pos, hi: Pos, v4: bool) -> int:
-    """``ManagedLedgerImpl.getNumberOfEntries((lo, hi])`` as the version computes it (SPEC §1.7)."""
+    """``ManagedLedgerImpl.getNumberOfEntries((lo, hi])`` as the version computes it (docs §1.7)."""
     listed = {lid: (0 if lid == topic.current else len(topic.ledgers[lid].entries)) for lid in topic.ids}
     if not v4:
         if lo[0] == hi[0]:
@@ -702,7 +702,7 @@ def _ml_count(topic: TopicSim, lo: Pos, hi: Pos, v4: bool) -> int:
 
 
 def _idm_text(topic: TopicSim, c: CursorSim, guava: bool) -> tuple[str, int]:
-    """``individuallyDeletedMessages`` and its range count (SPEC §10.2 formats)."""
+    """``individuallyDeletedMessages`` and its range count (docs §10.2 formats)."""
     if not c.idm:
         return "[]", 0
     acked = sorted(c.idm)
@@ -851,7 +851,7 @@ def _rates(topic: TopicSim, end_ms: int, window_ms: int = _MINUTE) -> tuple[floa
 
 @dataclass
 class _Quotas:
-    """Effective quota resolution for stats (topic -> namespace -> broker, SPEC §3.2)."""
+    """Effective quota resolution for stats (topic -> namespace -> broker, docs §3.2)."""
 
     broker_size: int
     broker_time: int
@@ -1223,7 +1223,7 @@ class _Generator:
     # -- quotas -------------------------------------------------------------------------------------------
 
     def _write_quotas(self, cl: _Cluster) -> None:
-        """Broker runtime config, namespace and topic quotas in every shape (SPEC §3.2-3.3, §10.4)."""
+        """Broker runtime config, namespace and topic quotas in every shape (docs §3.2-3.3, §10.4)."""
         w = self.writer
         i = cl.index % 3
         config = {
@@ -1624,7 +1624,7 @@ class _Generator:
         mid = t0 + (t_stop - t0) * 45 // 100
         outages: dict[tuple[str, str], list[tuple[int, int | None]]] = {}
         if gi == 0:
-            # C->A down for longer than the snapshot timeout: A's snapshots time out (SPEC §4.5)
+            # C->A down for longer than the snapshot timeout: A's snapshots time out (docs §4.5)
             outages[(c_, a)] = [(mid, mid + (2 * spec.snapshot_timeout_seconds + 60) * 1000)]
         elif gi == 1:
             outages[(a, b)] = [(end - 4 * _MINUTE, None)]  # still disconnected at export time

@@ -1,18 +1,18 @@
-"""Geo-replication and the replicated-subscription marker protocol across simulated clusters (SPEC §4).
+"""Geo-replication and the replicated-subscription marker protocol across simulated clusters (docs §4).
 
 One :class:`ReplicatedGroup` is one topic (partition) present on several clusters that share one
 :class:`~pulsar_model.demo.simulator.EventLoop`:
 
 * a :class:`Replicator` per ordered cluster pair reads the local topic through its durable cursor
-  ``pulsar.repl.<remote>``, applies the filtering rules of SPEC §4.7 in order, hands markers that came
+  ``pulsar.repl.<remote>``, applies the filtering rules of docs §4.7 in order, hands markers that came
   from its remote to the local controller (rule 4), never forwards what was itself replicated (rule 5),
   honours ``replicate_to`` (rule 6) and writes the rest into the remote topic with
   ``replicated_from`` set, keeping producer name and sequence id;
-* a :class:`Controller` per cluster runs the snapshot timer (SPEC §4.4), answers requests with its
-  LAC, drives :class:`SnapshotBuilder` (two rounds with more than one remote cluster, SPEC §4.5), writes
+* a :class:`Controller` per cluster runs the snapshot timer (docs §4.4), answers requests with its
+  LAC, drives :class:`SnapshotBuilder` (two rounds with more than one remote cluster, docs §4.5), writes
   UPDATE markers when a replicated subscription's mark-delete passes a cached snapshot and applies
   UPDATEs arriving from other clusters as cumulative acks;
-* :class:`OldSnapshotCache` / :class:`NewSnapshotCache` are the per-subscription caches of SPEC §4.6.
+* :class:`OldSnapshotCache` / :class:`NewSnapshotCache` are the per-subscription caches of docs §4.6.
 
 Everything the protocol did is kept in :class:`SnapshotTrace` / :class:`UpdateTrace` records for the
 ground truth written by the generator.
@@ -46,10 +46,10 @@ from pulsar_model.wire.markers import (
     SubscriptionUpdate,
 )
 
-#: SPEC §4.2 defaults.
+#: docs §4.2 defaults.
 SNAPSHOT_FREQUENCY_MS = 1000
 SNAPSHOT_TIMEOUT_SECONDS = 30
-#: ``replicatedSubscriptionsSnapshotMaxCachedPerSubscription`` before / after PR #25044 (SPEC §4.2).
+#: ``replicatedSubscriptionsSnapshotMaxCachedPerSubscription`` before / after PR #25044 (docs §4.2).
 MAX_CACHED_OLD = 10
 MAX_CACHED_NEW = 30
 
@@ -72,11 +72,11 @@ def snapshot_id(rng: random.Random) -> str:
     return str(uuid.UUID(int=rng.getrandbits(128), version=4))
 
 
-# --- snapshot caches (SPEC §4.6) -----------------------------------------------------------------------
+# --- snapshot caches (docs §4.6) -----------------------------------------------------------------------
 
 
 class OldSnapshotCache:
-    """Sorted by ``local_message_id``; over capacity drops the oldest (SPEC §4.6, before PR #25044)."""
+    """Sorted by ``local_message_id``; over capacity drops the oldest (docs §4.6, before PR #25044)."""
 
     def __init__(self, max_cached: int = MAX_CACHED_OLD) -> None:
         self.max_cached = max_cached
@@ -112,7 +112,7 @@ class _CachedSnapshot:
 
 
 class NewSnapshotCache:
-    """PR #25044 cache: evicts the interior snapshot minimising the merged gap (SPEC §4.6).
+    """PR #25044 cache: evicts the interior snapshot minimising the merged gap (docs §4.6).
 
     ``distance(a, b)`` is the number of entries strictly between the two positions.
     """
@@ -183,7 +183,7 @@ class LateResponse:
 
 @dataclass(frozen=True)
 class AppliedUpdate:
-    """An UPDATE applied on a remote cluster as a cumulative ack (SPEC §4.4 receiveSubscriptionUpdated)."""
+    """An UPDATE applied on a remote cluster as a cumulative ack (docs §4.4 receiveSubscriptionUpdated)."""
 
     position: Pos
     before: Pos
@@ -228,7 +228,7 @@ class UpdateTrace:
     applied: dict[str, AppliedUpdate] = field(default_factory=dict)
 
 
-# --- snapshot builder and controller (SPEC §4.4-4.5) --------------------------------------------------------
+# --- snapshot builder and controller (docs §4.4-4.5) --------------------------------------------------------
 
 
 class SnapshotBuilder:
@@ -276,7 +276,7 @@ class SnapshotBuilder:
 
 
 class Controller:
-    """``ReplicatedSubscriptionsController`` of one topic on one cluster (SPEC §4.4)."""
+    """``ReplicatedSubscriptionsController`` of one topic on one cluster (docs §4.4)."""
 
     def __init__(
         self, group: ReplicatedGroup, topic: TopicSim, remotes: Sequence[str], rng: random.Random
@@ -302,7 +302,7 @@ class Controller:
         return self.topic.add(t, MarkerContent(marker, t, replicate_to))
 
     def tick(self, t: int) -> None:
-        """``startNewSnapshot`` (SPEC §4.4)."""
+        """``startNewSnapshot`` (docs §4.4)."""
         timeout = self.group.timeout_ms
         for sid in [s for s, b in self.pending.items() if b.start_ms + timeout < t]:
             b = self.pending.pop(sid)
@@ -324,7 +324,7 @@ class Controller:
         self.last_completed_start = b.start_ms
 
     def on_marker(self, t: int, rec: EntryRecord) -> None:
-        """A marker from the replicator's remote cluster (SPEC §4.4 marker dispatch)."""
+        """A marker from the replicator's remote cluster (docs §4.4 marker dispatch)."""
         content = rec.content
         assert isinstance(content, MarkerContent)
         m = content.marker
@@ -366,7 +366,7 @@ class Controller:
             )
 
     def _on_md(self, t: int, c: CursorSim) -> None:
-        """Mark-delete advanced: the cache may return a snapshot -> UPDATE marker (SPEC §4.6)."""
+        """Mark-delete advanced: the cache may return a snapshot -> UPDATE marker (docs §4.6)."""
         if not c.replicated or c.snapshot_cache is None:
             return
         s = c.snapshot_cache.advanced(c.md)
@@ -392,7 +392,7 @@ class Controller:
         self.group.update_by_key[(self.local, c.name, tag)] = trace
 
 
-# --- replicator (SPEC §4.7) ------------------------------------------------------------------------------
+# --- replicator (docs §4.7) ------------------------------------------------------------------------------
 
 
 class Replicator:

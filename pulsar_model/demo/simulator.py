@@ -7,7 +7,7 @@ ids). Everything runs on an :class:`EventLoop` in simulated milliseconds; nothin
 and every random choice comes from a ``random.Random`` the caller seeds, so the same inputs give the
 same ledgers, cursors and stored bytes.
 
-The state machine follows SPEC §0-§2 (ledgers, LAC, roll-over, trimming, mark-delete and its
+The state machine follows docs §0-§2 (ledgers, LAC, roll-over, trimming, mark-delete and its
 extension over individually deleted entries, precise and non-precise backlog, the size estimators),
 §5 (compaction), §6 (failover active consumer) and §8 (transaction buffer, maxReadPosition).
 Replicated-subscription markers live in :mod:`pulsar_model.demo.replication`.
@@ -32,18 +32,18 @@ from pulsar_model.wire.markers import Marker, MarkerType, Snapshot, TxnMarker
 
 Pos = tuple[int, int]
 
-#: SPEC §0.1: "(L,-1)" is a legal mark-delete position; EARLIEST is (-1,-1).
+#: docs §0.1: "(L,-1)" is a legal mark-delete position; EARLIEST is (-1,-1).
 EARLIEST: Pos = (-1, -1)
-#: SPEC §5.2: name of the compaction subscription and its cursor property.
+#: docs §5.2: name of the compaction subscription and its cursor property.
 COMPACTION_CURSOR = "__compaction"
 COMPACTED_LEDGER_PROPERTY = "CompactedTopicLedger"
-#: Deduplication cursor name (SPEC §1.11).
+#: Deduplication cursor name (docs §1.11).
 DEDUP_CURSOR = "pulsar.dedup"
-#: Replicator cursor prefix (SPEC §4.2, ``replicatorPrefix``).
+#: Replicator cursor prefix (docs §4.2, ``replicatorPrefix``).
 REPLICATOR_PREFIX = "pulsar.repl"
-#: Cursor property that marks a replicated subscription (SPEC §4.2: value 1).
+#: Cursor property that marks a replicated subscription (docs §4.2: value 1).
 REPLICATED_SUBSCRIPTION_PROPERTY = "pulsar.replicated.subscription"
-#: SPEC §6.3: virtual nodes per consumer on the failover hash ring.
+#: docs §6.3: virtual nodes per consumer on the failover hash ring.
 CONSUMER_CONSISTENT_HASH_REPLICAS = 100
 #: Cursor ledgers switch after this long (broker default managedLedgerCursorRolloverTimeInSeconds=14400).
 CURSOR_LEDGER_ROLLOVER_MS = 14_400_000
@@ -99,7 +99,7 @@ class EventLoop:
 
 
 class LedgerIdAllocator:
-    """BookKeeper ledger ids for one topic: unique cluster-wide, increasing, sparse (SPEC §0.2, §11.1).
+    """BookKeeper ledger ids for one topic: unique cluster-wide, increasing, sparse (docs §0.2, §11.1).
 
     Ids are ``slot * stride + topic_slot`` with ``slot`` the second since the cluster's epoch (bumped
     when a topic needs two ledgers in the same second), so ids of different topics interleave by
@@ -148,13 +148,13 @@ class DataContent:
     schema_version: bytes | None = None
 
     def sequence_ids(self) -> list[int]:
-        """Per-message sequence ids: the entry's id plus the batch index (SPEC messages contract)."""
+        """Per-message sequence ids: the entry's id plus the batch index (the messages contract)."""
         return [self.sequence_id + i for i in range(len(self.messages))]
 
 
 @dataclass(frozen=True, slots=True)
 class MarkerContent:
-    """A server-only marker entry (SPEC §4.3, §8.3); ``replicate_to=None`` = field not set."""
+    """A server-only marker entry (docs §4.3, §8.3); ``replicate_to=None`` = field not set."""
 
     marker: Marker
     publish_ms: int
@@ -276,7 +276,7 @@ class EntryRecord:
 
 @dataclass(slots=True)
 class LedgerState:
-    """One ledger of the managed ledger; ``closed_ms == 0`` while it is the open ledger (SPEC §0.2)."""
+    """One ledger of the managed ledger; ``closed_ms == 0`` while it is the open ledger (docs §0.2)."""
 
     ledger_id: int
     created_ms: int
@@ -326,7 +326,7 @@ class ConsumerInfo:
 
 
 class SnapshotCacheLike(Protocol):
-    """The replicated-subscription snapshot cache as the dispatcher uses it (SPEC §4.6)."""
+    """The replicated-subscription snapshot cache as the dispatcher uses it (docs §4.6)."""
 
     def add(self, snapshot: Snapshot) -> None: ...
 
@@ -335,7 +335,7 @@ class SnapshotCacheLike(Protocol):
 
 @dataclass(eq=False)
 class CursorSim:
-    """One cursor of a managed ledger (SPEC §1.2): md, read position, individually deleted entries."""
+    """One cursor of a managed ledger (docs §1.2): md, read position, individually deleted entries."""
 
     name: str
     kind: CursorKind
@@ -375,7 +375,7 @@ class TopicSim:
     """One topic (partition) on one cluster: managed ledger, cursors, transaction buffer.
 
     Positions are ``(ledger_id, entry_id)``. ``ledgers`` holds the listed ledgers (trimmed ones are
-    gone), the open ledger is ``current``; ``lac`` survives roll-over (SPEC §0.2).
+    gone), the open ledger is ``current``; ``lac`` survives roll-over (docs §0.2).
     """
 
     def __init__(
@@ -406,7 +406,7 @@ class TopicSim:
         self._cursor_order = 0
         self.entry_listeners: list[EntryListener] = []
         self.md_listeners: list[MdListener] = []
-        # transaction buffer (SPEC §8.4)
+        # transaction buffer (docs §8.4)
         self.txn_ongoing: dict[tuple[int, int], Pos] = {}
         self.txn_aborted: set[tuple[int, int]] = set()
         self.txn_committed: set[tuple[int, int]] = set()
@@ -427,7 +427,7 @@ class TopicSim:
     # -- ledgers -----------------------------------------------------------------------------------
 
     def open(self, t: int) -> None:
-        """Create the first ledger; LAC = ``(first, -1)`` (SPEC §0.2)."""
+        """Create the first ledger; LAC = ``(first, -1)`` (docs §0.2)."""
         lid = self._new_ledger(t)
         self.lac = (lid, -1)
         self.max_read = self.lac
@@ -454,7 +454,7 @@ class TopicSim:
             self.loop.at(t + self.cfg.rollover_ms, self._roll_check)
 
     def roll(self, t: int) -> None:
-        """Close the open ledger and open a new, empty one; LAC stays (SPEC §0.2, 3.x+ eager roll)."""
+        """Close the open ledger and open a new, empty one; LAC stays (docs §0.2, 3.x+ eager roll)."""
         assert self.current is not None
         self.ledgers[self.current].closed_ms = t
         self._new_ledger(t)
@@ -481,10 +481,10 @@ class TopicSim:
         i = bisect.bisect_right(self.ids, lid)
         return self.ids[i] if i < len(self.ids) else None
 
-    # -- position arithmetic (SPEC §1.3-1.5) --------------------------------------------------------
+    # -- position arithmetic (docs §1.3-1.5) --------------------------------------------------------
 
     def prev(self, p: Pos) -> Pos:
-        """``getPreviousPosition`` (SPEC §1.3)."""
+        """``getPreviousPosition`` (docs §1.3)."""
         if p[1] > 0:
             return (p[0], p[1] - 1)
         i = bisect.bisect_left(self.ids, p[0])
@@ -497,7 +497,7 @@ class TopicSim:
         return (self.ids[0], -1)
 
     def is_valid(self, p: Pos) -> bool:
-        """``isValidPosition`` (SPEC §1.4, 3.x/4.x)."""
+        """``isValidPosition`` (docs §1.4, 3.x/4.x)."""
         if p[0] not in self.ledgers or p[1] < 0:
             return False
         if self.current is not None and p[0] == self.current:
@@ -507,7 +507,7 @@ class TopicSim:
         return p[1] < self.entries_of(p[0])
 
     def next_valid(self, p: Pos) -> Pos:
-        """``getNextValidPosition`` (SPEC §1.5, 3.x/4.x)."""
+        """``getNextValidPosition`` (docs §1.5, 3.x/4.x)."""
         q = (p[0], p[1] + 1)
         while not self.is_valid(q):
             nxt = self._next_ledger(q[0])
@@ -573,7 +573,7 @@ class TopicSim:
         return None
 
     def read_limit(self) -> Pos:
-        """Dispatchers and replicators read up to ``min(LAC, maxReadPosition)`` (SPEC §8.4)."""
+        """Dispatchers and replicators read up to ``min(LAC, maxReadPosition)`` (docs §8.4)."""
         return min(self.lac, self.max_read)
 
     # -- writes --------------------------------------------------------------------------------------
@@ -588,7 +588,7 @@ class TopicSim:
         txn_buffer: bool = True,
         notify: bool = True,
     ) -> EntryRecord:
-        """Append one entry to the open ledger; roll over when full (SPEC §0.2)."""
+        """Append one entry to the open ledger; roll over when full (docs §0.2)."""
         assert self.current is not None
         n_msgs = len(content.messages) if isinstance(content, DataContent) else 1
         bem: tuple[int, int] | None = None
@@ -626,7 +626,7 @@ class TopicSim:
         """A producer's message(s) persisted (the normal publish path)."""
         return self.add(t, content)
 
-    # -- transactions (SPEC §8.3-8.4) ---------------------------------------------------------------
+    # -- transactions (docs §8.3-8.4) ---------------------------------------------------------------
 
     def _txn_on_append(self, pos: Pos, txn: tuple[int, int] | None) -> None:
         if txn is not None:
@@ -637,7 +637,7 @@ class TopicSim:
             self.max_read = pos
 
     def end_txn(self, t: int, txn: tuple[int, int], commit: bool) -> EntryRecord | None:
-        """Write the commit/abort marker and release the transaction (SPEC §8.3-8.4)."""
+        """Write the commit/abort marker and release the transaction (docs §8.3-8.4)."""
         if txn not in self.txn_ongoing:
             return None  # never touched this topic: no marker
         kind = MarkerType.TXN_COMMIT if commit else MarkerType.TXN_ABORT
@@ -660,7 +660,7 @@ class TopicSim:
         durable: bool = True,
         start: Literal["earliest", "latest"] | Pos = "latest",
     ) -> CursorSim:
-        """Open a cursor; ``latest`` puts md on LAC, ``earliest`` before the first ledger (SPEC §7.2)."""
+        """Open a cursor; ``latest`` puts md on LAC, ``earliest`` before the first ledger (docs §7.2)."""
         first = self.first_ledger()
         assert first is not None
         if start == "latest":
@@ -693,7 +693,7 @@ class TopicSim:
         c.cursor_ledger_last_entry += 1
 
     def _extend(self, c: CursorSim) -> None:
-        """Mark-delete extension over acknowledged entries right after md (SPEC §1.2)."""
+        """Mark-delete extension over acknowledged entries right after md (docs §1.2)."""
         if not c.idm:
             return
         p = self.next_existing(c.md)
@@ -715,7 +715,7 @@ class TopicSim:
             self.trim(t)
 
     def ack_individual(self, c: CursorSim, p: Pos, t: int) -> None:
-        """Individual ack of one entry (SPEC §1.2: range ``(prev(p), p]``, coalescing, md extension)."""
+        """Individual ack of one entry (docs §1.2: range ``(prev(p), p]``, coalescing, md extension)."""
         c.last_acked_ms = t
         if p <= c.md or p in c.idm or p > self.lac:
             return
@@ -727,7 +727,7 @@ class TopicSim:
             self._after_md_move(c, t)
 
     def mark_delete(self, c: CursorSim, p: Pos, t: int) -> bool:
-        """Cumulative ack / mark-delete to ``p``; refused when going backwards (SPEC §1.2)."""
+        """Cumulative ack / mark-delete to ``p``; refused when going backwards (docs §1.2)."""
         c.last_acked_ms = t
         if p < c.md or p > self.lac:
             return False
@@ -744,7 +744,7 @@ class TopicSim:
         return [c for c in self.cursors.values() if c.durable]
 
     def slowest(self) -> CursorSim | None:
-        """Slowest durable cursor; ties break to the cursor added first (SPEC §1.11, 3.1+)."""
+        """Slowest durable cursor; ties break to the cursor added first (docs §1.11, 3.1+)."""
         best: CursorSim | None = None
         for c in self.cursors.values():
             if c.durable and (best is None or c.md < best.md):
@@ -752,7 +752,7 @@ class TopicSim:
         return best
 
     def trim(self, t: int) -> None:
-        """Delete closed ledgers every durable cursor has passed, after retention (SPEC §5.7, §0.2)."""
+        """Delete closed ledgers every durable cursor has passed, after retention (docs §5.7, §0.2)."""
         if len(self.ids) <= 1:
             return
         s = self.slowest()
@@ -784,7 +784,7 @@ class TopicSim:
                             self.trimmed_keys.add((rec.content.producer, s_id))
 
     def reload(self, t: int) -> None:
-        """Broker restart: in-memory counters restart, readers drop, cursors recover (SPEC §1.2, §0.2)."""
+        """Broker restart: in-memory counters restart, readers drop, cursors recover (docs §1.2, §0.2)."""
         self.entries_added = 0
         for name in [n for n, c in self.cursors.items() if not c.durable]:
             del self.cursors[name]
@@ -793,16 +793,16 @@ class TopicSim:
             c.rp = self.next_valid(c.md)
         self.reloaded_at_ms = t
 
-    # -- backlog (SPEC §1.8, §2) ------------------------------------------------------------------------
+    # -- backlog (docs §1.8, §2) ------------------------------------------------------------------------
 
     def precise_backlog(self, c: CursorSim) -> int:
-        """Entries in ``(md, LAC]`` minus individually deleted ones (SPEC §1.8 precise)."""
+        """Entries in ``(md, LAC]`` minus individually deleted ones (docs §1.8 precise)."""
         if c.md >= self.lac:
             return 0
         return self.count_between(c.md, self.lac) - sum(1 for q in c.idm if q <= self.lac)
 
     def nonprecise_backlog(self, c: CursorSim) -> int:
-        """``entriesAddedCounter - messagesConsumedCounter``; negative falls back to precise (SPEC §1.8)."""
+        """``entriesAddedCounter - messagesConsumedCounter``; negative falls back to precise (docs §1.8)."""
         v = self.entries_added - c.consumed
         return v if v >= 0 else self.precise_backlog(c)
 
@@ -818,7 +818,7 @@ class TopicSim:
         return total
 
     def _consumed_size(self, size: int, entries: int, e: int) -> int:
-        """``consumedLedgerSize`` with the generation of the cluster's version (SPEC §2.2)."""
+        """``consumedLedgerSize`` with the generation of the cluster's version (docs §2.2)."""
         if entries <= 0:
             return 0
         vt = self.cluster.vt
@@ -831,7 +831,7 @@ class TopicSim:
         return (e + 1) * avg if e >= 0 else 0
 
     def estimated_backlog_size(self) -> int:
-        """Topic ``backlogSize`` from the slowest durable cursor (SPEC §2.3)."""
+        """Topic ``backlogSize`` from the slowest durable cursor (docs §2.3)."""
         s = self.slowest()
         if s is None:
             return 0
@@ -845,7 +845,7 @@ class TopicSim:
         return size - self._consumed_size(led.size, len(led.entries), pos[1])
 
     def estimate_from(self, pos: Pos) -> int:
-        """``estimateBacklogFromPosition`` (SPEC §2.4, 3.x/4.x)."""
+        """``estimateBacklogFromPosition`` (docs §2.4, 3.x/4.x)."""
         before = sum(self.ledgers[i].size for i in self.ids if i < pos[0])
         after = self.total_size - before
         led = self.ledgers.get(pos[0])
@@ -854,16 +854,16 @@ class TopicSim:
         return after - self._consumed_size(led.size, len(led.entries), pos[1])
 
 
-# --- failover selection (SPEC §6) ---------------------------------------------------------------------
+# --- failover selection (docs §6) ---------------------------------------------------------------------
 
 
 def murmur3_32(text: str) -> int:
-    """MurmurHash3 x86 32-bit, seed 0, over UTF-8, as a non-negative int (SPEC §6.3)."""
+    """MurmurHash3 x86 32-bit, seed 0, over UTF-8, as a non-negative int (docs §6.3)."""
     return int(mmh3.hash(text.encode("utf-8"), 0, signed=False)) & 0x7FFFFFFF
 
 
 def partition_index(topic: str) -> int:
-    """``TopicName.getPartitionIndex`` (new rule, SPEC §6.5)."""
+    """``TopicName.getPartitionIndex`` (new rule, docs §6.5)."""
     marker = "-partition-"
     i = topic.rfind(marker)
     if i < 0:
@@ -876,7 +876,7 @@ def partition_index(topic: str) -> int:
 
 
 def _java_key(name: str) -> list[int]:
-    """Java ``String.compareTo`` order: compare UTF-16 code units (SPEC §6.3)."""
+    """Java ``String.compareTo`` order: compare UTF-16 code units (docs §6.3)."""
     raw = name.encode("utf-16-be")
     return [int.from_bytes(raw[i : i + 2], "big") for i in range(0, len(raw), 2)]
 
@@ -888,7 +888,7 @@ def active_consumer(
     version: str,
     consistent_hashing: bool = False,
 ) -> str | None:
-    """Name of the active consumer of an Exclusive/Failover subscription (SPEC §6.2-6.4).
+    """Name of the active consumer of an Exclusive/Failover subscription (docs §6.2-6.4).
 
     ``consumers`` are ``(name, priority_level)`` in arrival order.
     """
@@ -936,7 +936,7 @@ class Dispatcher:
     """A subscription with consumers: reads entries, drops markers/aborted messages, acknowledges.
 
     Markers are auto-acknowledged individually when read, SNAPSHOT markers feed the snapshot cache of
-    a replicated subscription (SPEC §4.6, §8.5); data entries are delivered and acknowledged after a
+    a replicated subscription (docs §4.6, §8.5); data entries are delivered and acknowledged after a
     delay, individually (possibly leaving holes) or cumulatively. A disconnect loses pending acks and
     rewinds the read position to ``nextValid(md)``.
     """
@@ -1105,7 +1105,7 @@ class Dispatcher:
 
 
 class Reader:
-    """A reader: non-durable cursor ``reader-<hex>`` that reads forward at a rate (SPEC §7)."""
+    """A reader: non-durable cursor ``reader-<hex>`` that reads forward at a rate (docs §7)."""
 
     def __init__(
         self,
@@ -1131,7 +1131,7 @@ class Reader:
         topic = self.topic
         start = self.start
         if isinstance(start, tuple):
-            # SPEC §7.2: the broker steps the client's start id back one entry
+            # docs §7.2: the broker steps the client's start id back one entry
             start = topic.prev(start) if topic.is_valid(start) else "earliest"
         c = topic.create_cursor(t, self.name, "reader", durable=False, start=start)
         c.sub_type = "Exclusive"
@@ -1171,7 +1171,7 @@ class Reader:
 
 
 class DedupCursor:
-    """``pulsar.dedup``: snapshots producers' last sequence ids every ``interval`` entries (SPEC §1.11)."""
+    """``pulsar.dedup``: snapshots producers' last sequence ids every ``interval`` entries (docs §1.11)."""
 
     def __init__(self, topic: TopicSim, interval: int) -> None:
         self.topic = topic
@@ -1198,12 +1198,12 @@ class DedupCursor:
             self.topic.mark_delete(c, rec.position, t)
 
 
-# --- compaction (SPEC §5.4-5.5) -----------------------------------------------------------------------
+# --- compaction (docs §5.4-5.5) -----------------------------------------------------------------------
 
 
 @dataclass
 class CompactionResult:
-    """Phase one and two of a compaction over ``(start, horizon]`` (SPEC §5.4-5.5)."""
+    """Phase one and two of a compaction over ``(start, horizon]`` (docs §5.4-5.5)."""
 
     horizon: Pos
     latest: dict[str, tuple[int, int, int]]
@@ -1214,12 +1214,12 @@ class CompactionResult:
 
 
 def compaction_retains_null_keys(version: str) -> bool:
-    """``topicCompactionRetainNullKey``: false from 3.2.0, true on older lines (SPEC §5.2)."""
+    """``topicCompactionRetainNullKey``: false from 3.2.0, true on older lines (docs §5.2)."""
     return version_tuple(version) < (3, 2, 0)
 
 
 def compaction_skips_markers(version: str) -> bool:
-    """Newer compactors (3.3/4.x ``AbstractTwoPhaseCompactor``) drop markers (SPEC §5.4)."""
+    """Newer compactors (3.3/4.x ``AbstractTwoPhaseCompactor``) drop markers (docs §5.4)."""
     return version_tuple(version) >= (3, 3, 0)
 
 
@@ -1227,7 +1227,7 @@ def compact_entries(records: Sequence[EntryRecord], version: str, *, encode: boo
     """Run both compaction phases over ``records`` (everything up to the horizon, in order).
 
     One result per topic. Tombstones are keyed messages with an empty payload (or ``null_value``);
-    key-less messages survive only with ``retainNullKey`` (SPEC §5.4). With ``encode`` the surviving
+    key-less messages survive only with ``retainNullKey`` (docs §5.4). With ``encode`` the surviving
     entries are re-encoded to measure the compacted ledger's size.
     """
     retain = compaction_retains_null_keys(version)
@@ -1433,7 +1433,7 @@ class TxnLog:
 
 
 class TxnProducer:
-    """Sends transactional messages (txnid fields set) and ends each transaction (SPEC §8.3)."""
+    """Sends transactional messages (txnid fields set) and ends each transaction (docs §8.3)."""
 
     def __init__(self, topic: TopicSim, plan: TxnPlan, rng: random.Random, payload: PayloadFn) -> None:
         self.topic = topic

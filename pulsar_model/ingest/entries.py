@@ -104,7 +104,7 @@ def decoded_arrow_schema() -> pa.Schema:
 
 
 def marker_name(marker_type: int) -> str:
-    """Name of a ``marker_type`` value (SPEC §4.3), ``UNKNOWN_<n>`` outside the enum."""
+    """Name of a ``marker_type`` value (docs §4.3), ``UNKNOWN_<n>`` outside the enum."""
     try:
         return MarkerType(marker_type).name
     except ValueError:
@@ -136,7 +136,7 @@ def _marker_row(entry: DecodedEntry) -> dict[str, Any] | None:
 
 
 def _impossible_marker_positions(marker: Mapping[str, Any]) -> list[str]:
-    """Positions of a decoded marker that no broker can write (SPEC §0.1: ids >= -1, ledger -1 only
+    """Positions of a decoded marker that no broker can write (docs §0.1: ids >= -1, ledger -1 only
     in -1:-1), named by their field, e.g. ``local_position -7:3``."""
     named: list[tuple[str, Any]] = [
         ("response_position", marker.get("response_position")),

@@ -382,7 +382,7 @@ def _merge_cursors(cursors: DataFrame, sub_stats: DataFrame, topic_stats: DataFr
 
 
 def _merge_consumers(stats_consumers: DataFrame, client: DataFrame) -> DataFrame:
-    """Stats give arrival order; client configs give priority levels (stats have none, SPEC §6.2)."""
+    """Stats give arrival order; client configs give priority levels (stats have none, docs §6.2)."""
     occurrence = Window.partitionBy("cluster", "topic", "subscription", "consumer_name")
     stats_ranked = stats_consumers.drop("record_key").withColumn(
         "occurrence", F.row_number().over(occurrence.orderBy("connect_order"))

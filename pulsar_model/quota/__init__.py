@@ -1,4 +1,4 @@
-"""Backlog quotas (SPEC §3): effective policy, breach detection, what-if eviction, producer outcomes.
+"""Backlog quotas (docs §3): effective policy, breach detection, what-if eviction, producer outcomes.
 
 * :mod:`pulsar_model.quota.policy` - ``effective_quotas`` (topic > namespace > broker > defaults),
   ``quota_breaches`` (the broker's size/time checks, plus the exact-data view), ``producer_outcomes``;

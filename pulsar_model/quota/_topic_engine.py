@@ -1,7 +1,7 @@
-"""Plain-Python managed-ledger engine for one topic: the sequential eviction loops (SPEC §3.5-§3.7).
+"""Plain-Python managed-ledger engine for one topic: the sequential eviction loops (docs §3.5-§3.7).
 
 Private to :mod:`pulsar_model.quota.eviction`, which runs it per ``(cluster, topic)`` group on the executors.
-It re-implements the managed-ledger arithmetic of SPEC §1 and §2 with the same version switches as the
+It re-implements the managed-ledger arithmetic of docs §1 and §2 with the same version switches as the
 DataFrame transforms of :mod:`pulsar_model.positions` / :mod:`pulsar_model.backlog` (read from a
 :class:`~pulsar_model.versions.Behaviour`), but sequentially, because the eviction loops feed every skip's
 result into the next iteration:
@@ -42,7 +42,7 @@ IdmRange = tuple[Position, Position]
 #: Java ``Integer.MIN_VALUE`` / ``MAX_VALUE`` and ``Long`` bounds for the saturating casts of a double.
 INT_MIN, INT_MAX = -(2**31), 2**31 - 1
 LONG_MIN, LONG_MAX = -(2**63), 2**63 - 1
-#: ``getSlowestConsumer`` tracks a durable cursor without a position at EARLIEST (SPEC §1.11).
+#: ``getSlowestConsumer`` tracks a durable cursor without a position at EARLIEST (docs §1.11).
 EARLIEST: Position = (-1, -1)
 #: Safety cap on the §3.6 size loop's iterations: the broker loop is finite (every step moves a mark-delete
 #: forward or stops), the cap only guards this re-implementation. Each skip moves the slowest cursor toward
@@ -119,7 +119,7 @@ class Rng:
 
 @dataclass
 class Cursor:
-    """One cursor of the topic and its evolving state (SPEC §1.2)."""
+    """One cursor of the topic and its evolving state (docs §1.2)."""
 
     name: str
     order: int
@@ -140,7 +140,7 @@ class Cursor:
 
 
 class ManagedLedger:
-    """The managed-ledger state of one topic (SPEC §0.2) with the version's arithmetic."""
+    """The managed-ledger state of one topic (docs §0.2) with the version's arithmetic."""
 
     def __init__(
         self,
@@ -219,14 +219,14 @@ class ManagedLedger:
         return self.exists(p[0]) and 0 <= p[1] < self.real_entries(p[0])
 
     def first_position_ledger(self) -> int | None:
-        """Ledger of ``getFirstPosition()`` (SPEC §1.6)."""
+        """Ledger of ``getFirstPosition()`` (docs §1.6)."""
         if not self.ids:
             return None
         return self.lac[0] if self.ids[0] > self.lac[0] else self.ids[0]
 
     # -- §1.3 - §1.5 ------------------------------------------------------------------------------
     def previous(self, p: Position) -> Position:
-        """``getPreviousPosition(P)`` (SPEC §1.3)."""
+        """``getPreviousPosition(P)`` (docs §1.3)."""
         if p[1] > 0:
             return (p[0], p[1] - 1)
         i = bisect.bisect_left(self.ids, p[0])
@@ -238,7 +238,7 @@ class ManagedLedger:
         return (self.ids[0], -1)
 
     def is_valid(self, p: Position) -> bool:
-        """``isValidPosition(P)`` (SPEC §1.4), 3.x/4.x order or the 2.x-old order."""
+        """``isValidPosition(P)`` (docs §1.4), 3.x/4.x order or the 2.x-old order."""
         lid, e = p
         lac_l, lac_e = self.lac
         if self.beh.new_valid_position:
@@ -259,7 +259,7 @@ class ManagedLedger:
         return e < self.ent[i]
 
     def next_valid(self, p: Position) -> Position:
-        """``getNextValidPosition(P)`` (SPEC §1.5)."""
+        """``getNextValidPosition(P)`` (docs §1.5)."""
         q = (p[0], p[1] + 1)
         if self.is_valid(q):
             return q
@@ -285,7 +285,7 @@ class ManagedLedger:
         return (a > b) - (a < b)
 
     def count(self, lo: Position, lo_closed: bool, hi: Position, hi_closed: bool) -> int:
-        """``ManagedLedgerImpl.getNumberOfEntries(range)`` arithmetic (SPEC §1.7), ranges built by the broker.
+        """``ManagedLedgerImpl.getNumberOfEntries(range)`` arithmetic (docs §1.7), ranges built by the broker.
 
         Guava's and 4.x's "Invalid range" checks are applied by the callers that can meet them.
         """
@@ -358,7 +358,7 @@ class ManagedLedger:
 
     # -- §1.9 ---------------------------------------------------------------------------------------
     def position_after_n(self, start: Position, n: int, start_excluded: bool = True) -> Position:
-        """``getPositionAfterN(start, n, bound)`` (SPEC §1.9) with the version's loop ends."""
+        """``getPositionAfterN(start, n, bound)`` (docs §1.9) with the version's loop ends."""
         beh = self.beh
         cur = self.next_valid(start) if start_excluded else start
         skip = n
@@ -450,7 +450,7 @@ class ManagedLedger:
 
     # -- §2 -----------------------------------------------------------------------------------------
     def consumed_size(self, size: int, entries: int, e: int) -> int:
-        """``consumedLedgerSize`` (SPEC §2.2) of the version's generation."""
+        """``consumedLedgerSize`` (docs §2.2) of the version's generation."""
         if entries <= 0:
             return 0
         gen = self.beh.consumed_generation
@@ -461,7 +461,7 @@ class ManagedLedger:
         return (e + 1) * java_div(size, entries) if e >= 0 else 0
 
     def estimate_from_slowest(self, pos: Position | None) -> int:
-        """``getEstimatedBacklogSize()`` (SPEC §2.3) given the slowest durable cursor's md (None: 0)."""
+        """``getEstimatedBacklogSize()`` (docs §2.3) given the slowest durable cursor's md (None: 0)."""
         if pos is None:
             return 0
         size = self.total_size - self.size_before(pos[0])
@@ -474,7 +474,7 @@ class ManagedLedger:
 
     # -- §1.2 / §1.10 -------------------------------------------------------------------------------
     def mark_delete(self, c: Cursor, new: Position) -> int:
-        """``asyncMarkDelete(new)`` on cursor ``c`` (SPEC §1.2); returns the entries newly consumed.
+        """``asyncMarkDelete(new)`` on cursor ``c`` (docs §1.2); returns the entries newly consumed.
 
         ``new < md`` raises (MarkDeletingMarkedPosition); ``new > LAC`` raises unless the next-ledger rule
         allows it; ``new == md`` changes nothing. The consumed-counter increment is the cursor count of
@@ -495,7 +495,7 @@ class ManagedLedger:
             containing = _idm_range_containing(c.idm, p)
             # No progress ends the extension: with a LAC past the current ledger (an inconsistent export)
             # getNextValidPosition falls back to (current ledger, 0) inside the range just applied and the
-            # SPEC-literal loop would never end (it ends wherever the state is consistent).
+            # literal loop would never end (it ends wherever the state is consistent).
             if containing is None or containing[1] <= new:
                 break
             new = containing[1]
@@ -508,7 +508,7 @@ class ManagedLedger:
         return newly
 
     def check_mark_delete(self, md: Position, new: Position) -> None:
-        """Raise where ``asyncMarkDelete(new)`` refuses at ``md`` (SPEC §1.2): depends on ``md`` only.
+        """Raise where ``asyncMarkDelete(new)`` refuses at ``md`` (docs §1.2): depends on ``md`` only.
 
         ``new < md`` is MarkDeletingMarkedPosition; ``new > LAC`` is refused unless md is at the end of its
         ledger and ``new`` is in the ledger after the LAC's (the next-ledger rule).
@@ -642,7 +642,7 @@ def _md_key(c: Cursor) -> Position:
 
 
 def estimated_backlog(ml: ManagedLedger, cursors: list[Cursor]) -> int:
-    """Topic ``backlogSize`` = ``getEstimatedBacklogSize()`` (SPEC §2.3)."""
+    """Topic ``backlogSize`` = ``getEstimatedBacklogSize()`` (docs §2.3)."""
     slowest, _ = slowest_durable(cursors)
     return ml.estimate_from_slowest(None if slowest is None else slowest.md)
 
@@ -688,7 +688,7 @@ class SizeResult:
 def entries_in_backlog(
     ml: ManagedLedger, c: Cursor, entries_added: int | None, use_counter: bool
 ) -> tuple[int, str]:
-    """``getNumberOfEntriesInBacklog(false)`` (SPEC §1.8): ``entriesAddedCounter - messagesConsumedCounter``,
+    """``getNumberOfEntriesInBacklog(false)`` (docs §1.8): ``entriesAddedCounter - messagesConsumedCounter``,
     the precise count when that is negative or (here) when the counters were not exported.
     """
     if c.md is None:
@@ -701,14 +701,14 @@ def entries_in_backlog(
     return ml.precise_backlog(c.md, c.idm), "precise"
 
 
-#: ``reductionFactor``: eviction brings the backlog down to 90 % of the quota (SPEC §3.6, §3.7).
+#: ``reductionFactor``: eviction brings the backlog down to 90 % of the quota (docs §3.6, §3.7).
 REDUCTION_FACTOR = 0.9
 
 Target = int | float
 
 
 def size_target(limit: int, formula_4x: bool) -> Target:
-    """Eviction target: ``0.9 * limit`` as a double (3.0) or ``(long) (0.9 * limit)`` (4.x) (SPEC §3.6)."""
+    """Eviction target: ``0.9 * limit`` as a double (3.0) or ``(long) (0.9 * limit)`` (4.x) (docs §3.6)."""
     raw = REDUCTION_FACTOR * float(limit)
     return java_d2l(raw) if formula_4x else raw
 
@@ -721,7 +721,7 @@ def above_target(backlog: int, target: Target) -> bool:
 
 
 def entries_to_skip(backlog: int, target: Target, entries: int) -> int:
-    """``messagesToSkip`` with the version's IEEE-754 operation order (SPEC §3.6).
+    """``messagesToSkip`` with the version's IEEE-754 operation order (docs §3.6).
 
     3.0 (double target): ``(int) (((backlog - target) / backlog) * entries)``;
     4.x (long target): ``(int) ((double) (backlog - target) * (double) entries / backlog)``.
@@ -741,7 +741,7 @@ def drop_backlog_for_size_limit(
     formula_4x: bool,
     trace_limit: int | None = None,
 ) -> SizeResult:
-    """``dropBacklogForSizeLimit(topic, quota)`` (SPEC §3.6), mutating ``cursors``.
+    """``dropBacklogForSizeLimit(topic, quota)`` (docs §3.6), mutating ``cursors``.
 
     A null or negative limit means "no size quota": the broker never calls the method (stop
     ``quota_disabled``). Errors of ``skipEntries`` are logged by the broker and the loop goes on (the cursor
@@ -879,7 +879,7 @@ def drop_backlog_for_time_limit_ledgers(
     millis_overflow_int: bool,
     max_steps: int | None = None,
 ) -> TimeResult:
-    """Non-precise ``dropBacklogForTimeLimit`` (SPEC §3.7) step by step: whole closed ledgers by close time.
+    """Non-precise ``dropBacklogForTimeLimit`` (docs §3.7) step by step: whole closed ledgers by close time.
 
     ``closed_at_ms`` maps ledger id -> close time (None: not exported). The open ledger's LedgerInfo has
     timestamp 0 and never expires. A closed ledger whose close time was not exported stops the loop with
@@ -1018,7 +1018,7 @@ class _TimePaths:
             )
             self.next_stop[k] = k if stops else self.next_stop[k + 1]
         # next_valid((ids[m], -1)) = (ids[valid0_from[m]], 0) while valid0_from[m] < n (non-decreasing in m),
-        # then a constant fallback from index `fallback_from` on (SPEC §1.5)
+        # then a constant fallback from index `fallback_from` on (docs §1.5)
         self.valid0 = ml.valid0_from
         self.fallback_from = bisect.bisect_left(self.valid0, n, 0, n)
         if ml.beh.new_valid_position and ml.cur_id is not None and ml.cle == 0:
@@ -1180,7 +1180,7 @@ def drop_backlog_for_time_limit_direct(
     now_ms: int,
     millis_overflow_int: bool,
 ) -> TimeResult:
-    """End state of :func:`drop_backlog_for_time_limit_ledgers` without stepping it (SPEC §3.7), mutating
+    """End state of :func:`drop_backlog_for_time_limit_ledgers` without stepping it (docs §3.7), mutating
     ``cursors`` the same way; ``steps`` stays empty, ``iteration_count`` is the loop's number of steps.
 
     The loop moves the durable cursor with the smallest ``(md, cursor_order, list index)`` key one path
@@ -1284,7 +1284,7 @@ def _java_int(x: int) -> int:
 
 @dataclass
 class ExpiryResult:
-    """What ``expireMessages(ttl)`` did to one subscription (SPEC §3.7 precise)."""
+    """What ``expireMessages(ttl)`` did to one subscription (docs §3.7 precise)."""
 
     ledger_closure_position: Position | None
     found_position: Position | None

@@ -1,4 +1,4 @@
-"""What-if backlog-quota eviction: what ``consumer_backlog_eviction`` does to each cursor (SPEC §3.5-§3.8).
+"""What-if backlog-quota eviction: what ``consumer_backlog_eviction`` does to each cursor (docs §3.5-§3.8).
 
 * :func:`drop_backlog_for_size_limit` - ``BacklogQuotaManager.dropBacklogForSizeLimit`` (§3.6);
 * :func:`drop_backlog_for_time_limit` - ``dropBacklogForTimeLimit`` (§3.7), precise (message expiry of every
@@ -9,7 +9,7 @@ they run per ``(cluster, topic)`` inside one ``groupBy(...).applyInArrow`` call:
 a tagged row of one union (one shuffle), the groups are hash buckets of topics whose rows arrive sorted by
 topic (a group per topic costs milliseconds of Python-worker overhead each; 10,000+ topics would take
 minutes), and every topic is evaluated alone by the plain-Python managed-ledger engine of
-:mod:`pulsar_model.quota._topic_engine` (SPEC §1/§2 arithmetic with the same version switches as
+:mod:`pulsar_model.quota._topic_engine` (docs §1/§2 arithmetic with the same version switches as
 :mod:`pulsar_model.positions` and :mod:`pulsar_model.backlog`). Messages and bytes lost are added afterwards,
 set-based, from the ``entries`` table when it is given.
 
@@ -67,7 +67,7 @@ COUNTER_PRECISE = "precise"
 #: and ``iteration_count`` always cover all of them, ``trace_truncated`` says when the trace does not.
 DEFAULT_TRACE_MAX_ITERATIONS = 100_000
 
-#: Why the loop of a topic ended (SPEC §3.6/§3.7 break conditions, plus what this model adds).
+#: Why the loop of a topic ended (docs §3.6/§3.7 break conditions, plus what this model adds).
 STOP_REASONS = {
     "below_target": "§3.6: the estimate is no longer above the target",
     "no_cursor": "no durable cursor (getSlowestConsumer() is null)",
@@ -83,23 +83,23 @@ STOP_REASONS = {
 
 #: Cursor kinds of the ``cursors`` contract; ``subscription``, ``reader`` and ``compaction`` cursors belong to
 #: PersistentTopic's subscription map (``__compaction`` is a CompactorSubscription), replicators and the
-#: dedup cursor are opened on the managed ledger directly (SPEC §3.7, §1.11).
+#: dedup cursor are opened on the managed ledger directly (docs §3.7, §1.11).
 SUBSCRIPTION_MAP_KINDS = frozenset({"subscription", "reader", "compaction"})
-#: Replicator cursor names: ``<replicatorPrefix>.<remote cluster>`` (default prefix, SPEC §1.11, §10.2).
+#: Replicator cursor names: ``<replicatorPrefix>.<remote cluster>`` (default prefix, docs §1.11, §10.2).
 REPLICATOR_PREFIX = "pulsar.repl."
-#: Topic compaction's durable subscription (SPEC §1.11, §5).
+#: Topic compaction's durable subscription (docs §1.11, §5).
 COMPACTION_CURSOR = "__compaction"
-#: Message deduplication's cursor (SPEC §1.11).
+#: Message deduplication's cursor (docs §1.11).
 DEDUP_CURSOR = "pulsar.dedup"
 
 
-# --- version predicates (SPEC §3.6, §3.7) ---------------------------------------------------------------
+# --- version predicates (docs §3.6, §3.7) ---------------------------------------------------------------
 
 
 def size_eviction_uses_long_target(version: VersionLike) -> bool:
     """4.x/master ``computeEvictionTarget`` = ``(long) (0.9 * limit)`` and ``computeEntriesToEvict`` =
     ``(int) ((backlog - target) * (double) entries / backlog)``; 3.0 keeps a double target and
-    ``(int) ((backlog - target) / backlog * entries)`` (SPEC §3.6; apache/pulsar@fddc44f vs lhotari@2537ffc).
+    ``(int) ((backlog - target) / backlog * entries)`` (docs §3.6; apache/pulsar@fddc44f vs lhotari@2537ffc).
 
     Assumed: every 4.x release has it and no 3.x release does (the copies read were not tagged).
     """
@@ -124,7 +124,7 @@ def expiry_checks_ledger_close_time(version: VersionLike) -> bool:
 
 
 def is_system_cursor_name(name: str) -> bool:
-    """Replicator (``pulsar.repl.*``), ``__compaction`` and ``pulsar.dedup`` cursors (SPEC §1.11, §3.6)."""
+    """Replicator (``pulsar.repl.*``), ``__compaction`` and ``pulsar.dedup`` cursors (docs §1.11, §3.6)."""
     return name.startswith(REPLICATOR_PREFIX) or name in (COMPACTION_CURSOR, DEDUP_CURSOR)
 
 
@@ -635,7 +635,7 @@ def _time_topic(
     elif limit is None or limit <= 0:
         extra["stop_reason"] = "quota_disabled"  # §3.4: limitTime <= 0 disables the time quota
     elif precise:
-        # 3.0: (int) (0.9 * limitTime); 4.x: (int) (long) (0.9 * limitTime) (SPEC §3.7)
+        # 3.0: (int) (0.9 * limitTime); 4.x: (int) (long) (0.9 * limitTime) (docs §3.7)
         raw = eng.REDUCTION_FACTOR * float(limit)
         ttl = eng.java_d2i(float(eng.java_d2l(raw))) if formula_4x else eng.java_d2i(raw)
         extra["expiry_ttl_seconds"] = ttl
@@ -870,7 +870,7 @@ def drop_backlog_for_size_limit(
     trace_max_iterations: int = DEFAULT_TRACE_MAX_ITERATIONS,
     losses: bool = True,
 ) -> DataFrame:
-    """What ``dropBacklogForSizeLimit`` would do to every cursor of the topics in ``limits`` (SPEC §3.6).
+    """What ``dropBacklogForSizeLimit`` would do to every cursor of the topics in ``limits`` (docs §3.6).
 
     One row per cursor of every topic that has a row in ``limits`` (``cluster, topic, limit_size_bytes``;
     pass the topics whose effective policy is ``consumer_backlog_eviction``, §3.5 - the policy is not read
@@ -933,7 +933,7 @@ def drop_backlog_for_time_limit(
     trace_max_iterations: int = DEFAULT_TRACE_MAX_ITERATIONS,
     losses: bool = True,
 ) -> DataFrame:
-    """What ``dropBacklogForTimeLimit`` would do to every cursor of the topics in ``limits`` (SPEC §3.7).
+    """What ``dropBacklogForTimeLimit`` would do to every cursor of the topics in ``limits`` (docs §3.7).
 
     One row per cursor of every topic with a row in ``limits`` (``cluster, topic, limit_time_seconds``;
     ``<= 0`` or null disables: ``quota_disabled``). ``now`` (a datetime, or epoch milliseconds) defaults to
@@ -968,7 +968,7 @@ def drop_backlog_for_time_limit(
     lazy.
     """
     if precise and entries is None:
-        raise ConfigError("precise time eviction reads entry timestamps: pass entries (SPEC §3.7)")
+        raise ConfigError("precise time eviction reads entry timestamps: pass entries (docs §3.7)")
     trace_limit = _trace_limit(trace_max_iterations)
     beh = behaviour(pulsar_version)
     formula_4x = size_eviction_uses_long_target(beh.version)

@@ -1,31 +1,31 @@
-"""Effective backlog quotas, breach detection and producer outcomes (SPEC §3.2-§3.5, §10.4, §11.9, §12.7).
+"""Effective backlog quotas, breach detection and producer outcomes (docs §3.2-§3.5, §10.4, §11.9, §12.7).
 
 Three transforms, pure and lazy, every step keyed on ``(cluster, topic)``:
 
 * :func:`effective_quotas` - the quota the broker applies to each topic and quota type: topic-level
   policy (when topic policies are enabled) -> namespace ``backlog_quota_map[type]`` -> broker default
-  from ``broker.conf`` -> the version's built-in defaults (SPEC §3.2), plus the broker's check settings;
+  from ``broker.conf`` -> the version's built-in defaults (docs §3.2), plus the broker's check settings;
 * :func:`quota_breaches` - is each quota exceeded at export time, as the broker's periodic check
-  (``BrokerService.monitorBacklogQuota``) and producer admission see it (SPEC §3.4), which type the
+  (``BrokerService.monitorBacklogQuota``) and producer admission see it (docs §3.4), which type the
   periodic check handles, how close the topic is to its quota, and - given exact per-cursor backlogs -
   the same questions answered with exact data;
-* :func:`producer_outcomes` - what producers experience (SPEC §3.3, §3.5): disconnected by the periodic
+* :func:`producer_outcomes` - what producers experience (docs §3.3, §3.5): disconnected by the periodic
   check, and the error a new producer gets.
 
-Version boundaries (beyond SPEC's approximate labels; evidence read with the project's search tool):
+Version boundaries (evidence read with the project's search tool):
 
 * time quotas (``message_age``, ``limitTime``, ``preciseTimeBasedBacklogQuotaCheck``): apache/pulsar
   PR #10093, first in 2.8.0. In 2.8.0 the broker still read the time limit and policy from the
   ``destination_storage`` quota (issue #11404); fixed by PR #11509 (release/2.8.1). Before 2.8.0 only the
-  size quota exists (SPEC §3.4 "1.x/2.x: size only" describes these old copies).
+  size quota exists (docs §3.4 "1.x/2.x: size only" describes these old copies).
 * topic-level backlog quotas: PR #7646 (2.7.0).
-* ``backlogQuotaDefaultLimitGB`` defaulted to 50 in 1.x/2.0 (SPEC §3.2); modelled as "before 2.1.0".
+* ``backlogQuotaDefaultLimitGB`` defaulted to 50 in 1.x/2.0 (docs §3.2); modelled as "before 2.1.0".
 * the non-precise check's "md in the last ledger -> not exceeded" rule: PR #15663 (release/2.8.4,
   2.9.3, 2.10.1).
 * the dedup-cursor special case of §3.5 (``advanceSlowestSystemCursor``): PR #20951 (Aug 2023, label
-  release/2.10.6); assumed back-ported to 2.11.3, 3.0.2 and 3.1.1 and present from 3.2.0 (SPEC read it in
-  4.x/master, not in its 3.0/3.1 copy).
-* system topics (SPEC §3.4 "both checks return false"): the broker creates a ``SystemTopic`` when
+  release/2.10.6); assumed back-ported to 2.11.3, 3.0.2 and 3.1.1 and present from 3.2.0 (read in
+  4.x/master, not in a 3.0/3.1 copy).
+* system topics (docs §3.4 "both checks return false"): the broker creates a ``SystemTopic`` when
   ``BrokerService.isSystemTopic`` holds - the namespace is a system-service namespace (``pulsar/system``,
   heartbeat ``pulsar/<cluster>/<host:port>`` and ``pulsar/<host:port>``, SLA monitor
   ``sla-monitor/<cluster>/<host:port>``) or ``SystemTopicNames.isSystemTopic``: the local name of the
@@ -96,24 +96,24 @@ __all__ = [
 
 KEY: Final = ("cluster", "topic")
 
-# --- SPEC §3.3 enums -----------------------------------------------------------------------------------
-#: ``BacklogQuotaType`` (SPEC §3.3): size and time quota.
+# --- docs §3.3 enums -----------------------------------------------------------------------------------
+#: ``BacklogQuotaType`` (docs §3.3): size and time quota.
 QUOTA_TYPE_SIZE: Final = "destination_storage"
 QUOTA_TYPE_TIME: Final = "message_age"
 QUOTA_TYPES: Final = (QUOTA_TYPE_SIZE, QUOTA_TYPE_TIME)
-#: ``RetentionPolicy`` (SPEC §3.3); only the two producer policies block producers.
+#: ``RetentionPolicy`` (docs §3.3); only the two producer policies block producers.
 POLICY_PRODUCER_REQUEST_HOLD: Final = "producer_request_hold"
 POLICY_PRODUCER_EXCEPTION: Final = "producer_exception"
 POLICY_CONSUMER_BACKLOG_EVICTION: Final = "consumer_backlog_eviction"
 PRODUCER_POLICIES: Final = (POLICY_PRODUCER_REQUEST_HOLD, POLICY_PRODUCER_EXCEPTION)
 
-#: Where an effective quota comes from (SPEC §3.2 resolution order).
+#: Where an effective quota comes from (docs §3.2 resolution order).
 LEVEL_TOPIC: Final = "topic"
 LEVEL_NAMESPACE: Final = "namespace"
 LEVEL_BROKER: Final = "broker"
 LEVEL_DEFAULT: Final = "default"
 
-# --- SPEC §3.2 broker.conf defaults (used when the export has no broker-level row) -------------------------
+# --- docs §3.2 broker.conf defaults (used when the export has no broker-level row) -------------------------
 #: ``backlogQuotaDefaultLimitBytes`` = -1: unlimited.
 DEFAULT_LIMIT_SIZE_BYTES: Final = -1
 #: ``backlogQuotaDefaultLimitGB`` was a long defaulting to 50 in 1.x/2.0; it wins when > 0.
@@ -129,28 +129,28 @@ DEFAULT_CHECK_ENABLED: Final = True
 DISABLED_LIMIT: Final = -1
 MILLIS_PER_SECOND: Final = 1000
 
-# --- SPEC §3.3 what producers see ---------------------------------------------------------------------
+# --- docs §3.3 what producers see ---------------------------------------------------------------------
 #: ``ServerError.ProducerBlockedQuotaExceededError`` (producer_request_hold).
 SERVER_ERROR_HOLD: Final = 7
 SERVER_ERROR_HOLD_NAME: Final = "ProducerBlockedQuotaExceededError"
 #: ``ServerError.ProducerBlockedQuotaExceededException`` (producer_exception).
 SERVER_ERROR_EXCEPTION: Final = 8
 SERVER_ERROR_EXCEPTION_NAME: Final = "ProducerBlockedQuotaExceededException"
-#: The broker's exception text on producer creation (SPEC §3.3).
+#: The broker's exception text on producer creation (docs §3.3).
 BROKER_ERROR_MESSAGE: Final = "Cannot create producer on topic with backlog quota exceeded"
 #: The Java client surfaces both codes as this exception; its message is the broker text followed by
-#: ``". Error code: <ServerError name>"`` (SPEC §3.3).
+#: ``". Error code: <ServerError name>"`` (docs §3.3).
 CLIENT_EXCEPTION: Final = "PulsarClientException.ProducerBlockedQuotaExceededException"
 CLIENT_ERROR_SUFFIX: Final = ". Error code: "
 
-#: Cursor name of the message-deduplication cursor (SPEC §1.11, §3.5).
+#: Cursor name of the message-deduplication cursor (docs §1.11, §3.5).
 DEDUP_CURSOR_NAME: Final = "pulsar.dedup"
 
-#: ``time_check_mode`` values: ``preciseTimeBasedBacklogQuotaCheck`` true / false (SPEC §3.4).
+#: ``time_check_mode`` values: ``preciseTimeBasedBacklogQuotaCheck`` true / false (docs §3.4).
 TIME_CHECK_PRECISE: Final = "precise"
 TIME_CHECK_NON_PRECISE: Final = "non_precise"
 
-# --- system topics (SPEC §3.4; SystemTopicNames / NamespaceService, see the module docstring) -----------
+# --- system topics (docs §3.4; SystemTopicNames / NamespaceService, see the module docstring) -----------
 SYSTEM_NAMESPACE: Final = "pulsar/system"
 #: NamespaceService heartbeat (v1, v2) and SLA-monitor namespace patterns (Java ``matches``: whole string).
 SYSTEM_NAMESPACE_PATTERNS: Final = (
@@ -172,13 +172,13 @@ TRANSACTION_INTERNAL_PREFIXES: Final = (
     "persistent://pulsar/system/__transaction_log_",
 )
 PENDING_ACK_STORE_SUFFIX: Final = "__transaction_pending_ack"
-#: ``TopicName.getPartitionIndex`` (new rule, SPEC §6.5): canonical non-negative int after the last marker.
+#: ``TopicName.getPartitionIndex`` (new rule, docs §6.5): canonical non-negative int after the last marker.
 PARTITION_SUFFIX_RE: Final = r"(.*)-partition-(0|[1-9][0-9]{0,9})"
 INT32_MAX: Final = 2**31 - 1
 
 # --- reasons --------------------------------------------------------------------------------------------
-REASON_SYSTEM_TOPIC: Final = "system topic: the broker never checks backlog quotas on it (SPEC §3.4)"
-REASON_NO_TIME_QUOTA: Final = "message_age quotas are not checked before Pulsar 2.8.0 (size only, SPEC §3.4)"
+REASON_SYSTEM_TOPIC: Final = "system topic: the broker never checks backlog quotas on it (docs §3.4)"
+REASON_NO_TIME_QUOTA: Final = "message_age quotas are not checked before Pulsar 2.8.0 (size only, docs §3.4)"
 REASON_NO_EXPORT_TIME: Final = "managed_ledgers.exported_at is missing: no 'now' for the time check"
 REASON_NO_ENTRIES: Final = (
     "precise time check needs the publish time of entry {pos}; pass the entries table (undecidable)"
@@ -399,7 +399,7 @@ def effective_quotas(
     pulsar_version: str = DEFAULT_PULSAR_VERSION,
     topic_policies_enabled: bool = True,
 ) -> DataFrame:
-    """The backlog quota the broker applies, one row per ``(cluster, topic, quota_type)`` (SPEC §3.2).
+    """The backlog quota the broker applies, one row per ``(cluster, topic, quota_type)`` (docs §3.2).
 
     Topics are those of ``managed_ledgers`` (one export per call); quota types are ``destination_storage``
     and ``message_age``. ``backlog_quotas`` rows are as the ingest parser writes them (every JSON shape is
@@ -537,7 +537,7 @@ def _topic_state(
     entries: DataFrame | None,
     version: str,
 ) -> DataFrame:
-    """One row per managed ledger with everything the size and time checks read (SPEC §2.3, §3.4).
+    """One row per managed ledger with everything the size and time checks read (docs §2.3, §3.4).
 
     Columns: ``cluster, topic, slowest_cursor_name, slowest_mark_delete_position,
     estimated_backlog_size_bytes, _now_ms, checked_at, _has_backlog`` and per time-check mode the checked
@@ -564,7 +564,7 @@ def _topic_state(
     )
     base = est.join(ml, on=list(KEY), how="left").join(ledger_maps, on=list(KEY), how="left")
     md = F.col("slowest_mark_delete_position")
-    # both getNextValidPosition calls share one ledger view / topic context (SPEC §1.5, positions module)
+    # both getNextValidPosition calls share one ledger view / topic context (docs §1.5, positions module)
     beh = behaviour(version)
     env = _Env.build(ledgers, managed_ledgers, beh)
     staged = env.with_ctx(base.select("*", md.alias("_q1")))
@@ -645,7 +645,7 @@ def _exact_view(exact_backlog: DataFrame | None, cursors: DataFrame) -> DataFram
 
     ``exact_backlog_bytes`` is the largest exact backlog (bytes of unacknowledged entries) of any durable
     cursor: the exact counterpart of the broker's estimate, which is the backlog of the durable cursor with
-    the smallest mark-delete position (SPEC §2.3). The oldest unacked publish time is the minimum over
+    the smallest mark-delete position (docs §2.3). The oldest unacked publish time is the minimum over
     durable cursors. ``is_durable`` comes from ``exact_backlog`` when it has the column, else from
     ``cursors``; cursors of unknown durability are ignored.
     """

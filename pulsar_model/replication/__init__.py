@@ -1,4 +1,4 @@
-"""Replicated subscriptions (SPEC §4): snapshot assembly, snapshot-cache replay, translation, duplicates.
+"""Replicated subscriptions (docs §4): snapshot assembly, snapshot-cache replay, translation, duplicates.
 
 * :func:`snapshot_assembly` - one row per (source cluster, topic, snapshot id): requests, where they
   landed, responses, what the builder kept, the SNAPSHOT marker, status, latency and cadence (§4.4-§4.5).

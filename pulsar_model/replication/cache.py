@@ -1,9 +1,9 @@
-"""Replay of the per-subscription replicated-snapshot cache (SPEC §4.6, §11.14, §12.9).
+"""Replay of the per-subscription replicated-snapshot cache (docs §4.6, §11.14, §12.9).
 
 Every replicated subscription keeps a cache of the SNAPSHOT markers its dispatcher read; each
 mark-delete advance asks the cache for the newest snapshot at or before the new mark-delete position
 and, when one comes back, the controller writes an UPDATE marker with that snapshot's clusters
-(SPEC §4.4 ``localSubscriptionUpdated``). Two generations exist:
+(docs §4.4 ``localSubscriptionUpdated``). Two generations exist:
 
 * **old** (every release before PR #25044): sorted by ``local_message_id``; over capacity the smallest
   key (the oldest snapshot) goes; default capacity 10;
@@ -11,7 +11,7 @@ and, when one comes back, the controller writes an UPDATE marker with that snaps
   the previous snapshot; over capacity the interior snapshot whose removal leaves the smallest merged gap
   goes (first index on ties, first and last never); a snapshot at or before the newest cached one clears
   the list; default capacity 30. The distance is the number of entries strictly between two positions,
-  ``ManagedLedgerImpl.getNumberOfEntries(Range.open(a, b))`` with the 4.x arithmetic of SPEC §1.7 (every
+  ``ManagedLedgerImpl.getNumberOfEntries(Range.open(a, b))`` with the 4.x arithmetic of docs §1.7 (every
   release with the new cache has it), computed from the ``ledgers`` / ``managed_ledgers`` tables.
 
 The caches themselves (:class:`OldSnapshotCache`, :class:`NewSnapshotCache`) are plain Python so notebooks
@@ -60,17 +60,17 @@ Position = tuple[int, int]
 ClusterPosition = tuple[str, Position]
 DistanceMode = Literal["entries", "entry_id", "constant"]
 
-#: ``replicatedSubscriptionsSnapshotMaxCachedPerSubscription`` before / since PR #25044 (SPEC §4.2).
+#: ``replicatedSubscriptionsSnapshotMaxCachedPerSubscription`` before / since PR #25044 (docs §4.2).
 MAX_CACHED_OLD: Final = 10
 MAX_CACHED_NEW: Final = 30
 CACHE_GENERATION_OLD: Final = "old"
 CACHE_GENERATION_NEW: Final = "new"
 OP_ADD: Final = "add"
 OP_ADVANCE: Final = "advance"
-#: PR #25044 shipped in 4.0.9 and 4.1.3 (SPEC §4.2 and §4.6); every later minor line has it.
+#: PR #25044 shipped in 4.0.9 and 4.1.3 (docs §4.2 and §4.6); every later minor line has it.
 _NEW_CACHE_RELEASE: Final = PulsarVersion(4, 2, 0)
 _NEW_CACHE_BACKPORTS: Final = {(4, 0): 9, (4, 1): 3}
-#: ``Range.open(EARLIEST, p)`` anchors the per-position entry counts (SPEC §0.1 ``EARLIEST``).
+#: ``Range.open(EARLIEST, p)`` anchors the per-position entry counts (docs §0.1 ``EARLIEST``).
 _EARLIEST_SQL: Final = "named_struct('ledger_id', CAST(-1 AS BIGINT), 'entry_id', CAST(-1 AS BIGINT))"
 #: Export columns that, when present on the events, split one subscription per export.
 EXPORT_KEYS: Final = ("export_id", "export_date")
@@ -96,7 +96,7 @@ _NO_DISTANCE: Final = (
 
 
 def uses_new_snapshot_cache(version: VersionLike) -> bool:
-    """True when ``version`` has PR #25044's snapshot cache (4.0.9+, 4.1.3+, 4.2+; SPEC §4.2, §4.6)."""
+    """True when ``version`` has PR #25044's snapshot cache (4.0.9+, 4.1.3+, 4.2+; docs §4.2, §4.6)."""
     v = PulsarVersion.parse(version)
     if v >= _NEW_CACHE_RELEASE:
         return True
@@ -117,7 +117,7 @@ class CachedSnapshot:
 
 
 class OldSnapshotCache:
-    """The cache before PR #25044 (SPEC §4.6): a sorted map keyed by ``local_message_id``.
+    """The cache before PR #25044 (docs §4.6): a sorted map keyed by ``local_message_id``.
 
     ``add`` inserts (the same key replaces the value, ``TreeMap.put``) and drops the smallest keys while
     over capacity; ``advanced(p)`` removes every key ``<= p`` and returns the last one removed.
@@ -162,7 +162,7 @@ class _Slot:
 
 
 class NewSnapshotCache:
-    """The cache of PR #25044 (SPEC §4.6): keeps snapshots spread out instead of dropping the oldest.
+    """The cache of PR #25044 (docs §4.6): keeps snapshots spread out instead of dropping the oldest.
 
     ``distance(a, b)`` measures the open range between two snapshot positions (the broker: entries
     strictly between them). ``add`` clears the list when the new position is not after the newest cached
@@ -175,7 +175,7 @@ class NewSnapshotCache:
         self, distance: Callable[[Position, Position], int], max_cached: int = MAX_CACHED_NEW
     ) -> None:
         if max_cached < 2:
-            # With one slot there is no interior snapshot to evict; SPEC §4.6 does not say what happens.
+            # With one slot there is no interior snapshot to evict; docs §4.6 does not say what happens.
             raise ConfigError(f"max_cached={max_cached} is too small for the new snapshot cache; use >= 2.")
         self.max_cached = max_cached
         self.distance = distance
@@ -224,7 +224,7 @@ class NewSnapshotCache:
 
 @dataclass(frozen=True)
 class EntryCounts:
-    """Counts from ``EARLIEST`` that make ``getNumberOfEntries(open(a, b))`` a subtraction (SPEC §1.7, 4.x).
+    """Counts from ``EARLIEST`` that make ``getNumberOfEntries(open(a, b))`` a subtraction (docs §1.7, 4.x).
 
     ``before``: entries in ``open(EARLIEST, p)``; ``through``: in ``openClosed(EARLIEST, p)``;
     ``ledgers_before``: in ``open(EARLIEST, (p.ledger, -1))`` (entries of the ledgers listed before ``p``'s).
@@ -262,7 +262,7 @@ def distance_function(
 
     ``entries`` is the broker's (entries strictly between, from ``counts``); ``entry_id`` (entry-id
     difference) and ``constant`` (always 1) are the distance functions of Pulsar's own unit tests
-    (SPEC §4.9), exposed as test hooks.
+    (docs §4.9), exposed as test hooks.
     """
     unknown: list[bool] = []
     if mode == "constant":
@@ -509,7 +509,7 @@ def replay_snapshot_cache(
     *,
     distance: DistanceMode = "entries",
 ) -> DataFrame:
-    """Replay each replicated subscription's snapshot cache; one row per ``advance`` event (SPEC §4.6).
+    """Replay each replicated subscription's snapshot cache; one row per ``advance`` event (docs §4.6).
 
     ``events``: ``cluster, topic, subscription, seq, op`` (``add`` | ``advance``), ``snapshot_id``,
     ``local_position`` and ``snapshot_clusters`` (``array<struct<cluster, position>>``) for adds,
@@ -527,7 +527,7 @@ def replay_snapshot_cache(
     ``distance`` is a test hook for the new cache: ``entries`` (the broker's: entries strictly between the
     two positions, 4.x ``getNumberOfEntries(open(a, b))`` over ``ledgers``/``managed_ledgers``, so deleted
     and empty ledgers and sparse ids count as the broker counts them), ``entry_id`` (entry-id difference)
-    or ``constant`` (1) - the distance functions of Pulsar's unit tests (SPEC §4.9). The old cache never
+    or ``constant`` (1) - the distance functions of Pulsar's unit tests (docs §4.9). The old cache never
     reads the ledgers. Pure and lazy.
     """
     _check_columns(events, EVENT_COLUMNS, "events")
@@ -585,12 +585,12 @@ def replay_snapshot_cache(
 
 
 def _sorted_clusters_key(col: Column) -> Column:
-    """A comparable text key of a clusters array, order-insensitive (UPDATE sorts by cluster, SPEC §4.4)."""
+    """A comparable text key of a clusters array, order-insensitive (UPDATE sorts by cluster, docs §4.4)."""
     return F.to_json(F.array_sort(col.cast(CLUSTERS_TYPE)))
 
 
 def snapshot_cache_events(markers: DataFrame, cursors: DataFrame) -> DataFrame:
-    """Cache events of every replicated subscription, derived from an export (SPEC §4.4, §4.6, §4.8).
+    """Cache events of every replicated subscription, derived from an export (docs §4.4, §4.6, §4.8).
 
     One row per event of a cursor with ``is_replicated`` (``cluster, topic, subscription, seq, op,
     snapshot_id, local_position, snapshot_clusters, mark_delete_position`` plus ``event_position``,
@@ -734,7 +734,7 @@ def predicted_updates(
     max_cached: int | None = None,
     pulsar_version: str = DEFAULT_PULSAR_VERSION,
 ) -> DataFrame:
-    """UPDATE markers the cache replay predicts beside the ones each cluster wrote (SPEC §4.4, §4.6).
+    """UPDATE markers the cache replay predicts beside the ones each cluster wrote (docs §4.4, §4.6).
 
     Events come from :func:`snapshot_cache_events` (read its assumptions) and run through
     :func:`replay_snapshot_cache`. One row per (cluster, topic, subscription, update) - export keys too

@@ -1,4 +1,4 @@
-"""Stall and risk detectors of replicated subscriptions (SPEC §4.2-§4.8, §12.8, §12.9).
+"""Stall and risk detectors of replicated subscriptions (docs §4.2-§4.8, §12.8, §12.9).
 
 :func:`replication_findings` returns one row per finding: ``kind, severity, cluster, topic, subscription,
 related_cluster, measure, position, detail``. Kinds (``measure`` in brackets):
@@ -101,11 +101,11 @@ SEVERITY_INFO: Final = "info"
 SEVERITY_WARNING: Final = "warning"
 SEVERITY_CRITICAL: Final = "critical"
 
-#: ``replicatedSubscriptionsSnapshotTimeoutSeconds`` default (SPEC §4.2).
+#: ``replicatedSubscriptionsSnapshotTimeoutSeconds`` default (docs §4.2).
 DEFAULT_SNAPSHOT_TIMEOUT_SECONDS: Final = 30
 #: Share of marker entries in an idle subscription's backlog from which the finding is a warning.
 MARKER_SHARE_WARNING: Final = 0.5
-#: Name of the compaction cursor (SPEC §1.11, §10.2).
+#: Name of the compaction cursor (docs §1.11, §10.2).
 COMPACTION_CURSOR: Final = "__compaction"
 _RANGES_SQL_TYPE: Final = f"array<struct<lower:{POSITION_SQL_TYPE},upper:{POSITION_SQL_TYPE}>>"
 
@@ -215,7 +215,7 @@ def _ack_holes(
     ).otherwise(F.lit(SEVERITY_WARNING))
     detail = F.format_string(
         "%d acknowledged range(s), %d entries acknowledged past the mark-delete, mark-delete unmoved for "
-        "%s s; only the mark-delete is replicated (SPEC §4.8), remote cursors stay behind the first hole",
+        "%s s; only the mark-delete is replicated (docs §4.8), remote cursors stay behind the first hole",
         F.col("_ranges"),
         acked_past,
         F.coalesce(F.round(stuck_seconds, 1).cast("string"), F.lit("unknown")),
@@ -264,7 +264,7 @@ def _snapshot_findings(
             None,
             F.format_string(
                 "%d snapshot(s) requested, none completed (no SNAPSHOT marker written): no UPDATE can be "
-                "written for any replicated subscription of the topic (SPEC §4.4, §4.5)",
+                "written for any replicated subscription of the topic (docs §4.4, §4.5)",
                 F.col("_requested"),
             ),
         )
@@ -279,7 +279,7 @@ def _snapshot_findings(
             None,
             F.format_string(
                 "%d of %d snapshot(s) requested more than %d s before the export have no SNAPSHOT marker "
-                "(timed out, SPEC §4.5); a slow or disconnected replicator delays the remote cursors",
+                "(timed out, docs §4.5); a slow or disconnected replicator delays the remote cursors",
                 F.col("_timed_out"),
                 F.col("_requested"),
                 F.lit(timeout_seconds),
@@ -316,7 +316,7 @@ def _replicators(cursors: DataFrame) -> DataFrame:
             as_position(F.col("mark_delete_position")),
             F.format_string(
                 "replicator to %s not connected: no new snapshot starts while a replicator is "
-                "disconnected (SPEC §4.4), so no replicated subscription of the topic is translated",
+                "disconnected (docs §4.4), so no replicated subscription of the topic is translated",
                 F.coalesce(remote, F.col("cursor_name")),
             ),
         )
@@ -336,7 +336,7 @@ def _system_replicated(cursors: DataFrame) -> DataFrame:
             as_position(F.col("mark_delete_position")),
             F.format_string(
                 "system cursor %s (%s) is flagged replicated: its position would be propagated to other "
-                "clusters like a subscription's (SPEC §4.2)",
+                "clusters like a subscription's (docs §4.2)",
                 F.col("cursor_name"),
                 F.col("cursor_kind"),
             ),
@@ -371,7 +371,7 @@ def _multi_cluster_consumers(cursors: DataFrame, consumers: DataFrame) -> DataFr
             None,
             F.format_string(
                 "replicated subscription consumed on %d clusters: %s; each cluster acks on its own and the "
-                "UPDATE markers of one overwrite the other's position (SPEC §4.4)",
+                "UPDATE markers of one overwrite the other's position (docs §4.4)",
                 F.col("_clusters"),
                 F.col("_where"),
             ),
@@ -421,7 +421,7 @@ def _marker_backlog(
             F.col("lower"),
             F.format_string(
                 "no consumer: %d of %d backlog entries are marker entries (%d data), never auto-acked "
-                "without a dispatcher; they inflate msgBacklog and backlog size (SPEC §4.3, §12.8)",
+                "without a dispatcher; they inflate msgBacklog and backlog size (docs §4.3, §12.8)",
                 F.col("marker_entries"),
                 F.col("entries"),
                 F.col("data_entries"),
@@ -441,7 +441,7 @@ def replication_findings(
     snapshot_timeout_seconds: int = DEFAULT_SNAPSHOT_TIMEOUT_SECONDS,
     stall_after_seconds: int = DEFAULT_STALL_AFTER_SECONDS,
 ) -> DataFrame:
-    """One row per finding of the module's detector kinds (see the module docstring; SPEC §4, §12.8-§12.9).
+    """One row per finding of the module's detector kinds (see the module docstring; docs §4, §12.8-§12.9).
 
     ``markers``/``entries`` may be None (no entry dump): the snapshot and marker-backlog detectors are then
     skipped; ``consumers`` None skips the multi-cluster detector (the marker-backlog one then relies on
@@ -480,7 +480,7 @@ def finding_kinds() -> Sequence[str]:
     )
 
 
-# --- snapshot cache: useful snapshots evicted (SPEC §4.6, §4.8) -------------------------------------------
+# --- snapshot cache: useful snapshots evicted (docs §4.6, §4.8) -------------------------------------------
 
 #: Columns of :func:`pulsar_model.replication.cache.replay_snapshot_cache` output the detector reads.
 REPLAY_COLUMNS: Final = (
@@ -570,7 +570,7 @@ def _evicted_useful_fn() -> Callable[[pd.DataFrame], list[dict[str, Any]]]:
 
 
 def evicted_useful_snapshots(events: DataFrame, replay: DataFrame) -> DataFrame:
-    """One row per mark-delete advance whose useful snapshot the bounded cache had evicted (SPEC §4.6).
+    """One row per mark-delete advance whose useful snapshot the bounded cache had evicted (docs §4.6).
 
     ``events`` are cache events (:func:`pulsar_model.replication.cache.snapshot_cache_events` or hand-built
     with :data:`~pulsar_model.replication.cache.EVENT_COLUMNS`), ``replay`` their
@@ -623,7 +623,7 @@ def _position_text(col: Column) -> Column:
 
 def snapshot_cache_evicted_useful(events: DataFrame, replay: DataFrame) -> DataFrame:
     """Findings of kind ``snapshot_cache_evicted_useful``: one row per replicated subscription with at least
-    one advance of :func:`evicted_useful_snapshots` (SPEC §4.6, §4.8, §12.9).
+    one advance of :func:`evicted_useful_snapshots` (docs §4.6, §4.8, §12.9).
 
     ``measure`` = such advances, ``position`` = the mark-delete of the latest one; the detail names the
     cache generation, the snapshot that should have been used and what the cache returned instead.
@@ -661,7 +661,7 @@ def snapshot_cache_evicted_useful(events: DataFrame, replay: DataFrame) -> DataF
         "%d of %d mark-delete advance(s) got an older snapshot or none from the %s snapshot cache: the "
         "newest snapshot not after the mark-delete had been evicted (latest: md %s should have applied %s "
         "at %s, the cache returned %s); the remote cursors are sent to older positions and a failover "
-        "redelivers more (SPEC §4.6, §4.8)",
+        "redelivers more (docs §4.6, §4.8)",
         F.col("_hits"),
         F.col("_advances"),
         F.col("_generation"),

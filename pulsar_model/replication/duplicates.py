@@ -1,4 +1,4 @@
-"""Failover duplicates of replicated subscriptions: what a switch to another cluster redelivers (SPEC §4.8).
+"""Failover duplicates of replicated subscriptions: what a switch to another cluster redelivers (docs §4.8).
 
 If the consumers of a replicated subscription moved from the *source* cluster to a *target* cluster now,
 the target redelivers every message after the target's mark-delete that is not individually acked there
@@ -12,7 +12,7 @@ ids ``sequence_id .. sequence_id + n - 1`` (the broker's assignment; the entry b
 are, so both clusters derive the same ids). A message is acknowledged on the source when its entry is at or
 before the source mark-delete or inside one of its individually-deleted ranges, or when it was trimmed from
 the source: a sequence id below the smallest one the source's export holds for that producer (ledgers are
-trimmed only below every durable cursor's mark-delete, SPEC §0.2; a producer absent from the source's
+trimmed only below every durable cursor's mark-delete, docs §0.2; a producer absent from the source's
 export altogether is not credited, so the count is then a lower bound).
 
 Bounds from the ledgers and the snapshot markers alone (every row, also without an entry dump), in
@@ -121,7 +121,7 @@ def failover_duplicates(
     *,
     materialise: Callable[[DataFrame], DataFrame] | None = None,
 ) -> DataFrame:
-    """Messages a failover from source to target would redeliver although the source acked them (SPEC §4.8).
+    """Messages a failover from source to target would redeliver although the source acked them (docs §4.8).
 
     One row per (topic, subscription, source cluster, target cluster) of :func:`replicated_pairs`.
     ``method``: ``exact`` when both clusters' topics have exported entries, else ``snapshot_bounds`` (the

@@ -1,4 +1,4 @@
-"""Replicated-subscription snapshot assembly from exported markers (SPEC §4.3-§4.5, §4.7, §4.8, §11.12-13).
+"""Replicated-subscription snapshot assembly from exported markers (docs §4.3-§4.5, §4.7, §4.8, §11.12-13).
 
 A snapshot started on a source cluster S leaves markers in every cluster's copy of the topic:
 
@@ -52,10 +52,10 @@ __all__ = [
 
 Position = tuple[int, int]
 
-#: ``replicatedSubscriptionsSnapshotTimeoutSeconds`` / ``...FrequencyMillis`` defaults (SPEC §4.2).
+#: ``replicatedSubscriptionsSnapshotTimeoutSeconds`` / ``...FrequencyMillis`` defaults (docs §4.2).
 DEFAULT_TIMEOUT_SECONDS: Final = 30
 DEFAULT_FREQUENCY_MS: Final = 1000
-#: ``replicatorPrefix``: a replicator cursor is ``pulsar.repl.<remote>`` (SPEC §4.2).
+#: ``replicatorPrefix``: a replicator cursor is ``pulsar.repl.<remote>`` (docs §4.2).
 REPLICATOR_PREFIX: Final = "pulsar.repl."
 
 STATUS_COMPLETE: Final = "complete"
@@ -188,7 +188,7 @@ def assemble_snapshots(
     frequency_ms: int,
     checked_at_ms: int | None,
 ) -> list[dict[str, Any]]:
-    """Replay the snapshot builder (SPEC §4.5) over one source cluster's topic; one dict per snapshot id.
+    """Replay the snapshot builder (docs §4.5) over one source cluster's topic; one dict per snapshot id.
 
     ``records`` are the markers routed to this (source, topic); ``remotes`` the source's remote clusters.
     The builder sees the received responses in local position order; a response is processed only when
@@ -218,7 +218,7 @@ def assemble_snapshots(
         started = requests[0].publish_time_ms if requests else None
         timeout_at = None if started is None else started + timeout_ms
         responses = _pair_responses(s)
-        # the builder (SPEC §4.5), responses in local position order
+        # the builder (docs §4.5), responses in local position order
         missing = set(remote_set)
         kept: dict[str, Position | None] = {}
         first_round_complete = done = False
@@ -514,7 +514,7 @@ def snapshot_assembly(
     checked_at_by_topic: DataFrame | None = None,
 ) -> DataFrame:
     """One row per (source cluster, topic, snapshot id): the replicated-subscription snapshot protocol
-    reassembled from the ``markers`` of every cluster (SPEC §4.3-§4.5, §4.7, §4.8).
+    reassembled from the ``markers`` of every cluster (docs §4.3-§4.5, §4.7, §4.8).
 
     Columns: ``cluster`` (the source), ``topic`` (export keys too when present), ``snapshot_id``,
     ``status`` (``complete`` | ``pending`` | ``timed_out`` | ``orphan`` = markers of a snapshot whose
@@ -547,7 +547,7 @@ def snapshot_assembly(
         raise ContractError(f"markers lacks column(s) {missing}; see schemas/markers.yaml.")
     if timeout_seconds < 0 or frequency_ms <= 0:
         raise ConfigError(
-            f"timeout_seconds={timeout_seconds} must be >= 0 and frequency_ms={frequency_ms} > 0 (SPEC §4.2)."
+            f"timeout_seconds={timeout_seconds} must be >= 0 and frequency_ms={frequency_ms} > 0 (docs §4.2)."
         )
     now_ms = _checked_at_ms(checked_at)
     export_keys = [k for k in EXPORT_KEYS if k in markers.columns]

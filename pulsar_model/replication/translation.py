@@ -1,4 +1,4 @@
-"""Replicated-subscription position translation across clusters (SPEC §4.4, §4.6, §4.8).
+"""Replicated-subscription position translation across clusters (docs §4.4, §4.6, §4.8).
 
 A replicated subscription's mark-delete on a *source* cluster reaches a *target* cluster only through the
 UPDATE markers (type 13) the source writes when its mark-delete passes a cached snapshot (§4.6); the target
@@ -12,7 +12,7 @@ exported markers and cursors of all clusters at once:
   the target position the broker sets (expected) beside the target cursor's exported one (actual), whether
   the UPDATE reached the target, and ``in_sync`` / ``lagging`` / ``stalled`` / ``inactive``;
 * :func:`existing_entries_between` - entries the ledger list says exist in ``(lower, upper]`` minus acked
-  ranges (SPEC §0.2), shared by the duplicate bounds and the detectors.
+  ranges (docs §0.2), shared by the duplicate bounds and the detectors.
 
 Every input holds one export per (cluster, topic) (a run date); extra columns are ignored. Pure and lazy.
 """
@@ -47,7 +47,7 @@ __all__ = [
     "subscription_updates",
 ]
 
-#: ``MarkerType`` numbers of the replicated-subscription markers (SPEC §4.3).
+#: ``MarkerType`` numbers of the replicated-subscription markers (docs §4.3).
 MARKER_SNAPSHOT_REQUEST: Final = 10
 MARKER_SNAPSHOT_RESPONSE: Final = 11
 MARKER_SNAPSHOT: Final = 12
@@ -62,7 +62,7 @@ STATUS_LAGGING: Final = "lagging"
 STATUS_STALLED: Final = "stalled"
 STATUS_INACTIVE: Final = "inactive"
 
-#: Default stall thresholds: with ``replicatedSubscriptionsSnapshotFrequencyMillis`` = 1 s (SPEC §4.2) an
+#: Default stall thresholds: with ``replicatedSubscriptionsSnapshotFrequencyMillis`` = 1 s (docs §4.2) an
 #: active subscription normally sees a new UPDATE within seconds; ten minutes without one while the source
 #: mark-delete moved on, or a source mark-delete this many entries past the last UPDATE, means snapshots
 #: stopped completing or the cache no longer returns them (§4.8 "other sources of duplicates").
@@ -120,7 +120,7 @@ def _opt(df: DataFrame, name: str, sql_type: str) -> Column:
 
 def last_cluster_position(clusters: Column, cluster: Column) -> Column:
     """The position listed for ``cluster`` in a marker's ``clusters`` array; the **last** match wins
-    (SPEC §4.4 ``receiveSubscriptionUpdated``); null when the cluster is not listed."""
+    (docs §4.4 ``receiveSubscriptionUpdated``); null when the cluster is not listed."""
     matching = F.filter(clusters, lambda c: c["cluster"] == cluster)
     return F.when(F.size(matching) > 0, as_position(F.element_at(matching, -1)["position"]))
 
@@ -157,7 +157,7 @@ def existing_entries_between(
     One row per request (every request column kept). ``requests`` needs ``cluster, topic``, the unique
     request ``keys``, ``lower`` and ``upper`` (positions) and ``acked`` (``array<struct<lower, upper>>`` of
     disjoint open-closed ranges, null = none). The open ledger holds ``current_ledger_entries`` (it is listed
-    0/0, SPEC §0.2); trimmed ledgers hold nothing. 0 when ``lower >= upper``; null when a bound is null.
+    0/0, docs §0.2); trimmed ledgers hold nothing. 0 when ``lower >= upper``; null when a bound is null.
     Pure and lazy.
     """
     require(requests, ["cluster", "topic", *keys, "lower", "upper", "acked"], "requests")
@@ -220,7 +220,7 @@ def existing_entries_between(
 
 
 def replicated_pairs(cursors: DataFrame, managed_ledgers: DataFrame) -> DataFrame:
-    """One row per (topic, subscription, source cluster, target cluster) (SPEC §4.2, §4.4).
+    """One row per (topic, subscription, source cluster, target cluster) (docs §4.2, §4.4).
 
     The source is every cluster where the subscription's cursor is a replicated subscription
     (``is_replicated``, ``cursor_kind = subscription``); the targets are the other clusters whose export
@@ -280,7 +280,7 @@ def replicated_pairs(cursors: DataFrame, managed_ledgers: DataFrame) -> DataFram
 
 
 def subscription_updates(markers: DataFrame) -> DataFrame:
-    """One row per (UPDATE marker written locally, cluster it names) (SPEC §4.4 ``localSubscriptionUpdated``).
+    """One row per (UPDATE marker written locally, cluster it names) (docs §4.4 ``localSubscriptionUpdated``).
 
     Only UPDATE markers (type 13) a cluster wrote itself (``replicated_from`` null) - copies that arrived
     from elsewhere are the other cluster's. Columns: ``source_cluster, topic, subscription,
@@ -366,7 +366,7 @@ def _delivered_updates(markers: DataFrame) -> DataFrame:
 
 def _snapshots(markers: DataFrame) -> DataFrame:
     """SNAPSHOT markers (type 12) a cluster wrote: ``source_cluster, topic, snapshot_id, snapshot_position,
-    snapshot_local_position, clusters, _clusters_key`` (SPEC §4.5)."""
+    snapshot_local_position, clusters, _clusters_key`` (docs §4.5)."""
     return markers.where(
         (F.col("marker_type") == MARKER_SNAPSHOT) & F.col("replicated_from").isNull()
     ).select(
@@ -422,7 +422,7 @@ def position_translation(
     stall_lead_entries: int = DEFAULT_STALL_LEAD_ENTRIES,
     materialise: Callable[[DataFrame], DataFrame] | None = None,
 ) -> DataFrame:
-    """Expected vs actual remote mark-delete per (topic, subscription, source, target) (SPEC §4.4-§4.8).
+    """Expected vs actual remote mark-delete per (topic, subscription, source, target) (docs §4.4-§4.8).
 
     One row per :func:`replicated_pairs` row. From the source's own markers: ``updates_written`` and the
     last UPDATE it wrote for the subscription (``last_update_position``/``_publish_time_ms``); the last

@@ -1,4 +1,4 @@
-"""Pulsar's stored-entry wire format: protobuf metadata, batches, markers (SPEC §4.3, §5.4-5.5, §7.1, §8).
+"""Pulsar's stored-entry wire format: protobuf metadata, batches, markers (docs §4.3, §5.4-5.5, §7.1, §8).
 
 * :mod:`pulsar_model.wire.codec` - encode/decode one stored BookKeeper entry
   (:func:`decode_entry`, :func:`encode_message_entry`, :func:`encode_batch_entry`,

@@ -1,6 +1,6 @@
 """Pulsar's stored-entry format: encode and decode one BookKeeper ledger entry.
 
-Layout of one stored entry (SPEC §4.3, §5.4-5.5, §8.2-8.3)::
+Layout of one stored entry (docs §4.3, §5.4-5.5, §8.2-8.3)::
 
     [0x0e02][u32 size][BrokerEntryMetadata]        optional, prepended by the broker
     [0x0e01][u32 CRC32C of everything after it]    optional (entries written without checksum)
@@ -17,7 +17,7 @@ Integer conventions (documented once, used everywhere):
   Java ``long`` (e.g. before putting the value into a Spark ``bigint`` column). Encoders accept any value
   in ``[-2**63, 2**64)`` and store it modulo ``2**64``.
 * Positions (ledger id, entry id) inside markers and :class:`MessageId` are Java longs and decode as
-  **signed** values (``-1`` stays ``-1``, SPEC §0.1).
+  **signed** values (``-1`` stays ``-1``, docs §0.1).
 
 Decoding is one call per entry and is meant to run inside Spark Arrow UDFs: results are
 ``NamedTuple`` values (cheap to build, immutable), metadata is read by a small protobuf wire scanner
@@ -79,7 +79,7 @@ __all__ = [
 
 # --- constants ------------------------------------------------------------------------------------
 
-# The envelope's magic numbers are Pulsar's (Commands.java); SPEC §4.3 only names the CRC32C checksum.
+# The envelope's magic numbers are Pulsar's (Commands.java); docs §4.3 only names the CRC32C checksum.
 #: Magic that starts the optional broker-entry-metadata section, prepended by the broker when
 #: broker entry metadata is enabled; it precedes the checksum section.
 MAGIC_BROKER_ENTRY_METADATA: Final = 0x0E02
@@ -89,11 +89,11 @@ MAGIC_CRC32C: Final = 0x0E01
 _MAGIC_BEM_BYTES: Final = MAGIC_BROKER_ENTRY_METADATA.to_bytes(2, "big")
 _MAGIC_CRC_BYTES: Final = MAGIC_CRC32C.to_bytes(2, "big")
 
-#: Producer name of replicated-subscription marker entries (SPEC §4.3).
+#: Producer name of replicated-subscription marker entries (docs §4.3).
 MARKER_PRODUCER_NAME: Final = "pulsar.marker"
-#: Producer name of transaction marker entries (SPEC §8.3).
+#: Producer name of transaction marker entries (docs §8.3).
 TXN_MARKER_PRODUCER_NAME: Final = "pulsar.txn.marker"
-#: Transaction markers are written with sequence id -1 (a Java long in a uint64 field, SPEC §8.3).
+#: Transaction markers are written with sequence id -1 (a Java long in a uint64 field, docs §8.3).
 TXN_MARKER_SEQUENCE_ID: Final = (1 << 64) - 1
 
 #: ``CompressionType`` names by enum number (MessageMetadata.compression = 8).
@@ -184,7 +184,7 @@ class DecodedMessage(NamedTuple):
 
 
 class DecodedEntry(NamedTuple):
-    """One decoded stored entry (SPEC §4.3, §5.4, §8.3): its envelope, MessageMetadata and messages.
+    """One decoded stored entry (docs §4.3, §5.4, §8.3): its envelope, MessageMetadata and messages.
 
     Absent optional metadata fields are ``None`` (not the protobuf default). ``payload_size`` is the
     number of stored payload bytes after the metadata (compressed size); ``uncompressed_size`` is the
@@ -236,7 +236,7 @@ class DecodedEntry(NamedTuple):
 
 
 class MessageId(NamedTuple):
-    """A ``MessageIdData`` (SPEC §7.1); ledger and entry ids as signed Java longs."""
+    """A ``MessageIdData`` (docs §7.1); ledger and entry ids as signed Java longs."""
 
     ledger_id: int
     entry_id: int
@@ -571,7 +571,7 @@ def _decompress(codec: int, payload: bytes, expected: int | None) -> bytes:
 
 
 def _split_batch(buf: bytes, count: int, include_payload: bool) -> tuple[DecodedMessage, ...]:
-    """Split a decompressed batch payload into ``count`` messages (SPEC §5.4); one per batch slot.
+    """Split a decompressed batch payload into ``count`` messages (docs §5.4); one per batch slot.
 
     Each slot's SingleMessageMetadata is read by an inline copy of _scan's loop that assigns locals
     instead of filling a dict: this runs once per message and dominates batch decoding time.
@@ -711,7 +711,7 @@ def decode_entry(
     include_payload: bool = False,
     strict_markers: bool = True,
 ) -> DecodedEntry:
-    """Decode one stored ledger entry (SPEC §4.3, §5.4-5.5, §8.2-8.3); one result per entry.
+    """Decode one stored ledger entry (docs §4.3, §5.4-5.5, §8.2-8.3); one result per entry.
 
     ``checksum_mode``: ``"raise"`` (default) raises ``bad_checksum`` on a CRC32C mismatch; ``"flag"``
     decodes anyway and sets ``checksum_ok=False``; ``"skip"`` does not compute it (``checksum_ok``
@@ -948,7 +948,7 @@ def _missing(msg: Any) -> str:
 
 
 def decode_message_id(data: bytes) -> MessageId:
-    """Decode a serialized ``MessageIdData`` (SPEC §7.1), e.g. the compaction horizon in ledger metadata."""
+    """Decode a serialized ``MessageIdData`` (docs §7.1), e.g. the compaction horizon in ledger metadata."""
     msg = _pb.MessageIdData()
     try:
         msg.ParseFromString(bytes(data))
@@ -1069,7 +1069,7 @@ def encode_message_entry(
 ) -> bytes:
     """Encode one non-batched message as a stored entry (no ``num_messages_in_batch``).
 
-    ``txn_id`` is ``(most_bits, least_bits)`` (SPEC §8.2). A null value must have an empty payload.
+    ``txn_id`` is ``(most_bits, least_bits)`` (docs §8.2). A null value must have an empty payload.
     ``set_uncompressed_size=False`` leaves ``uncompressed_size`` out (as some non-Java clients do).
     """
     if null_value and payload:
@@ -1161,17 +1161,17 @@ def encode_marker_entry(
     broker_entry: BrokerEntry | None = None,
     checksum: bool = True,
 ) -> bytes:
-    """Encode a marker entry as the broker writes it (SPEC §4.3, §8.3).
+    """Encode a marker entry as the broker writes it (docs §4.3, §8.3).
 
     Replicated-subscription markers: producer ``pulsar.marker``, sequence id 0, the marker as payload.
-    ``replicate_to=None`` means SPEC §4.3's default for the type: REQUEST and UPDATE are not
+    ``replicate_to=None`` means docs §4.3's default for the type: REQUEST and UPDATE are not
     restricted; RESPONSE (``[source cluster of the request]``) and SNAPSHOT (``[local cluster]``) need
     the cluster, so it must be passed. Transaction markers: producer ``pulsar.txn.marker``, sequence id
     -1 (stored as ``2**64 - 1``), empty payload, ``txn_id=(most, least)`` required, no replicate_to.
     """
     if isinstance(marker, TxnMarker):
         if txn_id is None:
-            raise EntryEncodeError("a transaction marker needs txn_id=(most_bits, least_bits) (SPEC §8.3)")
+            raise EntryEncodeError("a transaction marker needs txn_id=(most_bits, least_bits) (docs §8.3)")
         producer, sequence = TXN_MARKER_PRODUCER_NAME, TXN_MARKER_SEQUENCE_ID
     elif isinstance(marker, SnapshotRequest | SubscriptionUpdate):
         producer, sequence = MARKER_PRODUCER_NAME, 0
@@ -1185,7 +1185,7 @@ def encode_marker_entry(
             )
             raise EntryEncodeError(
                 f"{type(marker).__name__} markers are sent only to {target}: pass replicate_to=[<cluster>] "
-                "(SPEC §4.3)"
+                "(docs §4.3)"
             )
     else:
         raise EntryEncodeError(f"not a marker: {marker!r}")
@@ -1197,7 +1197,7 @@ def encode_marker_entry(
 
 
 def encode_message_id(message_id: MessageId) -> bytes:
-    """Serialize a ``MessageIdData`` (SPEC §7.1); inverse of :func:`decode_message_id`."""
+    """Serialize a ``MessageIdData`` (docs §7.1); inverse of :func:`decode_message_id`."""
     msg = _pb.MessageIdData(
         ledgerId=_u64(message_id.ledger_id, "ledger_id"), entryId=_u64(message_id.entry_id, "entry_id")
     )

@@ -1,11 +1,11 @@
-"""Marker payloads of Pulsar's server-only marker entries (SPEC §4.3, §8.3).
+"""Marker payloads of Pulsar's server-only marker entries (docs §4.3, §8.3).
 
 One marker value per marker entry. Replicated-subscription markers (types 10-13) carry a protobuf
 payload (``PulsarMarkers.proto``); transaction markers (types 20-22) carry an empty payload and
 identify the transaction through ``MessageMetadata.txnid_most_bits/least_bits``.
 
 Positions inside markers are ``(ledger_id, entry_id)`` pairs. Pulsar writes Java longs into uint64
-fields, so they are decoded as **signed** 64-bit values (``-1`` stays ``-1``, SPEC §0.1); the
+fields, so they are decoded as **signed** 64-bit values (``-1`` stays ``-1``, docs §0.1); the
 encoder accepts any value in ``[-2**63, 2**64)``.
 """
 
@@ -41,7 +41,7 @@ _I64_SIGN = 1 << 63
 
 
 class MarkerType(IntEnum):
-    """``MessageMetadata.marker_type`` values (SPEC §4.3 enum ``MarkerType``)."""
+    """``MessageMetadata.marker_type`` values (docs §4.3 enum ``MarkerType``)."""
 
     UNKNOWN_MARKER = 0
     REPLICATED_SUBSCRIPTION_SNAPSHOT_REQUEST = 10
@@ -53,9 +53,9 @@ class MarkerType(IntEnum):
     TXN_ABORT = 22
 
 
-#: Marker types whose payload is a PulsarMarkers protobuf message (SPEC §4.3).
+#: Marker types whose payload is a PulsarMarkers protobuf message (docs §4.3).
 REPLICATED_SUBSCRIPTION_MARKER_TYPES = frozenset({10, 11, 12, 13})
-#: Transaction marker types; their payload is empty (SPEC §8.3).
+#: Transaction marker types; their payload is empty (docs §8.3).
 TXN_MARKER_TYPES = frozenset({20, 21, 22})
 
 Position: TypeAlias = tuple[int, int]
@@ -114,7 +114,7 @@ class SubscriptionUpdate:
 
 @dataclass(frozen=True, slots=True)
 class TxnMarker:
-    """A transaction marker (20 TXN_COMMITTING, 21 TXN_COMMIT, 22 TXN_ABORT); empty payload (SPEC §8.3)."""
+    """A transaction marker (20 TXN_COMMITTING, 21 TXN_COMMIT, 22 TXN_ABORT); empty payload (docs §8.3)."""
 
     marker_type: int
 

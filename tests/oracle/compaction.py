@@ -1,11 +1,11 @@
-"""Plain-Python oracle of Pulsar topic compaction, written straight from SPEC §5.4 and §5.5.
+"""Plain-Python oracle of Pulsar topic compaction, written straight from docs §5.4 and §5.5.
 
-Deliberately literal: phase one is the SPEC's read loop over the topic's entries with a ``latest`` dict,
+Deliberately literal: phase one is the docs' read loop over the topic's entries with a ``latest`` dict,
 phase two the second read loop from ``from`` to ``to`` with ``rebatch``. No Spark, no windows, nothing
 shared with ``pulsar_model.compaction``. Ids are tuples ``(ledger_id, entry_id, batch_index)``;
 entry-level ids use batch index ``-1``.
 
-Two compactor generations (SPEC §5.4 last paragraph, §11 item 15):
+Two compactor generations (docs §5.4 last paragraph, §11 item 15):
 
 * ``current=True``: markers count as deleted and are skipped in phase two; key-less messages count as
   deleted / are dropped unless ``retain_null_key``; a batch is deleted iff every message in it counted
@@ -34,13 +34,13 @@ class Message:
     payload_size: int
     null_value: bool = False
     compacted_out: bool = False
-    # Non-batched only: the entry's metadata sets uncompressed_size. SPEC §5.4 compact_single: "size =
+    # Non-batched only: the entry's metadata sets uncompressed_size. docs §5.4 compact_single: "size =
     # uncompressed_size if set, else the readable bytes of the entry buffer" (metadata included, > 0).
     uncompressed_size_set: bool = True
 
     @property
     def empty(self) -> bool:
-        # SPEC §5.4: size <= 0 is a tombstone; a null value has no payload.
+        # docs §5.4: size <= 0 is a tombstone; a null value has no payload.
         return self.payload_size <= 0 or self.null_value
 
     @property

@@ -1,13 +1,13 @@
-"""Reference model of the exact backlog of exported entries (SPEC §1.2, §1.8, §2.5, §8.3-§8.5).
+"""Reference model of the exact backlog of exported entries (docs §1.2, §1.8, §2.5, §8.3-§8.5).
 
-Plain Python, one topic at a time, written straight from the SPEC and independent of
+Plain Python, one topic at a time, written straight from docs/semantics and independent of
 ``pulsar_model.backlog_exact``: entries are a list, a request is an interval plus acked ranges, and every
 rule is a loop over the entries.
 
 * An entry is counted when ``lower < position <= upper`` and no acked open-closed range ``(a, b]``
-  contains it (SPEC §1.2: ``individuallyDeletedMessages`` are open-closed; §1.8: the backlog is
+  contains it (docs §1.2: ``individuallyDeletedMessages`` are open-closed; §1.8: the backlog is
   ``(md, LAC]`` minus them).
-* Kinds (SPEC §8.3-§8.5): an entry with a ``marker_type`` is a marker (transaction markers 20-22
+* Kinds (docs §8.3-§8.5): an entry with a ``marker_type`` is a marker (transaction markers 20-22
   included); a data entry with a transaction id takes the state of its transaction in the topic: the
   first end marker (21 commit / 22 abort, smallest position, carrying the same txn id) decides;
   committed -> data, aborted -> aborted, no end marker -> uncommitted. Everything else is data.
@@ -26,7 +26,7 @@ Position = tuple[int, int]
 AckedRange = tuple[Position, Position]  # open-closed (lower, upper]
 Txn = tuple[int, int]  # (txnid_most_bits, txnid_least_bits)
 
-#: MarkerType values of the transaction end markers (SPEC §8.3).
+#: MarkerType values of the transaction end markers (docs §8.3).
 TXN_COMMIT = 21
 TXN_ABORT = 22
 
@@ -142,7 +142,7 @@ def age_seconds(exported_at_ms: int | None, publish_time_ms: int | None) -> int 
 
 
 def non_precise_backlog(entries_added: int | None, consumed: int | None, precise: int | None) -> int | None:
-    """SPEC §1.8 ``getNumberOfEntriesInBacklog(false)``; None when a counter is unknown."""
+    """docs §1.8 ``getNumberOfEntriesInBacklog(false)``; None when a counter is unknown."""
     if entries_added is None or consumed is None:
         return None
     backlog = entries_added - consumed

@@ -1,7 +1,7 @@
-"""Plain-Python oracle for failover active-consumer selection, written line by line from SPEC §6.
+"""Plain-Python oracle for failover active-consumer selection, written line by line from docs §6.
 
-Independent of :mod:`pulsar_model.failover`: its own MurmurHash3 (SPEC §6.3 constants), its own Java
-``String.compareTo`` (UTF-16 code units), its own ``TopicName.getPartitionIndex`` (SPEC §6.5, new and
+Independent of :mod:`pulsar_model.failover`: its own MurmurHash3 (docs §6.3 constants), its own Java
+``String.compareTo`` (UTF-16 code units), its own ``TopicName.getPartitionIndex`` (docs §6.5, new and
 old rules). No Spark, no mmh3.
 """
 
@@ -20,7 +20,7 @@ def _rotl(x: int, r: int) -> int:
 
 
 def murmur3_32(data: bytes, seed: int = 0) -> int:
-    """MurmurHash3 x86 32-bit as described in SPEC §6.3 (unsigned result)."""
+    """MurmurHash3 x86 32-bit as described in docs §6.3 (unsigned result)."""
     c1, c2 = 0xCC9E2D51, 0x1B873593
     h = seed & MASK32
     n_blocks = len(data) // 4
@@ -54,7 +54,7 @@ def murmur3_32(data: bytes, seed: int = 0) -> int:
 
 
 def h(s: str) -> int:
-    """SPEC §6.3 ``h(s)``: Murmur3 seed 0 over UTF-8 bytes, then ``& 0x7fffffff``."""
+    """docs §6.3 ``h(s)``: Murmur3 seed 0 over UTF-8 bytes, then ``& 0x7fffffff``."""
     return murmur3_32(s.encode("utf-8"), 0) & 0x7FFFFFFF
 
 
@@ -81,7 +81,7 @@ def java_compare(a: str, b: str) -> int:
 
 
 def partition_index_new(name: str) -> int:
-    """SPEC §6.5 new rule."""
+    """docs §6.5 new rule."""
     marker = "-partition-"
     if marker not in name:
         return -1
@@ -99,7 +99,7 @@ def partition_index_new(name: str) -> int:
 
 
 def partition_index_old(name: str) -> int:
-    """SPEC §6.5 old rule: the text after the last '-' (only for names containing ``-partition-``)."""
+    """docs §6.5 old rule: the text after the last '-' (only for names containing ``-partition-``)."""
     if "-partition-" not in name:
         return -1
     text = name[name.rfind("-") + 1 :]
@@ -126,7 +126,7 @@ def select_active(
     rule: str,
     old_partition_index: bool = False,
 ) -> str | None:
-    """Active consumer name; ``rule`` is ``"3x"`` (SPEC §6.3) or ``"2.10"`` (SPEC §6.4)."""
+    """Active consumer name; ``rule`` is ``"3x"`` (docs §6.3) or ``"2.10"`` (docs §6.4)."""
     if not consumers:
         return None
     arrival = sorted(consumers, key=lambda c: c.arrival)

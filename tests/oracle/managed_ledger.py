@@ -1,12 +1,12 @@
 """Reference model of Pulsar's managed-ledger / cursor arithmetic and backlog estimation.
 
-A line-by-line transcription of the pseudo-code in SPEC.md §1 (positions, counts, skip) and §2 (backlog
+A line-by-line transcription of the pseudo-code in docs §1 (positions, counts, skip) and §2 (backlog
 size), one managed ledger at a time, in plain Python. Clarity over speed: loops are written exactly like
-the SPEC so that this module can serve as the reference the Spark transforms are checked against.
+docs/semantics so that this module can serve as the reference the Spark transforms are checked against.
 
 Positions are ``(ledger_id, entry_id)`` tuples; Python orders tuples lexicographically, which is
-Pulsar's position ordering (SPEC §0.1). Individually-deleted ranges are ``(lower, upper)`` pairs meaning
-the open-closed range ``(lower, upper]`` (SPEC §1.2).
+Pulsar's position ordering (docs §0.1). Individually-deleted ranges are ``(lower, upper)`` pairs meaning
+the open-closed range ``(lower, upper]`` (docs §1.2).
 
 Where Java would throw, the oracle raises an :class:`OracleError` subclass instead of returning.
 """
@@ -27,11 +27,11 @@ ConsumedGeneration = Literal["v1", "v2", "v3"]
 Bound = Literal["startIncluded", "startExcluded"]
 DeletedEntries = Literal["Include", "Exclude"]
 
-#: Java's Long.MAX_VALUE; LATEST = (MAX, MAX) (SPEC §0.1).
+#: Java's Long.MAX_VALUE; LATEST = (MAX, MAX) (docs §0.1).
 LONG_MAX = 2**63 - 1
 EARLIEST: Position = (-1, -1)
 LATEST: Position = (LONG_MAX, LONG_MAX)
-#: Entry id meaning "before the first entry of the ledger" (SPEC §0.1).
+#: Entry id meaning "before the first entry of the ledger" (docs §0.1).
 BEFORE_FIRST_ENTRY = -1
 
 
@@ -40,19 +40,19 @@ class OracleError(Exception):
 
 
 class OracleNPEError(OracleError):
-    """A NullPointerException in the modelled Java code (2.x-old getPositionAfterN, SPEC §1.9)."""
+    """A NullPointerException in the modelled Java code (2.x-old getPositionAfterN, docs §1.9)."""
 
 
 class OracleIllegalArgumentError(OracleError):
-    """An IllegalArgumentException (4.x getNumberOfEntries with lower > upper, SPEC §1.7)."""
+    """An IllegalArgumentException (4.x getNumberOfEntries with lower > upper, docs §1.7)."""
 
 
 class OracleMarkDeleteRejectedError(OracleError):
-    """Mark-delete beyond LAC rejected with "Invalid mark deleted position" (SPEC §1.2)."""
+    """Mark-delete beyond LAC rejected with "Invalid mark deleted position" (docs §1.2)."""
 
 
 class OracleUnreachableError(OracleError):
-    """A state SPEC calls unreachable (e.g. §1.9's infinite loop); strategies must not produce it."""
+    """A state the docs call unreachable (e.g. §1.9's infinite loop); strategies must not produce it."""
 
 
 # --------------------------------------------------------------------------------------------------
@@ -62,7 +62,7 @@ class OracleUnreachableError(OracleError):
 
 @dataclass
 class ManagedLedger:
-    """One managed ledger (SPEC §0.2).
+    """One managed ledger (docs §0.2).
 
     ``ledgers`` maps ledger id -> ``(entries, size)`` exactly as ``stats-internal`` lists them: the open
     (current) ledger is present with ``(0, 0)``; deleted ledgers are absent. Kept sorted by id.
@@ -114,7 +114,7 @@ class ManagedLedger:
 
 @dataclass
 class Cursor:
-    """One cursor of a managed ledger (SPEC §1.2, §1.11). ``order`` = insertion order (cursor_order)."""
+    """One cursor of a managed ledger (docs §1.2, §1.11). ``order`` = insertion order (cursor_order)."""
 
     name: str
     order: int
@@ -130,7 +130,7 @@ class Cursor:
 
 @dataclass(frozen=True)
 class Semantics:
-    """Which variant of every version-dependent algorithm a broker version runs (SPEC §0.3 labels)."""
+    """Which variant of every version-dependent algorithm a broker version runs (docs §0.3 labels)."""
 
     version: str
     position_family: PositionFamily  # §1.4/§1.5/§1.9: 2.x-old vs 3.x/4.x
@@ -152,9 +152,9 @@ def parse_version(version: str) -> tuple[int, int]:
 
 
 def semantics_for_version(version: str) -> Semantics:
-    """Map a broker version to the SPEC variants.
+    """Map a broker version to docs/semantics variants.
 
-    Mapping (SPEC §0.3 labels are approximate release boundaries):
+    Mapping (docs §0.3 labels are approximate release boundaries):
 
     * ``<= 2.8``: "2.x-old" position arithmetic (§1.4 2.x-old isValid, §1.5 NPE→LAC.next, §1.9 no clamp,
       NPE on deleted ledgers), consumed-size v1 (no full-ledger shortcut);
@@ -182,7 +182,7 @@ def semantics_for_version(version: str) -> Semantics:
 
 
 def get_previous_position(ml: ManagedLedger, p: Position) -> Position:
-    """SPEC §1.3 getPreviousPosition (identical 2.x-4.x)."""
+    """docs §1.3 getPreviousPosition (identical 2.x-4.x)."""
     if p[1] > 0:
         return (p[0], p[1] - 1)
     earlier = [lid for lid in ml.ledgers if lid < p[0]]
@@ -196,7 +196,7 @@ def get_previous_position(ml: ManagedLedger, p: Position) -> Position:
 
 
 def is_valid_position(ml: ManagedLedger, p: Position, family: PositionFamily = "3x") -> bool:
-    """SPEC §1.4 isValidPosition (3.x/4.x, or the 2.x-old order)."""
+    """docs §1.4 isValidPosition (3.x/4.x, or the 2.x-old order)."""
     if family == "2x-old":
         if p[1] < 0:
             return False
@@ -222,7 +222,7 @@ def is_valid_position(ml: ManagedLedger, p: Position, family: PositionFamily = "
 
 
 def get_next_valid_position(ml: ManagedLedger, p: Position, family: PositionFamily = "3x") -> Position:
-    """SPEC §1.5 getNextValidPosition (3.x/4.x getValidPositionAfterSkippedEntries(P, 1); 2.x-old)."""
+    """docs §1.5 getNextValidPosition (3.x/4.x getValidPositionAfterSkippedEntries(P, 1); 2.x-old)."""
     q = (p[0], p[1] + 1)
     while not is_valid_position(ml, q, family):
         nxt = ml.higher_key(q[0])
@@ -237,7 +237,7 @@ def get_next_valid_position(ml: ManagedLedger, p: Position, family: PositionFami
 
 
 def get_first_position(ml: ManagedLedger) -> Position | None:
-    """SPEC §1.6 getFirstPosition."""
+    """docs §1.6 getFirstPosition."""
     if not ml.ledgers:
         return None
     first = min(ml.ledgers)
@@ -260,9 +260,9 @@ def number_of_entries(
     family: CountFamily = "3x",
     guava: bool = False,
 ) -> int:
-    """SPEC §1.7 ManagedLedgerImpl.getNumberOfEntries(range); raises OracleIllegalArgumentError (4.x).
+    """docs §1.7 ManagedLedgerImpl.getNumberOfEntries(range); raises OracleIllegalArgumentError (4.x).
 
-    ``guava=True`` adds what a Java caller meets before the method runs (not in SPEC): Guava's Range
+    ``guava=True`` adds what a Java caller meets before the method runs (not in docs/semantics): Guava's Range
     factories reject ``lower > upper`` and the empty open range ``(x, x)`` with IllegalArgumentException.
     """
     if guava and (lo > hi or (lo == hi and not lo_closed and not hi_closed)):
@@ -361,7 +361,7 @@ def ml_count_range(ml: ManagedLedger, r: Range, family: CountFamily) -> int:
 def cursor_number_of_entries(
     ml: ManagedLedger, idm: Sequence[IdmRange], r: Range, family: CountFamily
 ) -> int:
-    """SPEC §1.8 cursor.getNumberOfEntries(range): ML count minus ML counts of IDM intersections."""
+    """docs §1.8 cursor.getNumberOfEntries(range): ML count minus ML counts of IDM intersections."""
     all_entries = ml_count_range(ml, r, family)
     deleted = 0
     for lower, upper in idm:
@@ -379,9 +379,9 @@ def precise_backlog(
     guard: bool = True,
     guava: bool = False,
 ) -> int:
-    """SPEC §1.8 getNumberOfEntriesInBacklog(precise): 0 if md >= LAC (3.x+), else count((md, LAC]).
+    """docs §1.8 getNumberOfEntriesInBacklog(precise): 0 if md >= LAC (3.x+), else count((md, LAC]).
 
-    Without the guard (2.x) and ``md > LAC`` SPEC's arithmetic runs on a reversed range; ``guava=True``
+    Without the guard (2.x) and ``md > LAC`` the docs' arithmetic runs on a reversed range; ``guava=True``
     raises instead, as ``Range.openClosed(md, LAC)`` does in Java.
     """
     if guard and md >= ml.lac:
@@ -394,7 +394,7 @@ def precise_backlog(
 def number_of_entries_to_read(
     ml: ManagedLedger, rp: Position, idm: Sequence[IdmRange], family: CountFamily = "3x"
 ) -> int:
-    """SPEC §1.8 cursor.getNumberOfEntries(): 0 if rp > LAC.next, else count([rp, LAC.next))."""
+    """docs §1.8 cursor.getNumberOfEntries(): 0 if rp > LAC.next, else count([rp, LAC.next))."""
     if rp > ml.lac_next:
         return 0
     return cursor_number_of_entries(ml, idm, Range(rp, True, ml.lac_next, False), family)
@@ -403,7 +403,7 @@ def number_of_entries_to_read(
 def number_of_entries_in_storage(
     ml: ManagedLedger, md: Position, family: CountFamily = "3x", old: bool = False
 ) -> int:
-    """SPEC §1.8 getNumberOfEntriesInStorage: ML count of (md, LAC] (3.x+); (md, LAC.next] in 2.x-old."""
+    """docs §1.8 getNumberOfEntriesInStorage: ML count of (md, LAC] (3.x+); (md, LAC.next] in 2.x-old."""
     hi = ml.lac_next if old else ml.lac
     return number_of_entries(ml, md, False, hi, True, family)
 
@@ -416,10 +416,10 @@ def number_of_entries_in_storage(
 def get_position_after_n(
     ml: ManagedLedger, start: Position, n: int, bound: Bound, family: PositionFamily = "3x"
 ) -> Position:
-    """SPEC §1.9 getPositionAfterN (3.x/4.x loop with LAC clamp, or the 2.x-old loop)."""
+    """docs §1.9 getPositionAfterN (3.x/4.x loop with LAC clamp, or the 2.x-old loop)."""
     if family == "2x-old":
         return _position_after_n_2x_old(ml, start, n, bound)
-    if bound == "startIncluded":  # noqa: SIM108 - mirrors the SPEC pseudo-code
+    if bound == "startIncluded":  # noqa: SIM108 - mirrors docs/semantics pseudo-code
         cur = start
     else:
         cur = get_next_valid_position(ml, start, "3x")
@@ -429,7 +429,7 @@ def get_position_after_n(
     while skip >= 0:
         iterations += 1
         if iterations > 100_000:
-            raise OracleUnreachableError("getPositionAfterN does not terminate (SPEC §1.9 unreachable state)")
+            raise OracleUnreachableError("getPositionAfterN does not terminate (docs §1.9 unreachable state)")
         if ml.current_ledger_id is not None and cur[0] == ml.current_ledger_id:
             last_ledger = True
             total = ml.lac[1] + 1 if ml.current_ledger_entries > 0 else 0
@@ -453,8 +453,8 @@ def get_position_after_n(
 
 
 def _position_after_n_2x_old(ml: ManagedLedger, start: Position, n: int, bound: Bound) -> Position:
-    """SPEC §1.9 "2.x-old differences": no entries guard, NPE on deleted ledgers, lastKey()+1, no clamp."""
-    if bound == "startIncluded":  # noqa: SIM108 - mirrors the SPEC pseudo-code
+    """docs §1.9 "2.x-old differences": no entries guard, NPE on deleted ledgers, lastKey()+1, no clamp."""
+    if bound == "startIncluded":  # noqa: SIM108 - mirrors docs/semantics pseudo-code
         cur = start
     else:
         cur = get_next_valid_position(ml, start, "2x-old")
@@ -519,12 +519,12 @@ def mark_delete(
     new: Position,
     family: PositionFamily = "3x",
 ) -> MarkDeleteResult:
-    """SPEC §1.2 mark-delete as used by asyncSkipEntries.
+    """docs §1.2 mark-delete as used by asyncSkipEntries.
 
     * ``new < md``: MarkDeletingMarkedPosition, which asyncSkipEntries treats as success (no change);
     * ``new > LAC``: rejected unless the next-ledger exception applies (raises OracleMarkDeleteRejectedError);
     * ``new == md``: no change (the extension runs only inside ManagedCursorImpl.setAcknowledgedPosition's
-      ``if (!newMarkDeletePosition.equals(oldMarkDeletePosition))`` block; SPEC §1.2 does not say so);
+      ``if (!newMarkDeletePosition.equals(oldMarkDeletePosition))`` block; docs §1.2 does not say so);
     * then the mark-delete extension across IDM ranges, ``removeAtMost(md)``, and
       ``rp = nextValid(md)`` when ``rp <= md``.
     """
@@ -557,7 +557,7 @@ def mark_delete(
 def get_num_individual_deleted_entries_to_skip(
     ml: ManagedLedger, md: Position, idm: Sequence[IdmRange], n: int, family: CountFamily = "3x"
 ) -> int:
-    """SPEC §1.10 getNumIndividualDeletedEntriesToSkip(n)."""
+    """docs §1.10 getNumIndividualDeletedEntriesToSkip(n)."""
     start = md
     total = 0
     deleted = 0
@@ -590,9 +590,9 @@ def skip_entries(
     semantics: Semantics,
     rp: Position | None = None,
 ) -> SkipResult:
-    """SPEC §1.10 skipEntries(n, Include|Exclude) followed by markDelete(target) (§1.2).
+    """docs §1.10 skipEntries(n, Include|Exclude) followed by markDelete(target) (§1.2).
 
-    ``rp`` defaults to ``nextValid(md)`` (the read position after recovery/reset, SPEC §1.2), since the
+    ``rp`` defaults to ``nextValid(md)`` (the read position after recovery/reset, docs §1.2), since the
     cursor export has no read position.
     """
     fam = semantics.position_family
@@ -620,7 +620,7 @@ def java_div(a: int, b: int) -> int:
 
 
 def consumed_ledger_size(size: int, entries: int, e: int, generation: ConsumedGeneration = "v3") -> int:
-    """SPEC §2.2 consumedLedgerSize(ledgerSize, ledgerEntries, consumedEntryId), generations v1/v2/v3."""
+    """docs §2.2 consumedLedgerSize(ledgerSize, ledgerEntries, consumedEntryId), generations v1/v2/v3."""
     if entries <= 0:
         return 0
     if generation == "v2" and entries == e + 1:
@@ -632,7 +632,7 @@ def consumed_ledger_size(size: int, entries: int, e: int, generation: ConsumedGe
 
 
 def slowest_durable_cursors(cursors: Iterable[Cursor]) -> list[Cursor]:
-    """SPEC §1.11 getSlowestConsumer candidates: durable cursors with the smallest md, by insertion order."""
+    """docs §1.11 getSlowestConsumer candidates: durable cursors with the smallest md, by insertion order."""
     durable = [c for c in cursors if c.durable]
     if not durable:
         return []
@@ -643,7 +643,7 @@ def slowest_durable_cursors(cursors: Iterable[Cursor]) -> list[Cursor]:
 def estimated_backlog_size(
     ml: ManagedLedger, cursors: Iterable[Cursor], semantics: Semantics
 ) -> tuple[str | None, int]:
-    """SPEC §2.3 getEstimatedBacklogSize(): (slowest durable cursor name, bytes).
+    """docs §2.3 getEstimatedBacklogSize(): (slowest durable cursor name, bytes).
 
     The name is the tie-break winner of the 3.1+ container (smallest ``order``); older brokers pick any of
     :func:`slowest_durable_cursors` (same md, hence the same size).
@@ -666,7 +666,7 @@ def estimated_backlog_size(
 
 
 def estimate_backlog_from_position(ml: ManagedLedger, pos: Position | None, semantics: Semantics) -> int:
-    """SPEC §2.4 getEstimatedBacklogSize(pos) / estimateBacklogFromPosition(pos).
+    """docs §2.4 getEstimatedBacklogSize(pos) / estimateBacklogFromPosition(pos).
 
     Raises OracleNPEError when ``pos`` is in an existing ledger and there is no current ledger (the Java code
     dereferences ``currentLedger``).
@@ -696,7 +696,7 @@ def estimate_backlog_from_position_no_current(ml: ManagedLedger, pos: Position, 
 def estimated_size_since_mark_delete(
     ml: ManagedLedger, md: Position, idm: Sequence[IdmRange], semantics: Semantics, master: bool = True
 ) -> int:
-    """SPEC §2.5 getEstimatedSizeSinceMarkDeletePosition (master subtracts IDM entries; 2.x does not)."""
+    """docs §2.5 getEstimatedSizeSinceMarkDeletePosition (master subtracts IDM entries; 2.x does not)."""
     total = estimate_backlog_from_position(ml, md, semantics)
     if not master:
         return total

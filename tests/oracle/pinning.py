@@ -1,7 +1,7 @@
 """Reference model of ledger trimming, pinning and unmoved cursors, one topic at a time, in plain Python.
 
 Written from the trimming rule as read in ``ManagedLedgerImpl.internalTrimLedgers`` (see the docstring of
-``pulsar_model/pinning.py`` for the sources) and SPEC §1.11, as a literal walk - the bound computed like the
+``pulsar_model/pinning.py`` for the sources) and docs §1.11, as a literal walk - the bound computed like the
 broker does, then ``headMap(bound)`` walked in id order and stopped at the current ledger - so that it is
 independent of the set-based predicates of the transform. Retention is ignored (broker defaults 0/0).
 """
@@ -48,7 +48,7 @@ def trimmable_ledgers(ml: ManagedLedger, slowest_md: Position | None, last_entry
 
 
 def durable_order(cursors: Iterable[Cursor]) -> list[Cursor]:
-    """Durable cursors in container order: (md, insertion order, name); readers excluded (SPEC §1.11)."""
+    """Durable cursors in container order: (md, insertion order, name); readers excluded (docs §1.11)."""
     return sorted((c for c in cursors if c.durable), key=lambda c: (c.mark_delete, c.order, c.name))
 
 

@@ -1,12 +1,12 @@
-"""Reference model of the backlog-quota eviction loops (SPEC §3.6, §3.7), one topic at a time.
+"""Reference model of the backlog-quota eviction loops (docs §3.6, §3.7), one topic at a time.
 
-Written straight from SPEC.md's pseudo-code; every managed-ledger operation (estimate, precise backlog,
+Written straight from the docs' pseudo-code; every managed-ledger operation (estimate, precise backlog,
 skip, mark-delete, position arithmetic) is the independent oracle of :mod:`tests.oracle.managed_ledger`.
-Only what SPEC leaves implicit is added, each with its source:
+Only what docs/semantics leaves implicit is added, each with its source:
 
-* ``toSkip``'s IEEE-754 operation order per version (SPEC §3.6 bullet 1): 3.0 ``(a / b) * c`` with a
+* ``toSkip``'s IEEE-754 operation order per version (docs §3.6 bullet 1): 3.0 ``(a / b) * c`` with a
   double target, 4.x ``a * c / b`` with ``target = (long) (0.9 * limit)``; Java's ``(int)`` cast saturates;
-* the consumed counter grows by the cursor count of ``(old md, target]`` (SPEC §1.2);
+* the consumed counter grows by the cursor count of ``(old md, target]`` (docs §1.2);
 * ``skipEntries`` failures are logged and the loop goes on with ``prev = cursor`` (BacklogQuotaManager 3.x /
   4.x copies); a failure computing the entries (2.x Guava range) leaves the loop;
 * the non-precise time loop stops on a closed ledger whose close time is unknown (export gap, not a broker
@@ -59,7 +59,7 @@ def version_tuple(version: str) -> tuple[int, int, int]:
 
 
 def formula_4x(version: str) -> bool:
-    """SPEC §3.6: the 4.x/master formula (long target); 3.0 and earlier: double target."""
+    """docs §3.6: the 4.x/master formula (long target); 3.0 and earlier: double target."""
     return version_tuple(version)[0] >= 4
 
 
@@ -83,7 +83,7 @@ def java_long(x: float) -> int:
 
 
 def slowest(cursors: list[QCursor]) -> tuple[QCursor | None, bool]:
-    """SPEC §1.11: durable cursor with the smallest md, ties -> smallest insertion order; (cursor, tie)."""
+    """docs §1.11: durable cursor with the smallest md, ties -> smallest insertion order; (cursor, tie)."""
     durable = [c for c in cursors if c.durable]
     if not durable:
         return None, False
@@ -133,7 +133,7 @@ def size_eviction(
     entries_added: int | None = None,
     use_counter: bool = True,
 ) -> SizeOutcome:
-    """SPEC §3.6 dropBacklogForSizeLimit on ``cursors`` (mutated)."""
+    """docs §3.6 dropBacklogForSizeLimit on ``cursors`` (mutated)."""
     sem = o.semantics_for_version(version)
     new_formula = formula_4x(version)
     backlog = estimate(ml, cursors, sem)
@@ -203,7 +203,7 @@ def time_eviction_ledgers(
     now_ms: int,
     version: str,
 ) -> TimeOutcome:
-    """SPEC §3.7 non-precise dropBacklogForTimeLimit on ``cursors`` (mutated)."""
+    """docs §3.7 non-precise dropBacklogForTimeLimit on ``cursors`` (mutated)."""
     sem = o.semantics_for_version(version)
     if limit_seconds <= 0:
         return TimeOutcome("quota_disabled", [], False)
@@ -261,7 +261,7 @@ def expire(
     closed_at_ms: dict[int, int | None] | None,
     version: str,
 ) -> ExpiryOutcome:
-    """Precise expiry of one subscription (SPEC §3.7): ledger-closure step, then OpFindNewest."""
+    """Precise expiry of one subscription (docs §3.7): ledger-closure step, then OpFindNewest."""
     sem = o.semantics_for_version(version)
     fam, cnt = sem.position_family, sem.count_family
 
@@ -290,7 +290,7 @@ def expire(
     try:
         md = c.mark_delete
         start = o.get_next_valid_position(ml, md, fam)
-        # SPEC §1.8: 2.x counted (md, LAC.next], 3.x+ (md, LAC]
+        # docs §1.8: 2.x counted (md, LAC.next], 3.x+ (md, LAC]
         hi_pos = ml.lac_next if version_tuple(version)[0] < 3 else ml.lac
         if md > hi_pos:
             raise o.OracleIllegalArgumentError("Guava openClosed(md, LAC)")

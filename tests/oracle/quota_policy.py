@@ -1,8 +1,8 @@
-"""Reference model of backlog-quota breach detection (SPEC §3.4) and the exact-data view, in plain Python.
+"""Reference model of backlog-quota breach detection (docs §3.4) and the exact-data view, in plain Python.
 
-Written straight from SPEC.md §3.4 (and the version notes of ``pulsar_model.quota.policy``'s docstring),
+Written straight from docs §3.4 (and the version notes of ``pulsar_model.quota.policy``'s docstring),
 one topic at a time, reusing the managed-ledger oracle (``tests/oracle/managed_ledger.py``) for the topic
-backlog estimate (§2.3) and ``getNextValidPosition`` (§1.5). Loops and branches follow the SPEC
+backlog estimate (§2.3) and ``getNextValidPosition`` (§1.5). Loops and branches follow docs/semantics
 pseudo-code literally; nothing here imports the code under test.
 
 A result of ``None`` means "undecidable from the export" (the transform reports null plus a reason).
@@ -29,7 +29,7 @@ TIME = "message_age"
 
 @dataclass
 class TopicQuota:
-    """The effective quota of one topic plus the broker settings the check reads (SPEC §3.2)."""
+    """The effective quota of one topic plus the broker settings the check reads (docs §3.2)."""
 
     limit_size: int
     limit_time: int
@@ -79,7 +79,7 @@ def last_ledger_guard(version: str) -> bool:
 
 
 def size_exceeded(backlog: int, limit: int) -> bool:
-    """SPEC §3.4 isSizeBacklogExceeded: limit < 0 disables; else backlog >= limit (0 always exceeds)."""
+    """docs §3.4 isSizeBacklogExceeded: limit < 0 disables; else backlog >= limit (0 always exceeds)."""
     if limit < 0:
         return False
     return backlog >= limit
@@ -88,7 +88,7 @@ def size_exceeded(backlog: int, limit: int) -> bool:
 def time_exceeded(
     ml: ManagedLedger, cursors: Sequence[Cursor], quota: TopicQuota, times: TopicTimes, version: str
 ) -> bool | None:
-    """SPEC §3.4 checkTimeBacklogExceeded for the slowest durable cursor's mark-delete position."""
+    """docs §3.4 checkTimeBacklogExceeded for the slowest durable cursor's mark-delete position."""
     if not time_checks_exist(version):
         return False
     if quota.limit_time <= 0:

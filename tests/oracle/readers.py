@@ -1,6 +1,6 @@
-"""Reference model of reader start positions and the reset-cursor-by-time search (SPEC §7, §3.7, §1.11).
+"""Reference model of reader start positions and the reset-cursor-by-time search (docs §7, §3.7, §1.11).
 
-Plain Python, one managed ledger at a time, written from SPEC.md §7.2/§7.3 and the broker flow as read in
+Plain Python, one managed ledger at a time, written from docs §7.2/§7.3 and the broker flow as read in
 apache/pulsar (``PersistentSubscription.resetCursor(long)`` -> ``PersistentMessageFinder`` ->
 ``ManagedCursorImpl.asyncFindNewestMatching`` -> ``OpFindNewest``, then ``asyncResetCursor``). The
 managed-ledger arithmetic (previous / next valid / getPositionAfterN / counts) comes from
@@ -72,8 +72,8 @@ class Rules:
     version: str
     position_family: Literal["3x", "2x-old"]
     count_family: Literal["3x", "4x"]
-    steps_back_all: bool  # SPEC §7.2: 1.x/2.0 step back only batched ids
-    md_is_previous: bool  # SPEC §7.2: 3.x md = previous(rp); older md = p
+    steps_back_all: bool  # docs §7.2: 1.x/2.0 step back only batched ids
+    md_is_previous: bool  # docs §7.2: 3.x md = previous(rp); older md = p
     strictly_before: bool  # finder: ts < t (2.5.1+) else publish <= t
     broker_ts: bool  # finder compares the broker-entry timestamp when there is one (2.8+)
     ledger_has_more: bool  # OpFindNewest.find() asks the ledger (newer) or the cursor (older)
@@ -392,7 +392,7 @@ def _cursor_state(ml: ManagedLedger, req: ReaderRequest, rules: Rules) -> tuple[
 
 
 def _client_keeps(msg: Message, req: ReaderRequest) -> bool:
-    """ConsumerImpl: only messages of the start id's entry are filtered (SPEC §7.3)."""
+    """ConsumerImpl: only messages of the start id's entry are filtered (docs §7.3)."""
     if req.start_kind != "message_id" or req.rollback_seconds > 0 or req.start_id is None:
         return True
     ledger, entry, batch = req.start_id

@@ -1,6 +1,6 @@
-"""Plain-Python oracle of replicated subscriptions, written from SPEC §4.4-§4.7 only.
+"""Plain-Python oracle of replicated subscriptions, written from docs §4.4-§4.7 only.
 
-* :class:`OldCache` / :class:`NewCache`: the two snapshot-cache generations of SPEC §4.6, literally;
+* :class:`OldCache` / :class:`NewCache`: the two snapshot-cache generations of docs §4.6, literally;
 * :func:`replay`: run add/advance events through one of them;
 * :class:`World`: a tiny discrete simulation of 2-4 clusters (full mesh) running the snapshot protocol of
   §4.4 (controller), §4.5 (builder) and §4.7 (replicator filtering). Replicators read every new local entry
@@ -60,7 +60,7 @@ class OldCache:
 
 
 class NewCache:
-    """SPEC §4.6 pseudo-code of the PR #25044 cache, line by line."""
+    """docs §4.6 pseudo-code of the PR #25044 cache, line by line."""
 
     def __init__(self, max_cached: int, dist: Callable[[Position, Position], int]) -> None:
         self.max = max_cached

@@ -1,12 +1,12 @@
-"""Plain-Python oracle of failover duplicates of replicated subscriptions (SPEC §4.8, §4.5, §0.2, §1.2).
+"""Plain-Python oracle of failover duplicates of replicated subscriptions (docs §4.8, §4.5, §0.2, §1.2).
 
-Written from SPEC.md and the contract of ``pulsar_model.replication.duplicates.failover_duplicates``
+Written from docs/semantics/ and the contract of ``pulsar_model.replication.duplicates.failover_duplicates``
 (its docstrings and ``schemas/replication_failover_duplicates.yaml``), not from its code: every number is
 a straight loop over positions or messages.
 
 Input are the same rows the Spark transform reads, as dicts (column name -> value) with positions as
 ``(ledger_id, entry_id)`` tuples, individually-deleted ranges as ``[(lower, upper), ...]`` (open-closed,
-SPEC §1.2) and a marker's ``clusters`` as ``[(cluster, position), ...]``:
+docs §1.2) and a marker's ``clusters`` as ``[(cluster, position), ...]``:
 
 * ``cursors``: ``cluster, topic, cursor_name, cursor_kind, is_replicated, mark_delete_position,
   individually_deleted``;
@@ -31,7 +31,7 @@ Range = tuple[Position, Position]
 RowDict = Mapping[str, Any]
 PairKey = tuple[str, str, str, str]
 
-#: MarkerType REPLICATED_SUBSCRIPTION_SNAPSHOT (SPEC §4.3).
+#: MarkerType REPLICATED_SUBSCRIPTION_SNAPSHOT (docs §4.3).
 SNAPSHOT = 12
 #: cursors.cursor_kind of a subscription (schemas/cursors.yaml).
 SUBSCRIPTION = "subscription"
@@ -60,12 +60,12 @@ OUTPUT_COLUMNS = (
 
 
 def acked_by_range(p: Position, ranges: Sequence[Range] | None) -> bool:
-    """``p`` lies in one of the open-closed individually-deleted ranges ``(lower, upper]`` (SPEC §1.2)."""
+    """``p`` lies in one of the open-closed individually-deleted ranges ``(lower, upper]`` (docs §1.2)."""
     return any(lower < p <= upper for lower, upper in ranges or [])
 
 
 def existing_entries(ledgers: Sequence[RowDict], ml: RowDict) -> list[Position]:
-    """Every entry the ledger list says exists, in position order (SPEC §0.2: the open ledger is listed with
+    """Every entry the ledger list says exists, in position order (docs §0.2: the open ledger is listed with
     0 entries and really holds ``currentLedgerEntries``; trimmed ledgers are absent)."""
     out: list[Position] = []
     for led in sorted(ledgers, key=lambda r: r["ledger_id"]):
@@ -99,8 +99,8 @@ def passed_snapshot_position(
     markers: Sequence[RowDict], source: str, topic: str, source_md: Position, target: str
 ) -> Position | None:
     """The target's position in the newest SNAPSHOT the source wrote itself whose ``local_message_id`` the
-    source mark-delete has passed (SPEC §4.5, §4.6); among several entries for the target the last wins
-    (SPEC §4.4). Snapshots not naming the target give no bound."""
+    source mark-delete has passed (docs §4.5, §4.6); among several entries for the target the last wins
+    (docs §4.4). Snapshots not naming the target give no bound."""
     best_local: Position | None = None
     best: Position | None = None
     for m in markers:
@@ -187,7 +187,7 @@ def _pair(
     tmd, tidm = tcur["mark_delete_position"], tcur["individually_deleted"]
     existing = existing_entries([x for x in ledgers if (x["cluster"], x["topic"]) == (target, topic)], tml)
     upper = entries_after(existing, tmd, lac, tidm)
-    # every target message in (target md, P] is stored on the source before local_message_id (SPEC §4.5)
+    # every target message in (target md, P] is stored on the source before local_message_id (docs §4.5)
     lower = 0 if passed is None else entries_after(existing, tmd, passed, tidm)
     row |= nulls | {
         "consumed_on_source_entries_lower_bound": lower,
@@ -214,7 +214,7 @@ def _pair(
             continue  # not redelivered after a failover
         exported_in_range.add(p)
         if e["marker_type"] is not None:
-            continue  # markers are never delivered (SPEC §4.3, §8.5)
+            continue  # markers are never delivered (docs §4.3, §8.5)
         data_entries += 1
         dups = 0
         for producer, seq in messages_of(e):

@@ -1,11 +1,11 @@
 """Hypothesis strategies for random managed-ledger states, cursors and requests, plus DataFrame converters.
 
-States stay within what a broker can produce (SPEC §0.2, §1.2) but include the ugly corners: sparse and
+States stay within what a broker can produce (docs §0.2, §1.2) but include the ugly corners: sparse and
 huge ledger ids, trimmed (deleted) ledgers, empty closed ledgers, an empty or non-empty open ledger, no
 open ledger, LAC left in a trimmed ledger, cursors at ``(L,-1)``, beyond LAC, past a ledger's end or in
 deleted ledgers, and individually-deleted ranges spanning ledgers or starting at ``(L,-1)``.
 
-Excluded as unreachable (SPEC §1.9): no current ledger with an empty last ledger (infinite loop), and an
+Excluded as unreachable (docs §1.9): no current ledger with an empty last ledger (infinite loop), and an
 empty ledger map.
 
 One generated :class:`Case` = one topic ``persistent://t/ns/case-<i>`` in cluster ``c1``; converters turn
@@ -138,7 +138,7 @@ _big_gap = st.integers(4, 10**9)
 
 @st.composite
 def ml_states(draw: st.DrawFn, max_ledgers: int = 8) -> MLState:
-    """A random managed ledger (SPEC §0.2) with 1..max_ledgers ledgers in the map."""
+    """A random managed ledger (docs §0.2) with 1..max_ledgers ledgers in the map."""
     n_trimmed = draw(st.integers(0, 2))
     n_existing = draw(st.integers(1, max_ledgers))
     first_id = draw(st.one_of(st.integers(0, 20), st.integers(10**6, 10**12)))
@@ -154,7 +154,7 @@ def ml_states(draw: st.DrawFn, max_ledgers: int = 8) -> MLState:
     for lid in closed_ids:
         entries = draw(st.one_of(st.just(0), st.integers(1, 6), st.integers(1, 12)))
         if not has_open and lid == closed_ids[-1]:
-            entries = max(entries, 1)  # SPEC §1.9: a null currentLedger with an empty last ledger loops
+            entries = max(entries, 1)  # docs §1.9: a null currentLedger with an empty last ledger loops
         ledgers[lid] = (entries, _ledger_size(draw, entries))
     current_id: int | None = None
     cur_entries = cur_size = 0
@@ -163,7 +163,7 @@ def ml_states(draw: st.DrawFn, max_ledgers: int = 8) -> MLState:
         ledgers[current_id] = (0, 0)  # listed with 0/0 until closed
         cur_entries = draw(st.one_of(st.just(0), st.integers(1, 10)))
         cur_size = _ledger_size(draw, cur_entries)
-    # LAC (SPEC §0.2): last entry added; walked back over empty ledgers on restart
+    # LAC (docs §0.2): last entry added; walked back over empty ledgers on restart
     if current_id is not None and cur_entries > 0:
         lac: Position = (current_id, cur_entries - 1)
     else:
@@ -187,7 +187,7 @@ def _ledger_size(draw: st.DrawFn, entries: int) -> int:
     if entries == 0:
         return 0
     avg = draw(st.one_of(st.integers(1, 10), st.integers(11, 5000)))
-    remainder = draw(st.integers(0, entries - 1))  # sizes not divisible by entries (SPEC §2.2)
+    remainder = draw(st.integers(0, entries - 1))  # sizes not divisible by entries (docs §2.2)
     return entries * avg + remainder
 
 
@@ -226,7 +226,7 @@ def positions(draw: st.DrawFn, state: MLState) -> Position:
 
 @st.composite
 def mark_delete_positions(draw: st.DrawFn, state: MLState) -> Position:
-    """Mark-delete positions a broker can hold (SPEC §1.2): mostly <= LAC, or (nextLedger,-1) beyond it."""
+    """Mark-delete positions a broker can hold (docs §1.2): mostly <= LAC, or (nextLedger,-1) beyond it."""
     ml = state.ml
     existing = [p for p in state.existing_entries() if p <= ml.lac]
     kinds = ["minus_one", "lac", "deleted", "past_end"]
@@ -262,7 +262,7 @@ def individually_deleted(draw: st.DrawFn, state: MLState, md: Position) -> list[
     if mode == "none":
         return []
     if mode == "acks":
-        # individual acks: each acked p adds (previous(p), p]; connected ranges coalesce (SPEC §1.2)
+        # individual acks: each acked p adds (previous(p), p]; connected ranges coalesce (docs §1.2)
         acked: set[Position] = set()
         for _ in range(draw(st.integers(1, 3))):
             start = draw(st.integers(0, len(entries) - 1))
@@ -373,11 +373,11 @@ def skip_cases(draw: st.DrawFn) -> Case:
     return Case(state, cursors=cursors, skips=skips)
 
 
-#: SPEC §1.7 says the 2.x/3.x count has "no validation" and §1.8 that 2.x precise backlog has no md >= LAC
+#: docs §1.7 says the 2.x/3.x count has "no validation" and §1.8 that 2.x precise backlog has no md >= LAC
 #: guard. But every caller builds a Guava Range first (Range.openClosed / Range.closedOpen / Range.open), and
 #: Guava throws IllegalArgumentException for lower > upper and for an empty open range (x, x) before the
-#: count runs: the broker throws where SPEC's arithmetic would return a number. The oracle follows Java (the
-#: SPEC gap is reported in the issue note); PULSAR_ORACLE_GUAVA_RANGES=0 runs SPEC's literal arithmetic.
+#: count runs: the broker throws where the docs' arithmetic would return a number. The oracle follows Java
+#: (the gap is documented in docs/semantics); PULSAR_ORACLE_GUAVA_RANGES=0 runs the literal arithmetic.
 JAVA_GUAVA_RANGE_CHECKS = os.environ.get("PULSAR_ORACLE_GUAVA_RANGES", "1") == "1"
 
 #: Hypothesis examples per property (each one Spark job over 40-80 topics); raise for deeper runs, e.g.

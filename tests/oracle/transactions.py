@@ -1,11 +1,11 @@
-"""Plain-Python oracle for transactions in a topic's ledger, written from SPEC §8 (and §1.3, §0.2) only.
+"""Plain-Python oracle for transactions in a topic's ledger, written from docs §8 (and §1.3, §0.2) only.
 
-Independent of :mod:`pulsar_model.transactions`: it replays the transaction buffer of SPEC §8.4 event by
-event over a topic's appends (transactional data, commit/abort markers of SPEC §8.3, normal messages and
-other markers), keeps the ledger map as SPEC §0.2 describes it (empty ledgers included) for
-``getPreviousPosition`` (SPEC §1.3), and classifies every entry as a dispatcher would (SPEC §8.5).
+Independent of :mod:`pulsar_model.transactions`: it replays the transaction buffer of docs §8.4 event by
+event over a topic's appends (transactional data, commit/abort markers of docs §8.3, normal messages and
+other markers), keeps the ledger map as docs §0.2 describes it (empty ledgers included) for
+``getPreviousPosition`` (docs §1.3), and classifies every entry as a dispatcher would (docs §8.5).
 
-Modelling choices (the same ones SPEC §8.4 leaves to the reader):
+Modelling choices (the same ones docs §8.4 leaves to the reader):
 
 * a non-transaction marker (e.g. a replicated-subscription snapshot, type 12) is published like a normal
   message: it moves ``maxReadPosition`` when nothing is ongoing;
@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 Position = tuple[int, int]
 TxnId = tuple[int, int]
 
-#: SPEC §8.3 marker types.
+#: docs §8.3 marker types.
 TXN_COMMIT = 21
 TXN_ABORT = 22
 TXN_MARKERS = (20, 21, 22)
@@ -58,12 +58,12 @@ class OTopic:
 
     @property
     def lac(self) -> Position:
-        """SPEC §0.2: the last entry added (roll-over does not change it); ``(first, -1)`` when none."""
+        """docs §0.2: the last entry added (roll-over does not change it); ``(first, -1)`` when none."""
         return self.entries[-1].position if self.entries else (min(self.ledgers), -1)
 
 
 def previous_position(ledgers: dict[int, int], p: Position) -> Position:
-    """``getPreviousPosition`` as written in SPEC §1.3 (``ledgers``: id -> entries)."""
+    """``getPreviousPosition`` as written in docs §1.3 (``ledgers``: id -> entries)."""
     if p[1] > 0:
         return (p[0], p[1] - 1)
     earlier = sorted((lid for lid in ledgers if lid < p[0]), reverse=True)
@@ -99,7 +99,7 @@ class OResult:
 
 
 def replay(topic: OTopic) -> OResult:
-    """SPEC §8.4 line by line over ``topic.entries`` (in append order), then §8.5 on every entry."""
+    """docs §8.4 line by line over ``topic.entries`` (in append order), then §8.5 on every entry."""
     ongoing: dict[TxnId, Position] = {}
     aborted: dict[TxnId, Position] = {}
     committed: dict[TxnId, Position] = {}
@@ -139,7 +139,7 @@ def replay(topic: OTopic) -> OResult:
     dispatch: dict[Position, str] = {}
     for e in topic.entries:
         if e.position > max_read:
-            dispatch[e.position] = "held_back"  # readers stop at maxReadPosition (SPEC §8.4)
+            dispatch[e.position] = "held_back"  # readers stop at maxReadPosition (docs §8.4)
         elif e.is_txn_marker:
             dispatch[e.position] = "skipped_txn_marker"
         elif e.is_txn_data and e.txn in aborted:
@@ -152,7 +152,7 @@ def replay(topic: OTopic) -> OResult:
 
 
 def txn_text(txn: TxnId) -> str:
-    """``TxnID.toString()`` (SPEC §8.2)."""
+    """``TxnID.toString()`` (docs §8.2)."""
     return f"({txn[0]},{txn[1]})"
 
 

@@ -1,4 +1,4 @@
-"""Pure-Python parsers of real Apache Pulsar admin exports (SPEC §10; no Spark, executor-safe).
+"""Pure-Python parsers of real Apache Pulsar admin exports (docs §10; no Spark, executor-safe).
 
 Entry points (none of them raises on bad data; every problem becomes a quarantine row):
 

@@ -1,4 +1,4 @@
-"""Parser of backlog-quota policies at broker, namespace and topic level (SPEC §3.2, §3.3, §10.4).
+"""Parser of backlog-quota policies at broker, namespace and topic level (docs §3.2, §3.3, §10.4).
 
 One record (one file or JSON Lines line) gives ``backlog_quotas`` rows, one per (level, scope,
 quota_type). The level comes from the file name (``broker``, URL-encoded ``tenant/namespace`` or full
@@ -7,7 +7,7 @@ topic name) or the envelope (``"broker": true``, ``"namespace"``, ``"topic"``).
 Shapes read (``source_shape``):
 
 * ``broker_config`` - the broker's runtime configuration map (``pulsar-admin brokers
-  get-runtime-config``: every value a string). Missing keys take the SPEC §3.2 defaults. The broker
+  get-runtime-config``: every value a string). Missing keys take the docs §3.2 defaults. The broker
   builds one default quota for both types (size limit, time limit and policy together), so both
   ``destination_storage`` and ``message_age`` rows carry the same values.
 * ``limit_only`` - ``{"limit": L, "policy": P}`` (before the time quota).
@@ -47,18 +47,18 @@ from pulsar_model.ingest.parsers.common import (
     show,
 )
 
-#: BacklogQuotaType (SPEC §3.3).
+#: BacklogQuotaType (docs §3.3).
 QUOTA_TYPES: Final = ("destination_storage", "message_age")
-#: RetentionPolicy (SPEC §3.3).
+#: RetentionPolicy (docs §3.3).
 RETENTION_POLICIES: Final = frozenset(
     {"producer_request_hold", "producer_exception", "consumer_backlog_eviction"}
 )
-#: Namespace policies expose the quota map under this key (SPEC §3.3).
+#: Namespace policies expose the quota map under this key (docs §3.3).
 POLICIES_MAP_KEY: Final = "backlog_quota_map"
-#: backlogQuotaDefaultLimitGB wins when > 0: limitSize = (long)(GB * 1024^3) (SPEC §3.2).
+#: backlogQuotaDefaultLimitGB wins when > 0: limitSize = (long)(GB * 1024^3) (docs §3.2).
 BYTES_IN_GIGABYTE: Final = 1024**3
 
-# broker.conf keys and their SPEC §3.2 defaults
+# broker.conf keys and their docs §3.2 defaults
 LIMIT_BYTES_KEY: Final = "backlogQuotaDefaultLimitBytes"
 LIMIT_GB_KEY: Final = "backlogQuotaDefaultLimitGB"
 LIMIT_SECOND_KEY: Final = "backlogQuotaDefaultLimitSecond"

@@ -1,4 +1,4 @@
-"""Shared machinery of the admin-export parsers: records, results, value parsing (SPEC §0.1, §6.5, §10).
+"""Shared machinery of the admin-export parsers: records, results, value parsing (docs §0.1, §6.5, §10).
 
 The unit of accounting is a *record*: one topic document (a per-topic file, one JSON Lines line, or
 one partition inside a partitioned wrapper; one data row of a CSV). Every record ends either
@@ -87,17 +87,17 @@ EXCERPT_CHARS: Final = 512
 #: A reason lists at most this many problems, then says how many more there were.
 MAX_PROBLEMS_IN_REASON: Final = 25
 
-# --- Pulsar's numeric conventions (SPEC §0.1) -------------------------------------------------------
+# --- Pulsar's numeric conventions (docs §0.1) -------------------------------------------------------
 INT64_MIN: Final = -(2**63)
 INT64_MAX: Final = 2**63 - 1
 INT32_MIN: Final = -(2**31)
 INT32_MAX: Final = 2**31 - 1
 #: -1 is Pulsar's "none" for ledger and entry ids: (L,-1) is "before the first entry of L" and
-#: (-1,-1) is EARLIEST (SPEC §0.1); any smaller id cannot exist.
+#: (-1,-1) is EARLIEST (docs §0.1); any smaller id cannot exist.
 NO_ID: Final = -1
-#: LATEST = (Long.MAX_VALUE, Long.MAX_VALUE) (SPEC §0.1).
+#: LATEST = (Long.MAX_VALUE, Long.MAX_VALUE) (docs §0.1).
 LATEST_ID: Final = INT64_MAX
-#: ``TopicName.getPartitionIndex`` looks for this marker (SPEC §6.5).
+#: ``TopicName.getPartitionIndex`` looks for this marker (docs §6.5).
 PARTITION_MARKER: Final = "-partition-"
 
 _EPOCH: Final = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
@@ -177,7 +177,7 @@ def _position_problems(ledger: int, entry: int) -> list[str]:
 
 
 def parse_position(text: str) -> Position:
-    """Parse ``"L:E"`` into ``(ledgerId, entryId)`` (SPEC §0.1); raise :class:`ParseError` when impossible.
+    """Parse ``"L:E"`` into ``(ledgerId, entryId)`` (docs §0.1); raise :class:`ParseError` when impossible.
 
     Both ids are signed 64-bit; ``(L,-1)`` and EARLIEST ``(-1,-1)`` are legal, a ledger id below -1,
     ``(-1,E)`` with ``E != -1`` and an entry id below -1 are not.
@@ -199,7 +199,7 @@ def _fmt(position: Position) -> str:
 
 
 def scan_individually_deleted(text: str) -> tuple[list[tuple[Position, Position]], list[str]]:
-    """Ranges of an ``individuallyDeletedMessages`` string and every problem found (SPEC §10.2).
+    """Ranges of an ``individuallyDeletedMessages`` string and every problem found (docs §10.2).
 
     Accepts both separators ("," and ", "), ``L:-1`` bounds, cross-ledger ranges and ``"[]"``.
     Problems are phrased to follow "individuallyDeletedMessages ..." in a reason.
@@ -265,7 +265,7 @@ def idm_order_problems(ranges: list[tuple[Position, Position]], mark_delete: Pos
     """Problems of already parsed ranges: unsorted/overlapping, or not after the mark-delete position.
 
     Pulsar keeps the ranges sorted, disjoint and strictly after ``markDeletePosition`` (ranges
-    ``<= md`` are removed on every mark-delete, SPEC §1.2). Touching ranges are accepted.
+    ``<= md`` are removed on every mark-delete, docs §1.2). Touching ranges are accepted.
     """
     problems: list[str] = []
     for previous, current in itertools.pairwise(ranges):
@@ -285,7 +285,7 @@ def idm_order_problems(ranges: list[tuple[Position, Position]], mark_delete: Pos
 
 
 def partition_index(topic: str) -> int:
-    """``TopicName.getPartitionIndex`` (new rule, SPEC §6.5): the canonical int after the last
+    """``TopicName.getPartitionIndex`` (new rule, docs §6.5): the canonical int after the last
     ``-partition-``; -1 when absent, negative, not a number, or not in canonical decimal form."""
     at = topic.rfind(PARTITION_MARKER)
     if at < 0:

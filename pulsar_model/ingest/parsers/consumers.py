@@ -1,6 +1,6 @@
-"""Parser of client-config exports of consumers with priority levels (SPEC §6.2).
+"""Parser of client-config exports of consumers with priority levels (docs §6.2).
 
-Topic stats carry no ``priorityLevel`` (SPEC §10.3), so priorities come from a client-config export.
+Topic stats carry no ``priorityLevel`` (docs §10.3), so priorities come from a client-config export.
 Rows go to the in-memory ``client_consumers`` table (cluster, topic, subscription, subscription_type,
 consumer_name, priority_level, listed_order), one per consumer, ``listed_order`` being the 0-based
 position of the consumer within its subscription in the export.
@@ -49,7 +49,7 @@ from pulsar_model.ingest.parsers.common import (
 )
 
 KIND: Final = "consumers"
-#: CommandSubscribe.priority_level default (SPEC §6.2).
+#: CommandSubscribe.priority_level default (docs §6.2).
 DEFAULT_PRIORITY_LEVEL: Final = 0
 CSV_REQUIRED: Final = ("topic", "subscription", "consumer_name", "priority_level")
 CSV_OPTIONAL: Final = ("subscription_type",)

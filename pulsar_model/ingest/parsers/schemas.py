@@ -1,4 +1,4 @@
-"""Parser of a topic's schema versions (SPEC §9): one record per topic, one ``schema_versions`` row each.
+"""Parser of a topic's schema versions (docs §9): one record per topic, one ``schema_versions`` row each.
 
 Shapes read:
 

@@ -1,11 +1,11 @@
-"""Parser of ``pulsar-admin topics stats`` documents (TopicStats, SPEC §10.3).
+"""Parser of ``pulsar-admin topics stats`` documents (TopicStats, docs §10.3).
 
 One record (one topic or partition) gives one ``topic_stats`` row, one ``subscription_stats`` row per
 subscription and one ``stats_consumers`` row per consumer, in listed (arrival) order. These in-memory
 tables are joined by the ingest pipeline onto ``managed_ledgers``, ``cursors`` and ``consumers``.
 ``partitioned-stats --per-partition`` wrappers give one record per partition; the aggregated top level
 of a partitioned document is not topic data (partitions add up and some fields are overwritten by the
-last partition, SPEC §10.3) and is ignored, or quarantined when it is all the document holds.
+last partition, docs §10.3) and is ignored, or quarantined when it is all the document holds.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ _HINT: Final = "re-export with `pulsar-admin topics stats`, which always writes 
 
 TOPIC_FIELDS: Final = frozenset(
     {
-        # 2.8/2.9 (SPEC §10.3)
+        # 2.8/2.9 (docs §10.3)
         "msgRateIn", "msgThroughputIn", "msgRateOut", "msgThroughputOut", "bytesInCounter",
         "msgInCounter", "bytesOutCounter", "msgOutCounter", "averageMsgSize", "msgChunkPublished",
         "storageSize", "backlogSize", "offloadedStorageSize", "lastOffloadLedgerId",

@@ -1,4 +1,4 @@
-"""Parser of ``pulsar-admin topics stats-internal`` documents (PersistentTopicInternalStats, SPEC §10.2).
+"""Parser of ``pulsar-admin topics stats-internal`` documents (PersistentTopicInternalStats, docs §10.2).
 
 One record (one topic or partition) gives one ``managed_ledgers`` row, one ``ledgers`` row per listed
 ledger and one ``cursors`` row per cursor. Covers the shapes seen from 2.x to 4.x: ``offloaded`` or
@@ -6,7 +6,7 @@ ledger and one ``cursors`` row per cursor. Covers the shapes seen from 2.x to 4.
 no/sentinel/real ``compactedLedger``, both ``individuallyDeletedMessages`` separators, and the
 ``lastLedgerWitchTimestamp`` typo of the Go clients' CursorStats.
 
-Open (current) ledger rule (SPEC §0.2; ManagedLedgerImpl.State names): the last listed ledger is the
+Open (current) ledger rule (docs §0.2; ManagedLedgerImpl.State names): the last listed ledger is the
 open one while the state holds an open ledger handle - ``LedgerOpened``, ``ClosingLedger`` (still
 listed with entries 0 until closed) and ``WriteFailed`` (the failed ledger is listed until its close
 completes). ``CreatingLedger`` lists the new ledger only in 2.x (added before the metadata update, with
@@ -43,7 +43,7 @@ from pulsar_model.ingest.parsers.common import (
     show,
 )
 
-#: States in which the last listed ledger is the open one (module docstring, SPEC §0.2).
+#: States in which the last listed ledger is the open one (module docstring, docs §0.2).
 OPEN_LEDGER_STATES: Final = frozenset({"LedgerOpened", "ClosingLedger", "WriteFailed"})
 #: 2.x lists the ledger being created (entries 0, size 0) before its metadata update; 3.x+ does not.
 CREATING_LEDGER_STATE: Final = "CreatingLedger"
@@ -63,18 +63,18 @@ KNOWN_STATES: Final = frozenset(
     }
 )
 
-#: Replicator cursors are ``<replicatorPrefix>.<remoteCluster>`` (default prefix pulsar.repl, SPEC §10.2).
+#: Replicator cursors are ``<replicatorPrefix>.<remoteCluster>`` (default prefix pulsar.repl, docs §10.2).
 REPLICATOR_PREFIX: Final = "pulsar.repl."
-#: Compactor.COMPACTION_SUBSCRIPTION (SPEC §5, §10.2).
+#: Compactor.COMPACTION_SUBSCRIPTION (docs §5, §10.2).
 COMPACTION_CURSOR: Final = "__compaction"
-#: MessageDeduplication's cursor (SPEC §10.2).
+#: MessageDeduplication's cursor (docs §10.2).
 DEDUP_CURSOR: Final = "pulsar.dedup"
 #: Reader subscriptions of the Java/C++/Go clients: [rolePrefix-]reader-<random> and
-#: [rolePrefix-]multiTopicsReader-<10 hex> (ReaderImpl, MultiTopicsReaderImpl); non-durable (SPEC §7).
+#: [rolePrefix-]multiTopicsReader-<10 hex> (ReaderImpl, MultiTopicsReaderImpl); non-durable (docs §7).
 READER_NAME_RE: Final = re.compile(r"(?:.+-)?(?:reader|multiTopicsReader)-[0-9A-Za-z]{5,10}")
 #: PersistentSubscription marks replicated subscriptions with this cursor property (value 1).
 REPLICATED_SUBSCRIPTION_PROPERTY: Final = "pulsar.replicated.subscription"
-#: compactedLedger {ledgerId: -1, entries: -1, size: -1} means "no compacted ledger" (SPEC §10.2).
+#: compactedLedger {ledgerId: -1, entries: -1, size: -1} means "no compacted ledger" (docs §10.2).
 NO_COMPACTED_LEDGER: Final = NO_ID
 #: Typo of the Go admin clients (pulsarctl / pulsar-client-go pulsaradmin CursorStats JSON tag).
 LAST_LEDGER_SWITCH_TYPO: Final = "lastLedgerWitchTimestamp"
@@ -138,7 +138,7 @@ CURSOR_FIELDS: Final = frozenset(
 
 
 def cursor_kind(name: str) -> tuple[str, str | None]:
-    """(cursor_kind, replicator_remote_cluster) from a decoded cursor name (SPEC §10.2)."""
+    """(cursor_kind, replicator_remote_cluster) from a decoded cursor name (docs §10.2)."""
     if name.startswith(REPLICATOR_PREFIX) and len(name) > len(REPLICATOR_PREFIX):
         return "replicator", name[len(REPLICATOR_PREFIX) :]
     if name == COMPACTION_CURSOR:
@@ -332,7 +332,7 @@ def _cursor(cur: Fields, name: str, order: int) -> Row | None:
     mark_delete = cur.position("markDeletePosition", required=True)
     read_position = cur.position("readPosition")
     ranges = _individually_deleted(cur, mark_delete)
-    consumed = cur.long("messagesConsumedCounter")  # negative after recovery (-backlog), SPEC §1.8
+    consumed = cur.long("messagesConsumedCounter")  # negative after recovery (-backlog), docs §1.8
     cursor_ledger = cur.long("cursorLedger", minimum=NO_ID)
     cursor_ledger_last_entry = cur.long("cursorLedgerLastEntry", minimum=NO_ID)
     state = cur.string("state")
