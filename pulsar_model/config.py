@@ -18,8 +18,7 @@ import yaml
 
 from pulsar_model import DEFAULT_PULSAR_VERSION
 from pulsar_model.errors import ConfigError
-
-_VERSION_RE = re.compile(r"^\d+\.\d+(\.\d+)?([-.][A-Za-z0-9.]+)?$")
+from pulsar_model.versions import check_version
 
 
 @dataclass(frozen=True)
@@ -178,10 +177,7 @@ def validate(config: AppConfig) -> AppConfig:
         ("pulsar.default_version", config.pulsar.default_version),
         *((f"pulsar.cluster_versions.{c}", v) for c, v in config.pulsar.cluster_versions.items()),
     ]:
-        if not _VERSION_RE.match(version):
-            raise ConfigError(
-                f"{where} = {version!r} is not a Pulsar version; write it like '3.0.7' or '4.1.3'"
-            )
+        check_version(version, where)
     if not 0 <= config.quota.trace_max_iterations <= 2**31 - 1:
         raise ConfigError(
             f"quota.trace_max_iterations = {config.quota.trace_max_iterations} must be between 0 (no trace) "

@@ -40,6 +40,7 @@ __all__ = [
     "PastEndBehaviour",
     "PulsarVersion",
     "behaviour",
+    "check_version",
     "consumed_size_generation",
     "counts_lac_next_in_storage",
     "estimate_deleted_ledger_returns_total_size",
@@ -57,6 +58,15 @@ __all__ = [
 
 #: Accepted form of a version string: three dot-separated numbers, e.g. "3.0.7".
 ACCEPTED_FORM = "MAJOR.MINOR.PATCH with MAJOR 2, 3 or 4 (e.g. '2.10.6', '3.0.7', '4.1.3')"
+
+#: The release lines whose behaviour differs somewhere in docs/semantics (docs §0.3), for messages.
+SUPPORTED_LINES = "2.x (2.8 and older as '2.x-old', 2.9, 2.10, 2.11), 3.0, 3.1-3.3, 4.0, 4.1 and 4.2"
+
+#: Why a release without a patch number or with a qualifier is refused, for messages.
+_PATCH_HINT = (
+    "behaviour changes between patch releases of one line (e.g. 3.0.1 vs 3.0.2), so name the patch "
+    "release; for a snapshot or vendor build, the release it is based on"
+)
 
 _VERSION_RE = re.compile(r"^\s*(\d{1,4})\.(\d{1,4})\.(\d{1,6})\s*$")
 
@@ -83,12 +93,15 @@ class PulsarVersion:
             raise ConfigError(f"Pulsar version {text!r} is not a string; expected {ACCEPTED_FORM}.")
         match = _VERSION_RE.match(text)
         if match is None:
-            raise ConfigError(f"Unknown Pulsar version {text!r}: expected {ACCEPTED_FORM}.")
+            raise ConfigError(
+                f"Unknown Pulsar version {text!r}: expected {ACCEPTED_FORM}; {_PATCH_HINT}. "
+                f"Supported lines: {SUPPORTED_LINES}."
+            )
         version = cls(int(match.group(1)), int(match.group(2)), int(match.group(3)))
         if version.major not in _SUPPORTED_MAJORS:
             raise ConfigError(
                 f"Unknown Pulsar version {text!r}: only the 2.x, 3.x and 4.x lines are modelled; "
-                f"expected {ACCEPTED_FORM}."
+                f"expected {ACCEPTED_FORM}. Supported lines: {SUPPORTED_LINES}."
             )
         return version
 
@@ -131,6 +144,20 @@ def _since(
         return True
     first_patch = backports.get(v.line)
     return first_patch is not None and v.patch >= first_patch
+
+
+def check_version(text: object, where: str, fix: str = "") -> str:
+    """Validate a configured or exported version with the rule every stage applies; return it stripped.
+
+    ``where`` names the setting or file the value came from and ``fix`` how to change it, so the error
+    says what to fix. Called once where versions enter the program (configuration load, export
+    discovery), so a stage never meets a version it cannot parse.
+    """
+    try:
+        PulsarVersion.parse(text)  # type: ignore[arg-type]
+    except ConfigError as exc:
+        raise ConfigError(f"{where}: {exc}{(' ' + fix) if fix else ''}") from None
+    return str(text).strip()
 
 
 # --- getPositionAfterN (docs §1.9) -------------------------------------------------------------------

@@ -35,7 +35,7 @@ def test_load_config_overrides_and_types(tmp_path):
     assert config.pulsar.version_for("a") == "3.0.7"
     with pytest.raises(ConfigError, match="must be an integer"):
         load_config(None, ["demo.seed=seven"])
-    with pytest.raises(ConfigError, match="not a Pulsar version"):
+    with pytest.raises(ConfigError, match="Unknown Pulsar version 'latest'"):
         load_config(None, ["pulsar.default_version=latest"])
 
 
@@ -64,3 +64,14 @@ def test_load_config_broker_and_compaction_sections():
         load_config(None, ["broker.transaction_long_open_threshold_ms=0"])
     with pytest.raises(ConfigError, match="must be true or false"):
         load_config(None, ["broker.active_consumer_failover_consistent_hashing=yes please"])
+
+
+@pytest.mark.parametrize("version", ["3.0", "4.0.8-SNAPSHOT", "3.1.4.4", "5.0.0"])
+def test_load_config_rejects_versions_the_stages_cannot_run(version):
+    # One rule at load time, the one every stage applies (pulsar_model.versions.PulsarVersion.parse): a
+    # version a stage would refuse never gets past the configuration.
+    with pytest.raises(ConfigError) as info:
+        load_config(None, [f"pulsar.cluster_versions={{us-east: {version}}}"])
+    message = str(info.value)
+    assert "pulsar.cluster_versions.us-east" in message and repr(version) in message
+    assert "Supported lines: 2.x" in message

@@ -70,3 +70,17 @@ def test_discover_empty_or_missing(tmp_path):
     (tmp_path / "e-2026-01-01").mkdir()
     with pytest.raises(ExportLayoutError, match="holds no export files"):
         discover(tmp_path / "e-2026-01-01")
+
+
+def test_discover_rejects_a_manifest_version_the_stages_cannot_run(tmp_path):
+    root = tmp_path / "exp"
+    _touch(
+        root / "manifest.json",
+        json.dumps({"exported_at": "2026-11-21T02:00:00Z", "clusters": {"c1": {"pulsar_version": "3.0"}}}),
+    )
+    _touch(root / "c1" / "stats" / "all.jsonl", "")
+    with pytest.raises(ExportLayoutError) as info:
+        discover(root)
+    message = str(info.value)
+    assert "clusters.c1.pulsar_version" in message and "'3.0'" in message
+    assert "pulsar.cluster_versions.c1" in message  # says how to fix it

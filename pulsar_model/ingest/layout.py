@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import unquote
 
-from pulsar_model.errors import ExportLayoutError
+from pulsar_model.errors import ConfigError, ExportLayoutError
+from pulsar_model.versions import check_version
 
 #: The kinds of export a cluster folder may hold (DESIGN.md "Exports in, tables out").
 KINDS: tuple[str, ...] = ("stats-internal", "stats", "backlog-quotas", "consumers", "schemas", "entries")
@@ -142,8 +143,13 @@ def discover(export_dir: str | Path, export_date: dt.date | None = None) -> Expo
     clusters_meta = manifest.get("clusters")
     if isinstance(clusters_meta, dict):
         for name, meta in clusters_meta.items():
-            if isinstance(meta, dict) and isinstance(meta.get("pulsar_version"), str):
-                versions[str(name)] = str(meta["pulsar_version"])
+            if isinstance(meta, dict) and meta.get("pulsar_version") is not None:
+                where = f"{manifest_path} clusters.{name}.pulsar_version"
+                fix = f"Fix the manifest, or remove the key and set pulsar.cluster_versions.{name}."
+                try:
+                    versions[str(name)] = check_version(meta["pulsar_version"], where, fix)
+                except ConfigError as exc:
+                    raise ExportLayoutError(str(exc)) from None
 
     files: list[ExportFile] = []
     skipped: list[str] = []
