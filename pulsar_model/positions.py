@@ -874,7 +874,7 @@ def _mark_delete(env: _Env, df: DataFrame, target: str, target_error: str, prefi
         E(next_valid_position_sql(t, lk_t, X, beh, q_valid=c("qv"))).alias(f"{prefix}_p0"),
     )
     p0 = c("p0")
-    containing = f"element_at(filter({rng}, r -> r.a < {p0} AND {p0} <= r.b), 1)"
+    containing = f"try_element_at(filter({rng}, r -> r.a < {p0} AND {p0} <= r.b), 1)"
     df = df.select("*", E(f"IF({c('fwd')} AND {p0} <= {LAC}, {containing}, NULL)").alias(f"{prefix}_cont"))
     fwd, cont = c("fwd"), c("cont")
     extended = f"({fwd} AND {cont} IS NOT NULL)"
@@ -888,7 +888,7 @@ def _mark_delete(env: _Env, df: DataFrame, target: str, target_error: str, prefi
     fm, fm_lk = c("fm"), c("fm_lk")
     # acked entries inside (md, final]: ranges ending by final count their part after md (precomputed);
     # a range straddling final counts (max(a, md), final]
-    straddler = f"element_at(filter({rng}, r -> r.a < {fm} AND {fm} < r.b), 1)"
+    straddler = f"try_element_at(filter({rng}, r -> r.a < {fm} AND {fm} < r.b), 1)"
     before_final = f"aggregate(filter({rng}, r -> r.b <= {fm}), {ZERO}, (acc, r) -> acc + r.inter_md)"
     df = df.select("*", E(straddler).alias(f"{prefix}_st"), E(before_final).alias(f"{prefix}_bf"))
     st = c("st")

@@ -44,7 +44,6 @@ BASE_CONF: dict[str, str] = {
     # (compaction_trigger over estimated_backlog_size in the notebooks); off = the 4.0 behaviour.
     "spark.sql.unionOutputPartitioning": "false",
     "spark.ui.showConsoleProgress": "false",
-    "spark.sql.ansi.enabled": "false",
     "spark.sql.debug.maxToStringFields": "1000",
 }
 

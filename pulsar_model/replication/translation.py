@@ -122,7 +122,7 @@ def last_cluster_position(clusters: Column, cluster: Column) -> Column:
     """The position listed for ``cluster`` in a marker's ``clusters`` array; the **last** match wins
     (docs §4.4 ``receiveSubscriptionUpdated``); null when the cluster is not listed."""
     matching = F.filter(clusters, lambda c: c["cluster"] == cluster)
-    return F.when(F.size(matching) > 0, as_position(F.element_at(matching, -1)["position"]))
+    return F.when(F.size(matching) > 0, as_position(F.try_element_at(matching, F.lit(-1))["position"]))
 
 
 def _clusters_key(clusters: Column) -> Column:
