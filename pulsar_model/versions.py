@@ -48,6 +48,7 @@ __all__ = [
     "has_precise_backlog_guard",
     "is_2x_old_position_after_n",
     "position_after_n_counts_deleted_ledger_as_empty",
+    "position_after_n_falls_back_to_last_key",
     "position_after_n_guards_unread",
     "reset_latest_uses_next_valid",
     "size_since_mark_delete_subtracts_individual_acks",
@@ -186,19 +187,32 @@ def is_2x_old_position_after_n(version: VersionLike) -> bool:
 
 
 def position_after_n_guards_unread(version: VersionLike) -> bool:
-    """``unread = total - entry`` only when ``total > 0``, and the ledger fallback is ``lastKey()``.
+    """``unread = total - entry`` only when ``total > 0`` (docs §1.9).
 
-    In the 3.x source, not in the 2.10.1 source. apache/pulsar#17971 (``lastKey()+1`` -> ``lastKey()``,
-    the fix of the endless loop) carries the release/2.10.3 label and predates 2.11.0; the ``total > 0``
-    guard is assumed to have come with it (same method, same fix).
+    In the 3.0+ sources (``apache/pulsar@3f8bb4b``, 4.x copies), not in the 2.10.1 source. It did NOT come
+    with apache/pulsar#17971 (that PR changes only the fallback, see
+    :func:`position_after_n_falls_back_to_last_key`): a 2.10 broker answers 7:3 for a start at 5:1 in a
+    deleted ledger, n=3, startIncluded, over ledgers 3 (4 entries), 7 (6), 8 (2) and the open 12 - the
+    unguarded ``unread = 0 - 1`` raises the entries still to skip to 4 (``tests/test_positions_golden.py``,
+    ``test_position_after_n_2_10_deleted_start_ledger_unguarded_unread``). No 2.10.x or 2.11.x source
+    with the guard was found; assumed from 3.0.0 only.
     """
-    return _since(version, (2, 11, 0), {(2, 10): 3})
+    return PulsarVersion.parse(version) >= PulsarVersion(3, 0, 0)
+
+
+def position_after_n_falls_back_to_last_key(version: VersionLike) -> bool:
+    """Past the last ledger, ``getPositionAfterN`` re-walks ``ledgers.lastKey()`` (not ``lastKey()+1``).
+
+    apache/pulsar#17971 (the fix of the endless loop), labels release/2.8.5, release/2.10.3 and
+    release/2.11.1 (it merged after branch-2.11 was cut: 2.11.0 still has ``lastKey()+1``); every 3.0+.
+    """
+    return _since(version, (3, 0, 0), {(2, 8): 5, (2, 10): 3, (2, 11): 1})
 
 
 def _past_end(version: VersionLike) -> PastEndBehaviour:
     """What ``getPositionAfterN`` does when it runs out of ledgers without meeting the open ledger."""
-    if position_after_n_guards_unread(version):
-        return "revisit_last_ledger"  # 3.x: ceilingKey(..) ?: lastKey(), the last ledger is re-walked
+    if position_after_n_falls_back_to_last_key(version):
+        return "revisit_last_ledger"  # ceilingKey(..) ?: lastKey(): the last ledger is re-walked
     if position_after_n_counts_deleted_ledger_as_empty(version):
         return "loop_forever"  # 2.10.1: lastKey()+1 is absent from the map, counts 0, forever
     return "npe"  # 2.x-old: lastKey()+1 -> ledgers.get(..).getEntries() on null
@@ -261,8 +275,12 @@ def consumed_size_generation(version: VersionLike) -> int:
 
 
 def estimate_deleted_ledger_returns_total_size(version: VersionLike) -> bool:
-    """``estimateBacklogFromPosition`` on a deleted ledger returned ``totalSize`` (≤2.10, §2.4, §12.4)."""
-    return PulsarVersion.parse(version) < PulsarVersion(2, 11, 0)
+    """``estimateBacklogFromPosition`` on a deleted ledger returns ``totalSize`` (docs §2.4, §12.4).
+
+    Changed by apache/pulsar#19017 (3.0.0), which reached branch-2.11 only with #20069 for 2.11.1; the
+    2.10 line kept ``totalSize``.
+    """
+    return not _since(version, (3, 0, 0), {(2, 11): 1})
 
 
 def slowest_cursor_ties_by_insertion_order(version: VersionLike) -> bool:

@@ -728,3 +728,30 @@ def test_reset_cursor_plan_edges(out: dict[str, Any]) -> None:
     assert pos(old[("e2", "latest")]["read_position"]) == (15, 2)
     assert pos(new[("e2", "latest")]["mark_delete_position"]) == (15, 1)
     assert "unknown target_kind" in new[("e2", "bogus")]["error"]
+
+
+def test_position_after_n_2_10_deleted_start_ledger_unguarded_unread(spark: SparkSession) -> None:
+    """docs §1.9, case ``fidelity/position_after_n_2x_deleted_start`` (the broker's own method answered it).
+
+    Ledgers 3 (4 entries), 7 (6), 8 (2), open 12 (3 entries, LAC 12:2); start 5:1 lies in the deleted
+    ledger 5, n = 3, startIncluded. 2.10 computes ``unread = total - entry = 0 - 1`` for the deleted
+    ledger, so 4 entries remain to skip: 7:4, previous 7:3. 3.0+ guards ``unread`` with ``total > 0``
+    (0 unread, 3 to skip: 7:3, previous 7:2).
+    """
+    ledgers = spark.createDataFrame(
+        [("c", "f", 3, 4, 40), ("c", "f", 7, 6, 60), ("c", "f", 8, 2, 20), ("c", "f", 12, 0, 0)], LEDGERS
+    )
+    mls = spark.createDataFrame([("c", "f", 12, 3, 30, (12, 2), 150)], ML)
+    requests = spark.createDataFrame([("c", "f", "r", (5, 1), 3, INCL)], PAN_REQ)
+    got = {
+        version: P.position_after_n(requests, ledgers, mls, pulsar_version=version)
+        .select("position", "error")
+        .collect()
+        for version in ("2.10.6", "2.11.2", "3.0.7", "4.1.3")
+    }
+    assert {v: [(tuple(r["position"]), r["error"]) for r in rows] for v, rows in got.items()} == {
+        "2.10.6": [((7, 3), None)],
+        "2.11.2": [((7, 3), None)],
+        "3.0.7": [((7, 2), None)],
+        "4.1.3": [((7, 2), None)],
+    }

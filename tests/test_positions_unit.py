@@ -93,8 +93,8 @@ def test_uses_4x_entry_count_from_the_4_0_8_and_4_1_2_patches(version: str, expe
         ("2.10.0", True, False, False),
         ("2.10.1", False, True, False),  # the 2.10.1 source read: clamp, no unread guard
         ("2.10.2", False, True, False),
-        ("2.10.3", False, True, True),  # apache/pulsar#17971 (release/2.10.3): lastKey(), guard
-        ("2.11.2", False, True, True),
+        ("2.10.3", False, True, False),  # apache/pulsar#17971 (release/2.10.3): lastKey() only
+        ("2.11.2", False, True, False),
         ("3.0.0", False, True, True),
         ("4.1.3", False, True, True),
     ],
@@ -112,6 +112,9 @@ def test_position_after_n_generations(
 def test_position_after_n_past_end_behaviour_per_generation() -> None:
     assert behaviour("2.8.0").pan_past_end == "npe"
     assert behaviour("2.10.1").pan_past_end == "loop_forever"
+    assert behaviour("2.10.3").pan_past_end == "revisit_last_ledger"  # #17971 without the unread guard
+    assert behaviour("2.11.0").pan_past_end == "loop_forever"  # #17971 merged after branch-2.11 was cut
+    assert behaviour("2.11.1").pan_past_end == "revisit_last_ledger"
     assert behaviour("3.0.7").pan_past_end == "revisit_last_ledger"
 
 
@@ -143,7 +146,8 @@ def test_cursor_count_switches_between_2x_and_3x() -> None:
 
 def test_backlog_size_switches() -> None:
     assert estimate_deleted_ledger_returns_total_size("2.10.6")
-    assert not estimate_deleted_ledger_returns_total_size("2.11.0")
+    assert estimate_deleted_ledger_returns_total_size("2.11.0")  # #19017 reached 2.11 in 2.11.1 (#20069)
+    assert not estimate_deleted_ledger_returns_total_size("2.11.1")
     assert not slowest_cursor_ties_by_insertion_order("3.0.7")
     assert slowest_cursor_ties_by_insertion_order("3.1.0")
     assert not size_since_mark_delete_subtracts_individual_acks("4.1.2")

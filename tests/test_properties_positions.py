@@ -81,12 +81,19 @@ def test_position_after_n_matches_oracle(
     actual = {(r["_version"], r["request_id"]): (S.pos(r["position"]), _error_of(r)) for r in rows}
     mismatches: list[S.Mismatch] = []
     for v in POSITION_AFTER_N_VERSIONS:
-        family = o.semantics_for_version(v).position_family
+        sem = o.semantics_for_version(v)
         for i, case in enumerate(cases):
             for j, req in enumerate(case.position_after_n):
                 try:
                     expected: Any = (
-                        o.get_position_after_n(case.ml, req.start, req.n, cast(o.Bound, req.bound), family),
+                        o.get_position_after_n(
+                            case.ml,
+                            req.start,
+                            req.n,
+                            cast(o.Bound, req.bound),
+                            sem.position_family,
+                            unread_guard=sem.pan_unread_guard,
+                        ),
                         None,
                     )
                 except o.OracleNPEError:

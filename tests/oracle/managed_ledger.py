@@ -139,6 +139,7 @@ class Semantics:
     precise_backlog_guard: bool  # §1.8: "0 if md >= LAC" (3.x+)
     estimate_deleted_returns_total: bool  # §2.4: 2.9/2.10 returned totalSize for a deleted ledger
     slowest_ties_by_order: bool  # §1.11: new TreeSet container (3.1+) breaks ties by insertion order
+    pan_unread_guard: bool  # §1.9: ``unread = total - entry`` only when ``total > 0`` (3.0.0+)
 
 
 _VERSION_RE = re.compile(r"^\s*(\d+)\.(\d+)")
@@ -162,6 +163,9 @@ def semantics_for_version(version: str) -> Semantics:
     * ``3.x``: consumed-size v3 (``entries <= e + 1``), precise-backlog guard ``md >= LAC → 0``;
     * ``4.x``: like 3.x plus the 4.x ``getNumberOfEntries`` arithmetic (§1.7).
     * Slowest-cursor ties break by insertion order from 3.1 (new TreeSet container); earlier: arbitrary.
+    * §1.9's ``total > 0`` guard on ``unread`` exists from 3.0 only: the 2.10 and 2.11 lines compute
+      ``total - entry`` even for a start in a deleted or empty ledger (a negative ``unread`` that adds to
+      the entries still to skip).
     """
     major, minor = parse_version(version)
     old = (major, minor) <= (2, 8)
@@ -173,6 +177,7 @@ def semantics_for_version(version: str) -> Semantics:
         precise_backlog_guard=major >= 3,
         estimate_deleted_returns_total=major == 2,
         slowest_ties_by_order=(major, minor) >= (3, 1),
+        pan_unread_guard=major >= 3,
     )
 
 
@@ -414,9 +419,19 @@ def number_of_entries_in_storage(
 
 
 def get_position_after_n(
-    ml: ManagedLedger, start: Position, n: int, bound: Bound, family: PositionFamily = "3x"
+    ml: ManagedLedger,
+    start: Position,
+    n: int,
+    bound: Bound,
+    family: PositionFamily = "3x",
+    *,
+    unread_guard: bool = True,
 ) -> Position:
-    """docs §1.9 getPositionAfterN (3.x/4.x loop with LAC clamp, or the 2.x-old loop)."""
+    """docs §1.9 getPositionAfterN (3.x/4.x loop with LAC clamp, or the 2.x-old loop).
+
+    ``unread_guard=False``: the 2.10/2.11 loop, which counts ``unread = total - entry`` even when the
+    ledger holds nothing (``total == 0``), so a start inside a deleted ledger skips more.
+    """
     if family == "2x-old":
         return _position_after_n_2x_old(ml, start, n, bound)
     if bound == "startIncluded":  # noqa: SIM108 - mirrors docs/semantics pseudo-code
@@ -436,7 +451,7 @@ def get_position_after_n(
         else:
             li = ml.ledgers.get(cur[0])
             total = li[0] if li is not None else 0
-        unread = total - cur[1] if total > 0 else 0
+        unread = total - cur[1] if (total > 0 or not unread_guard) else 0
         if unread >= skip:
             cur = (cur[0], cur[1] + skip)
             break
