@@ -13,7 +13,7 @@ import logging
 import time
 import uuid
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
@@ -67,6 +67,8 @@ class StageOutcome:
     rows_quarantined: dict[str, int]
     rows_out: dict[str, int]
     table_versions: dict[str, int]
+    #: Accepted records per source the parsers noted an assumption about (``ingest_notes``).
+    rows_noted: dict[str, int] = field(default_factory=dict)
 
 
 def _stage_ingest(ctx: StageContext) -> StageOutcome:
@@ -88,6 +90,7 @@ def _stage_ingest(ctx: StageContext) -> StageOutcome:
         rows_quarantined=result.rows_quarantined,
         rows_out=result.rows_out,
         table_versions=result.table_versions,
+        rows_noted=result.rows_noted,
     )
 
 
@@ -337,6 +340,7 @@ def _run_stages(
                     "rows_in": outcome.rows_in,
                     "rows_accepted": outcome.rows_accepted,
                     "rows_quarantined": outcome.rows_quarantined,
+                    "rows_noted": outcome.rows_noted,
                     "rows_out": outcome.rows_out,
                     "table_versions": outcome.table_versions,
                     "code_version": __version__,
@@ -359,11 +363,16 @@ def format_summary(outcomes: Sequence[StageOutcome]) -> str:
         export = f"  export {outcome.export_id}" if outcome.export_id else ""
         lines.append(f"run date {outcome.run_date}{export}")
         if outcome.rows_in:
-            lines.append(f"  {'source':<16}{'in':>10}{'accepted':>10}{'quarantined':>13}")
+            lines.append(f"  {'source':<16}{'in':>10}{'accepted':>10}{'quarantined':>13}{'noted':>8}")
             for source in sorted(outcome.rows_in):
                 lines.append(
                     f"  {source:<16}{outcome.rows_in[source]:>10}{outcome.rows_accepted.get(source, 0):>10}"
-                    f"{outcome.rows_quarantined.get(source, 0):>13}"
+                    f"{outcome.rows_quarantined.get(source, 0):>13}{outcome.rows_noted.get(source, 0):>8}"
+                )
+            if any(outcome.rows_noted.values()):
+                lines.append(
+                    "  noted: accepted records the parsers assumed something about (unknown fields, typos, "
+                    "defaults); see table ingest_notes"
                 )
         lines.append(f"  {'table':<18}{'rows':>10}{'version':>9}")
         for table in sorted(outcome.rows_out):

@@ -622,17 +622,45 @@ def build_generated_export(root: Path, seed: int) -> dict[str, Any]:
     cluster = root / CLUSTER
     predicted: Counter[tuple[str, str]] = Counter()
     keys: set[tuple[str, str, str, str]] = set()
+    # Every stats topic also gets an intact stats-internal record (its stats are stored beside it); a
+    # mutation that renames the topic leaves the stats without one, and the pipeline quarantines them.
+    (cluster / "stats-internal").mkdir(parents=True)
+    for_stats = b"".join(
+        json.dumps({"cluster": CLUSTER, "topic": f"persistent://g/ns/stats-{i}", "stats": _si_doc()}).encode()
+        + b"\n"
+        for i in range(2 * PER_SOURCE)
+    )
+    (cluster / "stats-internal" / "for-stats.jsonl").write_bytes(for_stats)
+    internal_topics: set[str] = set()
 
-    def account_json(kind: str, relative: str, results: list[ParseResult]) -> None:
-        for result in results:
+    def account_json(kind: str, relative: str, results: list[ParseResult], data: bytes | None = None) -> None:
+        locators = (
+            [f"line {n}" for n, line in enumerate(data.split(b"\n"), start=1) if line.strip()]
+            if data is not None
+            else ["file"] * len(results)
+        )
+        for locator, result in zip(locators, results, strict=True):
             predicted[(kind, "in")] += result.records_in
             predicted[(kind, "accepted")] += result.records_accepted
+            if kind == "stats-internal":
+                internal_topics.update(row["topic"] for row in result.rows.get("managed_ledgers", []))
+            for row in result.rows.get("topic_stats", []) if kind == "stats" else []:
+                if row["topic"] not in internal_topics:
+                    predicted[(kind, "accepted")] -= 1
+                    keys.add(
+                        (kind, relative, f"{locator} topic {row['topic']}", "stats_without_stats_internal")
+                    )
         for row in _check_sound_json(results):
             keys.add((kind, relative, row["record_locator"], row["reason_code"]))
 
+    relative = f"{CLUSTER}/stats-internal/for-stats.jsonl"
+    account_json(
+        "stats-internal", relative, parse_json_kind("stats-internal", "jsonl", relative, for_stats), for_stats
+    )
+
     for kind, make in JSON_SEEDS.items():
         folder = cluster / kind
-        folder.mkdir(parents=True)
+        folder.mkdir(parents=True, exist_ok=True)
         lines = []
         for i in range(2 * PER_SOURCE):
             topic = f"persistent://g/ns/{kind}-{i}"
@@ -655,7 +683,7 @@ def build_generated_export(root: Path, seed: int) -> dict[str, Any]:
         data = b"\n".join(lines) + b"\n"
         (folder / "lines.jsonl").write_bytes(data)
         relative = f"{CLUSTER}/{kind}/lines.jsonl"
-        account_json(kind, relative, parse_json_kind(kind, "jsonl", relative, data))
+        account_json(kind, relative, parse_json_kind(kind, "jsonl", relative, data), data)
     csv_rows = []
     for i in range(PER_SOURCE):
         row = [f"persistent://g/ns/csv-{i}", "s", f"w-{i}", "0", "Failover"]

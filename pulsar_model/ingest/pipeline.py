@@ -33,6 +33,7 @@ from pulsar_model.delta_io import DeltaTables, TableWrite
 from pulsar_model.errors import PulsarAnalyticsError
 from pulsar_model.ingest.entries import decode_lines, decoded_arrow_schema, normalise_path, strip_scheme
 from pulsar_model.ingest.layout import ExportInventory, discover
+from pulsar_model.ingest.parsers.common import NOTE_TEXT
 
 log = logging.getLogger(__name__)
 
@@ -48,6 +49,7 @@ INPUT_TABLES: tuple[str, ...] = (
     "consumers",
     "schema_versions",
     "quarantine",
+    "ingest_notes",
 )
 _EXPORT_COLS = ("export_id", "export_date", "exported_at", "pulsar_version")
 _JSON_KINDS = ("stats-internal", "stats", "backlog-quotas", "consumers", "schemas")
@@ -98,7 +100,8 @@ class IngestResult:
     rows_quarantined: dict[str, int]
     rows_out: dict[str, int]
     table_versions: dict[str, int]
-    notes: dict[str, int] = field(default_factory=dict)
+    #: Accepted records per source that carry at least one parser note (``ingest_notes``).
+    rows_noted: dict[str, int] = field(default_factory=dict)
     seconds: float = 0.0
 
 
@@ -175,15 +178,20 @@ def _parse_files(
                 ctx = RecordContext(cluster, kind, relative, "file", hint)
                 calls.append((f"{relative}#000000000", parse_file(kind, data, ctx)))
             for key, result in calls:
+                topics: set[str] = set()
                 for table, rows in result.rows.items():
                     for row in rows:
                         emit(table, key, row)
+                        if isinstance(row.get("topic"), str):
+                            topics.add(row["topic"])
                 for row in result.quarantine:
                     emit("quarantine", key, row)
                 emit(
                     "_counts",
                     key,
                     {
+                        "cluster": cluster,
+                        "topic": next(iter(topics)) if len(topics) == 1 else None,
                         "source": kind,
                         "records_in": result.records_in,
                         "records_accepted": result.records_accepted,
@@ -195,8 +203,8 @@ def _parse_files(
 
 
 _COUNTS_SCHEMA: T.StructType = parse_type(  # type: ignore[assignment]
-    "struct<source:string,records_in:bigint,records_accepted:bigint,records_quarantined:bigint,"
-    "notes:map<string,bigint>>"
+    "struct<cluster:string,topic:string,source:string,records_in:bigint,records_accepted:bigint,"
+    "records_quarantined:bigint,notes:map<string,bigint>>"
 )
 
 
@@ -208,15 +216,14 @@ class _Parsed:
 
     def table(self, name: str) -> DataFrame:
         schema = _COUNTS_SCHEMA if name == "_counts" else _parse_schema(name)
+        mine = F.col("table") == name
+        # Guarded: the optimizer may push a later filter on a parsed field below this projection and
+        # evaluate it before ``mine`` (seen: a filter on _counts.notes ran FAILFAST parsing on stats rows).
+        parsed = F.when(
+            mine, F.from_json("row_json", schema, {"timestampFormat": _TS_FORMAT, "mode": "FAILFAST"})
+        )
         return (
-            self.parsed.where(F.col("table") == name)
-            .select(
-                F.col("record_key"),
-                F.from_json("row_json", schema, {"timestampFormat": _TS_FORMAT, "mode": "FAILFAST"}).alias(
-                    "r"
-                ),
-            )
-            .select("record_key", "r.*")
+            self.parsed.where(mine).select(F.col("record_key"), parsed.alias("r")).select("record_key", "r.*")
         )
 
 
@@ -329,6 +336,134 @@ def _duplicate_quotas(frames: Mapping[str, DataFrame]) -> tuple[dict[str, DataFr
         F.lit(None).cast("string").alias("record_excerpt"),
     )
     return kept, quarantined
+
+
+def _stats_without_internal(
+    frames: Mapping[str, DataFrame],
+) -> tuple[dict[str, DataFrame], DataFrame, DataFrame]:
+    """Quarantine the ``stats`` of topics that have no ``stats-internal`` row (one quarantine row per topic).
+
+    A topic's stats are stored by joining them onto its stats-internal rows (``managed_ledgers``,
+    ``cursors``); without those nothing but its consumers could be kept, so "accepted" would not mean
+    "stored". Each partition of a partitioned stats record is a record of its own in the accounting, so a
+    topic is the unit here too. The reason says whether the topic's stats-internal record was quarantined,
+    absent from the export, or cannot exist (a non-persistent topic has no managed ledger).
+
+    A stored topic's subscription whose cursor stats-internal does not list (created or deleted between
+    the two admin calls) cannot be stored either: the third frame holds one ``ingest_notes`` row for each.
+    """
+    kept = dict(frames)
+    internal = frames["managed_ledgers"].select("cluster", "topic").distinct()
+    internal_quarantined = (
+        frames["quarantine"]
+        .where((F.col("source") == "stats-internal") & F.col("topic").isNotNull())
+        .select("cluster", "topic", F.lit(True).alias("_internal_quarantined"))
+        .distinct()
+    )
+    orphans = (
+        frames["topic_stats"]
+        .select("cluster", "topic", "record_key")
+        .distinct()
+        .join(internal, ["cluster", "topic"], "left_anti")
+    )
+    for table in ("topic_stats", "subscription_stats", "stats_consumers"):
+        kept[table] = kept[table].join(orphans, ["cluster", "topic", "record_key"], "left_anti")
+    why = (
+        F.when(
+            F.col("topic").startswith("non-persistent://"),
+            F.lit(
+                "stats of a non-persistent topic: it has no managed ledger (no stats-internal), and the "
+                "analyses cover persistent topics only; nothing of the record is stored"
+            ),
+        )
+        .when(
+            F.col("_internal_quarantined"),
+            F.lit(
+                "the topic's stats-internal record was quarantined (see the quarantine rows of source "
+                "stats-internal for this topic), and its stats are stored only beside it; fix that record "
+                "and re-ingest"
+            ),
+        )
+        .otherwise(
+            F.lit(
+                "no stats-internal record for this topic in the export (the stats-internal call failed or "
+                "was filtered out), and its stats are stored only beside it; export `topics "
+                "stats-internal` for the topic too and re-ingest"
+            )
+        )
+    )
+    quarantined = orphans.join(internal_quarantined, ["cluster", "topic"], "left").select(
+        "cluster",
+        "topic",
+        F.lit("stats").alias("source"),
+        F.split("record_key", "#").getItem(0).alias("source_file"),
+        F.concat(
+            _parser_locator(F.split("record_key", "#").getItem(1).cast("int")), F.lit(" topic "), "topic"
+        ).alias("record_locator"),
+        F.lit("stats_without_stats_internal").alias("reason_code"),
+        why.alias("reason"),
+        F.lit(None).cast("string").alias("record_excerpt"),
+    )
+    sub_key = ["cluster", "topic", "cursor_name"]
+    cursor_keys = frames["cursors"].select(*sub_key).distinct()
+    subscription_notes = (
+        kept["subscription_stats"]
+        .select(*sub_key, "record_key", "is_durable")
+        .join(cursor_keys, sub_key, "left_anti")
+        .select(
+            "cluster",
+            "topic",
+            F.lit("stats").alias("source"),
+            F.split("record_key", "#").getItem(0).alias("source_file"),
+            _parser_locator(F.split("record_key", "#").getItem(1).cast("int")).alias("record_locator"),
+            F.lit("subscription_without_cursor").alias("note_code"),
+            F.col("cursor_name").alias("note_subject"),
+            F.concat(
+                F.when(
+                    F.col("is_durable") == F.lit(False), F.lit("non-durable (reader) subscription ")
+                ).otherwise(F.lit("subscription ")),
+                "cursor_name",
+                F.when(
+                    F.col("is_durable") == F.lit(False),
+                    F.lit(" is in stats, and stats-internal lists no cursor for it"),
+                ).otherwise(
+                    F.lit(
+                        " is in stats but stats-internal lists no cursor for it (created or deleted between "
+                        "the two admin calls)"
+                    )
+                ),
+                F.lit("; its subscription stats were not stored"),
+            ).alias("note"),
+            F.lit(1).cast("bigint").alias("occurrences"),
+        )
+    )
+    return kept, quarantined, subscription_notes
+
+
+def _ingest_notes(counts_json: DataFrame) -> DataFrame:
+    """One ``ingest_notes`` row per (record, note key) from the parsers' per-record note counters."""
+    text = F.create_map(*[F.lit(x) for code, template in sorted(NOTE_TEXT.items()) for x in (code, template)])
+    exploded = counts_json.select(
+        "cluster",
+        "topic",
+        "source",
+        "record_key",
+        F.explode("notes").alias("_key", "occurrences"),
+    )
+    code = F.split("_key", ":", 2).getItem(0)
+    subject = F.when(F.col("_key").contains(":"), F.expr("substr(_key, instr(_key, ':') + 1)"))
+    template = F.coalesce(text[code], F.lit("{subject}"))
+    return exploded.select(
+        "cluster",
+        "topic",
+        "source",
+        F.split("record_key", "#").getItem(0).alias("source_file"),
+        _parser_locator(F.split("record_key", "#").getItem(1).cast("int")).alias("record_locator"),
+        code.alias("note_code"),
+        subject.alias("note_subject"),
+        F.replace(template, F.lit("{subject}"), F.coalesce(subject, F.lit(""))).alias("note"),
+        F.col("occurrences").cast("bigint").alias("occurrences"),
+    )
 
 
 def _with_export(df: DataFrame, inv: ExportInventory, versions: Mapping[str, str]) -> DataFrame:
@@ -560,6 +695,11 @@ def build_input_tables(
     frames, dup_quarantine = _duplicate_topics(frames)
     frames, dup_quotas = _duplicate_quotas(frames)
     dup_quarantine.append(dup_quotas)
+    frames, stats_orphans, subscription_notes = _stats_without_internal(frames)
+    dup_quarantine.append(stats_orphans)
+    frames["ingest_notes"] = (
+        _ingest_notes(counts_json).unionByName(subscription_notes).withColumn("run_id", F.lit(run_id))
+    )
 
     counts = counts_json.select(
         "source",
@@ -697,11 +837,19 @@ def build_input_tables(
             continue
         df = _with_export(frames[table], inv, versions)
         outputs[table] = conform(df, table)
-    return outputs, counts.groupBy("source").agg(
+    noted = (
+        frames["ingest_notes"]
+        .select("source", "source_file", "record_locator")
+        .distinct()
+        .groupBy("source")
+        .agg(F.count(F.lit(1)).cast("bigint").alias("rows_noted"))
+    )
+    totals = counts.groupBy("source").agg(
         F.sum("rows_in").alias("rows_in"),
         F.sum("rows_accepted").alias("rows_accepted"),
         F.sum("rows_quarantined").alias("rows_quarantined"),
     )
+    return outputs, totals.join(noted, "source", "left")
 
 
 def ingest_export(
@@ -726,10 +874,12 @@ def ingest_export(
     )
     spark.sparkContext.setJobDescription(f"ingest {inv.export_id}: parse and decode")
     outputs, counts_df = build_input_tables(spark, inv, run_id=run_id, versions=versions)
+    collected = counts_df.collect()
     counts = {
         r["source"]: (int(r["rows_in"]), int(r["rows_accepted"]), int(r["rows_quarantined"]))
-        for r in counts_df.collect()
+        for r in collected
     }
+    noted = {r["source"]: int(r["rows_noted"]) for r in collected if r["rows_noted"]}
     broken = {s: c for s, c in counts.items() if c[0] != c[1] + c[2]}
     if broken:
         raise AccountingError(
@@ -737,7 +887,7 @@ def ingest_export(
             + ", ".join(f"{s}: {c[0]} != {c[1]} + {c[2]}" for s, c in sorted(broken.items()))
             + " — nothing was written; please report this as a bug with the export"
         )
-    for table in (*outputs, "run_log"):
+    for table in outputs:
         c = contract(table)
         tables.create(table, c.spark_schema, c.partitioned_by, description=c.description)
     writes = [
@@ -765,6 +915,7 @@ def ingest_export(
         rows_quarantined={s: c[2] for s, c in counts.items()},
         rows_out=rows_out,
         table_versions=versions_written,
+        rows_noted=noted,
         seconds=time.monotonic() - t0,
     )
     log.info("ingest %s done in %.1fs: %s", run_id, result.seconds, rows_out)
@@ -796,6 +947,7 @@ def run_log_row(
         "rows_in": result.rows_in,
         "rows_accepted": result.rows_accepted,
         "rows_quarantined": result.rows_quarantined,
+        "rows_noted": result.rows_noted,
         "rows_out": result.rows_out,
         "table_versions": result.table_versions,
         "pulsar_version": pulsar_version,
@@ -804,7 +956,14 @@ def run_log_row(
 
 
 def append_run_log(spark: SparkSession, tables: DeltaTables, rows: Sequence[Mapping[str, Any]]) -> int:
-    """Append rows to ``run_log`` (creating it with its contract if needed)."""
-    schema = contract("run_log").spark_schema
-    df = spark.createDataFrame([tuple(r.get(c) for c in schema.names) for r in rows], schema)
-    return tables.append("run_log", df)
+    """Append rows to ``run_log``, creating it with its contract if needed.
+
+    The run log outlives upgrades: a run log written under an older contract gets the columns added
+    since (nullable; older rows read them as null) instead of refusing the append.
+    """
+    c = contract("run_log")
+    if not tables.exists("run_log"):
+        tables.create("run_log", c.spark_schema, c.partitioned_by, description=c.description)
+    schema = c.spark_schema
+    df = spark.createDataFrame([tuple(r.get(name) for name in schema.names) for r in rows], schema)
+    return tables.append("run_log", df, allow_schema_change=True)

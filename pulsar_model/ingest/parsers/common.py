@@ -82,6 +82,35 @@ REASON_CODES: Final = (
     INTERNAL_ERROR,
 )
 
+#: What each parser note code means (the ``note`` column of ``ingest_notes``). A note key is
+#: ``code`` or ``code:subject``; ``{subject}`` is replaced by the part after the colon.
+NOTE_TEXT: Final[Mapping[str, str]] = {
+    "unknown_field": (
+        "field {subject} is not read by this version of pulsar-analytics and was ignored (a field of a "
+        "newer Pulsar, or a misspelt key in a hand-written export)"
+    ),
+    "typo": "read the misspelt key {subject}, which some admin clients write, as its correct name",
+    "unparseable_timestamp": "could not read the timestamp {subject}; stored it as null",
+    "coerced_property": "property {subject} held a non-string value; stored its JSON text",
+    "partition_count_mismatch": (
+        "the partitioned {subject} record lists a different number of partitions than its metadata "
+        "declares; stored the partitions it lists"
+    ),
+    "partitioned_aggregate_ignored": (
+        "ignored the whole-topic numbers of the partitioned {subject} record; stored its partitions"
+    ),
+    "envelope_without_cluster": "the JSON Lines envelope names no cluster; used the export folder's",
+    "broker_default": "the broker configuration lacks {subject}; used the broker's default value",
+    "quota_without_policy": "a backlog quota without a policy; stored with a null policy",
+    "default_priority_level": "no priority level for the consumer; used Pulsar's default 0",
+    "version_from_order": "a schema version without a version number; numbered by its place in the list",
+    "base64_schema_decoded": "the schema definition was base64 text; stored it decoded",
+    "unknown_state": "state {subject} is not one this version knows; stored as given",
+    "ledgers_not_sorted_by_id": (
+        "the ledgers were listed out of id order; the analyses order them by id, as the broker does"
+    ),
+}
+
 #: Quarantine rows keep the first characters of the record text (quarantine contract).
 EXCERPT_CHARS: Final = 512
 #: A reason lists at most this many problems, then says how many more there were.
