@@ -3,8 +3,9 @@
 All frames of this module are computed once by a module fixture (fetched as JSON rows); each test reads
 its rows.
 Version families: v1 = 2.8.0 (consumedLedgerSize without the full-ledger shortcut), v2 = 2.10.6 (``==``
-shortcut, deleted-ledger estimate = totalSize, heap cursor container), v3 = 4.1.3 (``<=`` shortcut,
-TreeSet container, master size-since-mark-delete); "pre" = 3.0.7 for the size-since-mark-delete.
+shortcut, deleted-ledger estimate = totalSize), v3 = 4.1.3 (``<=`` shortcut, master size-since-mark-delete);
+"pre" = 3.0.7 for the size-since-mark-delete. Every version keeps the durable cursors in the same heap
+(docs §3.9).
 """
 
 from __future__ import annotations
