@@ -588,9 +588,9 @@ class CursorHeap:
       own order is unknowable);
     * ``moved`` (``cursorUpdated``): the cursor's key changes; it sifts down when it is the root or its parent
       is not larger (``<=``), else up. Down, it swaps with a child only when that child is strictly smaller:
-      the right child when it is smaller than the cursor and the left child is not smaller than it, else
-      the left child when that one is smaller. Equal positions never swap, so a cursor that moved onto the
-      position of the others stays where it is (the root, when it was the root);
+      the right child when it is smaller than the cursor and the left child is not smaller than the right
+      one, else the left child when that one is smaller than the cursor. Equal positions never swap, so a
+      cursor that moved onto the position of the others stays where it is (the root, when it was the root);
     * ``root``: ``getSlowestConsumer()`` = ``heap[0]``.
 
     Readers (non-durable cursors) are never in the heap. Arrays (``heap``: cursor index per slot, ``slot``:
