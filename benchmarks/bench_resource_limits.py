@@ -213,6 +213,7 @@ def _steps(
             F.count("*").alias("rows"),
             F.min("stop_reason").alias("stop_reason"),
             F.min("stop_cursor_name").alias("stop_cursor_name"),
+            F.max(F.col("slowest_tie_ambiguous").cast("int")).alias("tie_ambiguous"),
             F.max("iteration_count").alias("iterations"),
             F.sum("skipped_entries").alias("skipped_entries"),
             F.max("estimated_backlog_size_bytes_after").alias("estimate_after"),

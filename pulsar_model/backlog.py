@@ -160,9 +160,11 @@ def estimated_backlog_size(
     One row per managed ledger: ``cluster, topic, slowest_cursor_name, slowest_mark_delete_position,
     estimated_backlog_size_bytes, slowest_cursor_tie``. The slowest cursor is the durable cursor with the
     smallest mark-delete position (a null md counts as EARLIEST, and then the estimate is 0 as in the
-    broker); ties go to the smallest ``cursor_order`` (3.1+: the TreeSet keeps insertion order). Up to 3.0
-    the heap's tie order is arbitrary: the smallest ``cursor_order`` is still reported and
-    ``slowest_cursor_tie`` is true. No durable cursor -> null cursor, 0 bytes.
+    broker): the root of the broker's cursor heap built in export order, i.e. among equal positions the
+    smallest ``cursor_order`` (docs §3.9). The broker's own heap was built in recovery order and reshaped by
+    every mark-delete, which no export carries, so a tie is flagged by ``slowest_cursor_tie`` in every
+    version (the estimate is the same whichever tied cursor the broker holds). No durable cursor -> null
+    cursor, 0 bytes.
 
     Size: ``totalSize - sizes of ledgers before md's ledger``; a deleted md ledger stops there; a ledger
     listing 0 entries (the open ledger) uses ``currentLedgerSize/Entries``; otherwise minus
@@ -193,7 +195,7 @@ def estimated_backlog_size(
         *KEY,
         F.col("cursor_name").alias("slowest_cursor_name"),
         F.col("_md").alias("slowest_mark_delete_position"),
-        (F.lit(not beh.slowest_ties_by_insertion) & (F.col("_same_md") > 1)).alias("slowest_cursor_tie"),
+        (F.lit(not beh.slowest_tie_known_from_export) & (F.col("_same_md") > 1)).alias("slowest_cursor_tie"),
     )
     topics = env.ctx.join(slowest, on=list(KEY), how="left")
     topics = env.lookup(topics, fld(ref("slowest_mark_delete_position"), "ledger_id"), "_lk")

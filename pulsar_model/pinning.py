@@ -109,11 +109,12 @@ def pinning_report(
 
     * ``slowest_cursor_name``, ``slowest_cursor_kind`` (``cursor_kind`` when the cursors have it),
       ``slowest_mark_delete_position``: the durable cursor with the smallest md (null md counts as EARLIEST
-      and is reported null); ties go to the smallest ``cursor_order`` (docs §1.11, the 3.1+ TreeSet; the
-      same cursor is reported for older heaps). Readers (``is_durable`` false) never count. Null when the
-      topic has no durable cursor.
-    * ``slowest_cursor_tie``: another durable cursor has the same md (version independent, unlike
-      :func:`pulsar_model.backlog.estimated_backlog_size`'s flag).
+      and is reported null); ties go to the smallest ``cursor_order``: the root of the broker's cursor heap
+      built in export order (docs §3.9; which tied cursor the broker's own heap holds is not in the export,
+      hence ``slowest_cursor_tie``). Readers (``is_durable`` false) never count. Null when the topic has no
+      durable cursor.
+    * ``slowest_cursor_tie``: another durable cursor has the same md (the same flag as
+      :func:`pulsar_model.backlog.estimated_backlog_size`'s).
     * ``next_slowest_cursor_name``, ``next_slowest_mark_delete_position``: the second durable cursor in
       ``(md, cursor_order)`` order - with a tie, the tied cursor; null when there is only one.
     * ``pin_target_position``: where the slowest cursor is moved to measure what it alone pins: the next
@@ -142,7 +143,7 @@ def pinning_report(
         as_position(F.col("last_confirmed_entry")).alias("_lac"),
     )
 
-    # durable cursors of each topic, sorted by (md, cursor_order, name): docs §1.11 container order
+    # durable cursors of each topic, sorted by (md, cursor_order, name): the heap root first (docs §3.9)
     kind = (
         F.col("cursor_kind").cast("string")
         if "cursor_kind" in cursors.columns

@@ -52,7 +52,7 @@ __all__ = [
     "position_after_n_guards_unread",
     "reset_latest_uses_next_valid",
     "size_since_mark_delete_subtracts_individual_acks",
-    "slowest_cursor_ties_by_insertion_order",
+    "slowest_cursor_tie_known_from_export",
     "uses_4x_entry_count",
     "uses_new_valid_position",
 ]
@@ -283,9 +283,24 @@ def estimate_deleted_ledger_returns_total_size(version: VersionLike) -> bool:
     return not _since(version, (3, 0, 0), {(2, 11): 1})
 
 
-def slowest_cursor_ties_by_insertion_order(version: VersionLike) -> bool:
-    """3.1+ cursor container (TreeSet by position then insertion order, §1.11); ≤3.0 is a heap."""
-    return PulsarVersion.parse(version) >= PulsarVersion(3, 1, 0)
+def slowest_cursor_tie_known_from_export(version: VersionLike) -> bool:
+    """Whether an export decides which of several durable cursors on the slowest mark-delete position the
+    broker's ``getSlowestConsumer()`` returns (docs §3.9): False for every supported line.
+
+    Every line keeps the durable cursors in the same binary heap in an array, keyed by position alone (sift
+    up on add, ``cursorUpdated`` sifts down unless the parent is larger, equal positions never swap):
+    ``ManagedCursorContainer`` in 2.10 (``Hongten/pulsar-2.10.1-code-study@390b96af``, pom 2.10.1), 3.x/4.0
+    (``huangxiaofeng10047/pulsar-3.2-codedump@3eb22ce0``, pom 3.2.0; ``Yimiun/pulsar@4b56a8be``, pom
+    3.4.0-SNAPSHOT, the master that became 4.0) and ``ManagedCursorContainerImpl`` from 4.1 on
+    (``apache/pulsar@63ce0441``, after PIP-430 apache/pulsar#24623, first released in 4.1.0). The TreeSet
+    ordered by (position, insertion order) exists only in ``lhotari/pulsar`` branches (``@0a78d422``,
+    ``@6edccfe0``), drafts of PIP-430; the merged PR kept the heap. Which tied cursor sits at the root
+    depends on the order the cursors were recovered when the topic was loaded (asynchronous) and on every
+    mark-delete since; ``stats-internal`` fills its ``cursors`` map by name (a TreeMap in 2.10.1: name
+    order; a HashMap in 3.2.0 and master: hash order), never in heap order.
+    """
+    PulsarVersion.parse(version)
+    return False
 
 
 def size_since_mark_delete_subtracts_individual_acks(version: VersionLike) -> bool:
@@ -316,7 +331,7 @@ class Behaviour:
     reset_latest_next_valid: bool
     consumed_generation: int
     estimate_deleted_total_size: bool
-    slowest_ties_by_insertion: bool
+    slowest_tie_known_from_export: bool
     size_since_md_subtracts_acks: bool
 
 
@@ -337,6 +352,6 @@ def behaviour(version: VersionLike = DEFAULT_PULSAR_VERSION) -> Behaviour:
         reset_latest_next_valid=reset_latest_uses_next_valid(v),
         consumed_generation=consumed_size_generation(v),
         estimate_deleted_total_size=estimate_deleted_ledger_returns_total_size(v),
-        slowest_ties_by_insertion=slowest_cursor_ties_by_insertion_order(v),
+        slowest_tie_known_from_export=slowest_cursor_tie_known_from_export(v),
         size_since_md_subtracts_acks=size_since_mark_delete_subtracts_individual_acks(v),
     )

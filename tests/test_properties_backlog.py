@@ -4,14 +4,15 @@ Each hypothesis example is 40-60 random topics (tests/oracle/strategies.py), one
 transform run once per version (unioned, one collect), every row compared with
 tests/oracle/managed_ledger.py.
 
-Version mapping (docs §0.3, §1.8, §1.11, §2.2-§2.4):
+Version mapping (docs §0.3, §1.8, §2.2-§2.4, §3.9):
 
 * ``2.10.6`` ("2.9/2.10"): consumed-size v2 (``entries == e + 1`` shortcut), precise backlog without the
-  ``md >= LAC`` guard, 2.x/3.x ``getNumberOfEntries``, estimate for a deleted ledger = totalSize,
-  slowest-cursor ties in arbitrary (heap) order.
-* ``3.0.7``: consumed-size v3 (``entries <= e + 1``), guard on, deleted ledger = size after it, ties
-  arbitrary (the TreeSet container with insertion-order ties arrived in 3.1).
-* ``4.1.3``: like 3.0.7 plus the 4.x ``getNumberOfEntries``; ties -> smallest ``cursor_order``.
+  ``md >= LAC`` guard, 2.x/3.x ``getNumberOfEntries``, estimate for a deleted ledger = totalSize.
+* ``3.0.7``: consumed-size v3 (``entries <= e + 1``), guard on, deleted ledger = size after it.
+* ``4.1.3``: like 3.0.7 plus the 4.x ``getNumberOfEntries``.
+
+The slowest cursor is the same in every version: the root of the cursor heap built in export order (among
+equal positions the smallest ``cursor_order``).
 """
 
 from __future__ import annotations
@@ -120,14 +121,9 @@ def test_estimated_backlog_size_matches_oracle(
         for i, case in enumerate(cases):
             name, size = o.estimated_backlog_size(case.ml, case.cursors, sem)
             got: Any = actual.get((v, S.topic_name(i)), "<missing row>")
-            # before 3.1 the heap picks any cursor among those with the smallest md (same size)
-            allowed = (
-                [name]
-                if sem.slowest_ties_by_order or name is None
-                else [c.name for c in o.slowest_durable_cursors(case.cursors)]
-            )
-            if not (isinstance(got, tuple) and got[0] in allowed and got[1] == size):
-                mismatches.append(S.Mismatch(v, i, "topic", (allowed, size), got))
+            # docs §3.9: the root of the cursor heap built in insertion order, in every version
+            if got != (name, size):
+                mismatches.append(S.Mismatch(v, i, "topic", (name, size), got))
     assert len(rows) == len(VERSIONS) * len(cases), "expected one row per topic and version"
     assert not mismatches, S.mismatch_report(mismatches, cases)
 

@@ -128,6 +128,43 @@ def quota_cases(draw: st.DrawFn) -> QuotaCase:
     return QuotaCase(case, limit_size, limit_time, entries_added, consumed, closed_at, timestamps)
 
 
+#: Cursor names of the tie-heavy strategy: up to seven durable cursors (subscriptions and system cursors).
+TIED_NAMES = ["sub-a", "sub-b", "sub-c", "sub-d", "pulsar.repl.c2", "__compaction", "pulsar.dedup"]
+
+
+@st.composite
+def tied_quota_cases(draw: st.DrawFn, max_ledgers: int = 12, max_cursors: int = 7) -> QuotaCase:
+    """Topics built for ties on the slowest cursor (docs §3.9): 2..7 durable cursors whose mark-deletes come
+    from a pool of one to three positions, few acked ranges and mostly no counters (equal positions then
+    have equal backlogs, so the size loop's skips land them on the same position again), most closed
+    ledgers expired (the time loop moves groups of cursors in lockstep), limits that need several skips."""
+    state = draw(S.ml_states(max_ledgers=max_ledgers))
+    ml = state.ml
+    k = draw(st.integers(2, max_cursors))
+    names = draw(st.permutations(TIED_NAMES))[:k]
+    orders = draw(st.permutations(list(range(k))))
+    pool = [draw(S.mark_delete_positions(state)) for _ in range(draw(st.integers(1, 3)))]
+    cursors = []
+    for name, order in zip(names, orders, strict=True):
+        md = draw(st.sampled_from(pool))
+        idm = draw(S.individually_deleted(state, md)) if draw(st.integers(0, 4)) == 0 else []
+        cursors.append(o.Cursor(name, order, draw(st.integers(0, 9)) > 0, md, idm))
+    total = max(ml.total_size, 1)
+    limit_size = draw(st.one_of(st.integers(0, total // 2), st.integers(0, total)))
+    limit_time = draw(st.one_of(st.just(3600), st.integers(1, 4 * 3600)))
+    entries_added = draw(st.one_of(st.none(), st.none(), st.integers(0, 80)))
+    same = draw(st.integers(0, 80))
+    consumed = [draw(st.one_of(st.none(), st.just(same))) for _ in cursors]
+    closed_at: dict[int, int | None] = {}
+    for lid in ml.ledgers:
+        if lid != ml.current_ledger_id:
+            age = draw(st.one_of(st.just(3 * HOUR_MS), st.just(3 * HOUR_MS), st.integers(0, 5 * HOUR_MS)))
+            closed_at[lid] = NOW_MS - age
+    return QuotaCase(
+        S.Case(state, cursors=cursors), limit_size, limit_time, entries_added, consumed, closed_at, {}
+    )
+
+
 def kind_of(c: o.Cursor) -> str:
     if c.name.startswith("pulsar.repl."):
         return "replicator"
@@ -150,7 +187,14 @@ Expected = dict[tuple[str, str, str], Any]
 def oracle_size(qc: QuotaCase, version: str) -> tuple[Any, dict[str, Any]]:
     cursors = qcursors(qc)
     out = q.size_eviction(qc.case.ml, cursors, qc.limit_size, version, qc.entries_added, True)
-    topic = (out.stop_reason, out.backlog_before, out.backlog_after, [(t[0], t[3], t[4]) for t in out.trace])
+    topic = (
+        out.stop_reason,
+        out.stop_cursor,
+        out.tie,
+        out.backlog_before,
+        out.backlog_after,
+        [(t[0], t[3], t[4]) for t in out.trace],
+    )
     per_cursor = {
         c.name: (c.mark_delete, sorted(c.individually_deleted), c.skipped, c.consumed) for c in cursors
     }
@@ -160,7 +204,7 @@ def oracle_size(qc: QuotaCase, version: str) -> tuple[Any, dict[str, Any]]:
 def oracle_time(qc: QuotaCase, version: str) -> tuple[Any, dict[str, Any]]:
     cursors = qcursors(qc)
     out = q.time_eviction_ledgers(qc.case.ml, cursors, qc.closed_at, qc.limit_time, NOW_MS, version)
-    topic = (out.stop_reason, out.trace)
+    topic = (out.stop_reason, out.stop_cursor, out.tie, out.trace)
     return topic, {
         c.name: (c.mark_delete, sorted(c.individually_deleted), c.skipped, c.consumed, c.skips)
         for c in cursors
@@ -260,9 +304,16 @@ def _run(transform: Any) -> list[dict[str, Any]]:
 
 
 @SPARK_SETTINGS
-@given(cases=st.lists(quota_cases(), min_size=40, max_size=60))
-def test_drop_backlog_matches_oracle(spark: SparkSession, cases: list[QuotaCase]) -> None:
-    """Size (§3.6), non-precise and precise time (§3.7) eviction: every cursor and topic vs the oracle."""
+@given(
+    cases=st.lists(quota_cases(), min_size=25, max_size=35),
+    tied=st.lists(tied_quota_cases(), min_size=15, max_size=25),
+)
+def test_drop_backlog_matches_oracle(
+    spark: SparkSession, cases: list[QuotaCase], tied: list[QuotaCase]
+) -> None:
+    """Size (§3.6), non-precise and precise time (§3.7) eviction: every cursor and topic vs the oracle,
+    on random topics and on topics built for ties on the slowest cursor (§3.9)."""
+    cases = cases + tied
     assume(S.is_informative([qc.case for qc in cases]))
     d = frames(spark, cases)
     jobs = {
@@ -312,6 +363,8 @@ def test_drop_backlog_matches_oracle(spark: SparkSession, cases: list[QuotaCase]
                 r = by_key["size"][key]
                 got_topic = (
                     r["stop_reason"],
+                    r["stop_cursor_name"],
+                    r["slowest_tie_ambiguous"],
                     r["estimated_backlog_size_bytes_before"],
                     r["estimated_backlog_size_bytes_after"],
                     [
@@ -338,6 +391,8 @@ def test_drop_backlog_matches_oracle(spark: SparkSession, cases: list[QuotaCase]
                 r = by_key["time"][key]
                 got_t = (
                     r["stop_reason"],
+                    r["stop_cursor_name"],
+                    r["slowest_tie_ambiguous"],
                     [
                         (s["cursor_name"], _p(s["mark_delete_before"]), _p(s["mark_delete_after"]))
                         for s in traces["time"][(v, topic)]
@@ -388,9 +443,10 @@ def _engine_cursors(qc: QuotaCase) -> list[eng.Cursor]:
 
 
 @ENGINE_SETTINGS
-@given(qc=quota_cases())
+@given(qc=st.one_of(quota_cases(), tied_quota_cases()))
 def test_topic_engine_matches_oracle(qc: QuotaCase) -> None:
-    """The per-topic engine vs the oracle on four versions, many more topics than the Spark property."""
+    """The per-topic engine vs the oracle on four versions, many more topics than the Spark property (half
+    of them built for ties on the slowest cursor)."""
     for v in ENGINE_VERSIONS:
         ml = _engine_ml(qc.case.ml, v)
         cursors = _engine_cursors(qc)
@@ -399,6 +455,8 @@ def test_topic_engine_matches_oracle(qc: QuotaCase) -> None:
         )
         got = (
             res.stop_reason,
+            res.stop_cursor_name,
+            res.tie_ambiguous,
             res.backlog_before,
             res.backlog_after,
             [(s.cursor_name, s.to_skip, s.mark_delete_after) for s in res.steps],
@@ -417,25 +475,21 @@ def test_topic_engine_matches_oracle(qc: QuotaCase) -> None:
         )
         steps = [(s.cursor_name, s.mark_delete_before, s.mark_delete_after) for s in tres.steps]
         got_t = (
-            (tres.stop_reason, steps),
+            (tres.stop_reason, tres.stop_cursor_name, tres.tie_ambiguous, steps),
             {c.name: (c.md, sorted(c.idm), c.skipped, c.consumed, c.skips) for c in cursors},
         )
         expected_t = oracle_time(qc, v)
         assert got_t == expected_t, f"time, version {v}\n{qc.describe()}"
-        oracle_tie = q.time_eviction_ledgers(
-            qc.case.ml, qcursors(qc), qc.closed_at, qc.limit_time, NOW_MS, v
-        ).tie
-        assert tres.tie_ambiguous == oracle_tie, f"time tie, version {v}\n{qc.describe()}"
         # the direct end state (what the eviction outputs) against the oracle too
         cursors = _engine_cursors(qc)
         dres = eng.drop_backlog_for_time_limit_direct(
             ml, cursors, qc.closed_at, qc.limit_time, NOW_MS, time_limit_millis_overflow_int(v)
         )
         got_d = (
-            (dres.stop_reason, dres.iteration_count, dres.tie_ambiguous),
+            (dres.stop_reason, dres.stop_cursor_name, dres.tie_ambiguous, dres.iteration_count),
             {c.name: (c.md, sorted(c.idm), c.skipped, c.consumed, c.skips) for c in cursors},
         )
-        expected_d = ((expected_t[0][0], len(expected_t[0][1]), oracle_tie), expected_t[1])
+        expected_d = ((*expected_t[0][:3], len(expected_t[0][3])), expected_t[1])
         assert got_d == expected_d, f"time direct, version {v}\n{qc.describe()}"
 
         if qc.limit_time <= 0:
@@ -451,3 +505,21 @@ def test_topic_engine_matches_oracle(qc: QuotaCase) -> None:
             pres = eng.expire_messages(ml, c, eng.java_d2i(0.9 * qc.limit_time), NOW_MS, stamps, closed)
             got_p[c.name] = (c.md, pres.found_position, pres.error is not None)
         assert got_p == oracle_precise(qc, v), f"precise, version {v}\n{qc.describe()}"
+
+
+@ENGINE_SETTINGS
+@given(qc=tied_quota_cases(max_ledgers=40))
+def test_time_direct_replays_the_heap_on_lockstep_groups(qc: QuotaCase) -> None:
+    """§3.7/§3.9: groups of tied cursors walking up to 40 ledgers in lockstep. The direct path (end state per
+    cursor path, the heap replay with rounds applied as slot permutations for the cursor it stops on) vs
+    the oracle's stepwise loop on its own heap."""
+    for v in VERSIONS:
+        ml = _engine_ml(qc.case.ml, v)
+        cursors = _engine_cursors(qc)
+        dres = eng.drop_backlog_for_time_limit_direct(
+            ml, cursors, qc.closed_at, qc.limit_time, NOW_MS, time_limit_millis_overflow_int(v)
+        )
+        (reason, name, tie, trace), ends = oracle_time(qc, v)
+        got = (dres.stop_reason, dres.stop_cursor_name, dres.tie_ambiguous, dres.iteration_count)
+        assert got == (reason, name, tie, len(trace)), f"version {v}\n{qc.describe()}"
+        assert {c.name: (c.md, sorted(c.idm), c.skipped, c.consumed, c.skips) for c in cursors} == ends

@@ -161,6 +161,23 @@ add(SIZE, Topic("below_target", [], open_ledger(5), subs("s1", md=(1, -1)), 10_0
 # entries to skip truncated to 0: 1 entry left above the target by 1 byte... 9001 B in 1 entry
 add(SIZE, Topic("zero_skip", [], (1, 1, 9001), subs("s1", md=(1, -1)), 10_000))
 add(SIZE, Topic("readers_only", [], open_ledger(20), [("reader-1", False, (1, -1), [], None)], 10_000))
+# /work/shared/fidelity/size_eviction_tie.json: ledgers 3 (4 x 1 B), 4 (24 x 1 B), 6 (5 x 1 B), 7 (31 x 2 B),
+# 8 (3 x 2 B), open 11 with 1 entry of 2 B (LAC 11:0, totalSize 103); sub-a 4:14, sub-b 4:16, sub-c 4:3
+# added to the cursor heap in this order; limit 81
+add(
+    SIZE,
+    Topic(
+        "fidelity_heap_tie",
+        [(3, 4, 4, None), (4, 24, 24, None), (6, 5, 5, None), (7, 31, 62, None), (8, 3, 6, None)],
+        (11, 1, 2),
+        [
+            ("sub-a", True, (4, 14), [], None),
+            ("sub-b", True, (4, 16), [], None),
+            ("sub-c", True, (4, 3), [], None),
+        ],
+        81,
+    ),
+)
 
 # §3.8-3 testConsumerBacklogEvictionTimeQuota (non-precise): L1: 5, L2: 5 closed 2 h ago, L3 open with 4
 TIME_LEDGERS = [(1, 5, 5000, NOW_MS - 2 * HOUR_MS), (2, 5, 5000, NOW_MS - 2 * HOUR_MS)]
@@ -569,11 +586,71 @@ def test_drop_backlog_for_size_limit_negative_counter_falls_back(
     assert trace(row) == [("s1", 20, 11, (1, 10), 9000)]
 
 
-def test_drop_backlog_for_size_limit_tie_order_flag(results: dict[str, Result]) -> None:
-    """§1.11: ≤3.0 heap ties are arbitrary (flagged), 3.1+ ties go to the first-added cursor (not flagged)."""
-    assert results["size"][(V30, "s6_two_subs")]["s1"]["slowest_tie_ambiguous"] is True
-    assert results["size"][(V4, "s6_two_subs")]["s1"]["slowest_tie_ambiguous"] is False
-    assert results["size"][(V30, "s6_one_sub")]["s1"]["slowest_tie_ambiguous"] is False
+@pytest.mark.parametrize("version", VERSIONS)
+def test_drop_backlog_for_size_limit_tie_order_flag(results: dict[str, Result], version: str) -> None:
+    """§3.9: every version keeps the cursors in a heap whose order among equal positions is not in the
+    export: the tie of s1 and s2 at (1,-1) is flagged in 3.0 and 4.x alike; a single subscription is not."""
+    assert results["size"][(version, "s6_two_subs")]["s1"]["slowest_tie_ambiguous"] is True
+    assert [s["slowest_tie"] for s in steps(results["size"][(version, "s6_two_subs")]["s1"])] == [True, False]
+    assert results["size"][(version, "s6_one_sub")]["s1"]["slowest_tie_ambiguous"] is False
+
+
+def test_drop_backlog_for_size_limit_heap_keeps_moved_cursor_at_root_4x(results: dict[str, Result]) -> None:
+    """Fidelity case size_eviction_tie.json (BacklogQuotaManager.dropBacklogForSizeLimit 4.x formula,
+    ManagedCursorContainerImpl, ManagedCursorImpl.skipEntries): "cursors are added to the container in list
+    order; the broker stops after the third cursor reaches 6:0". The broker's trace, cursor by cursor: c 60
+    entries skip 14 -> 4:17; a 49/7 -> 4:21; b 47/5 -> 4:21; c 46/5 -> 4:22; b 42/2 -> 4:23 (b, not a: c's
+    sift-down put b at the root); a 42/2 -> 4:23; c 41/2 -> 6:0; a 40/1 -> 6:0; b 40/1 -> 6:0, and b lands
+    on the others' 6:0 and stays at the root (equal positions never swap): b again, "cursors not
+    progressing". Estimate 95 before, 74 after (docs §3.9)."""
+    row = results["size"][(V4, "fidelity_heap_tie")]["sub-a"]
+    assert [(s[0], s[1], s[2], s[3]) for s in trace(row)] == [
+        ("sub-c", 60, 14, (4, 17)),
+        ("sub-a", 49, 7, (4, 21)),
+        ("sub-b", 47, 5, (4, 21)),
+        ("sub-c", 46, 5, (4, 22)),
+        ("sub-b", 42, 2, (4, 23)),
+        ("sub-a", 42, 2, (4, 23)),
+        ("sub-c", 41, 2, (6, 0)),
+        ("sub-a", 40, 1, (6, 0)),
+        ("sub-b", 40, 1, (6, 0)),
+    ]
+    assert [s[4] for s in trace(row)] == [84, 82, 81, 77, 77, 76, 75, 75, 74]
+    rows = results["size"][(V4, "fidelity_heap_tie")]
+    assert {name: md(r) for name, r in rows.items()} == {"sub-a": (6, 0), "sub-b": (6, 0), "sub-c": (6, 0)}
+    assert (row["estimated_backlog_size_bytes_before"], row["estimated_backlog_size_bytes_after"]) == (95, 74)
+    assert (row["stop_reason"], row["stop_cursor_name"], row["slowest_tie_ambiguous"]) == (
+        "same_cursor",
+        "sub-b",
+        True,
+    )
+    assert all(r["individually_deleted"] == [] for r in rows.values())
+
+
+def test_drop_backlog_for_size_limit_heap_keeps_moved_cursor_at_root_30(results: dict[str, Result]) -> None:
+    """The same fidelity topic with the 3.0 formula (target 72.9, ``(a / b) * c``): the skips differ from the
+    first one on (c skips 13, not 14), the heap rule is the same. After c (4:16) sifts below a (4:14) and a
+    (4:20) below c (4:16, the right child, equal to b), c is the root again, then b; at the end a lands on
+    4:23 with b and c and stays at the root: "cursors not progressing" with every cursor at 4:23, estimate
+    75 (hand-computed from docs §3.6 and §3.9)."""
+    row = results["size"][(V30, "fidelity_heap_tie")]["sub-a"]
+    assert trace(row) == [
+        ("sub-c", 60, 13, (4, 16), 84),
+        ("sub-a", 49, 6, (4, 20), 82),
+        ("sub-c", 47, 5, (4, 21), 82),
+        ("sub-b", 47, 5, (4, 21), 78),
+        ("sub-a", 43, 2, (4, 22), 77),
+        ("sub-b", 42, 2, (4, 23), 77),
+        ("sub-c", 42, 2, (4, 23), 76),
+        ("sub-a", 41, 1, (4, 23), 75),
+    ]
+    rows = results["size"][(V30, "fidelity_heap_tie")]
+    assert {name: md(r) for name, r in rows.items()} == {"sub-a": (4, 23), "sub-b": (4, 23), "sub-c": (4, 23)}
+    assert (row["stop_reason"], row["stop_cursor_name"], row["slowest_tie_ambiguous"]) == (
+        "same_cursor",
+        "sub-a",
+        True,
+    )
 
 
 @pytest.mark.parametrize("version", VERSIONS)
@@ -649,13 +726,16 @@ def test_drop_backlog_for_size_limit_stop_reasons(results: dict[str, Result], ve
 def test_drop_backlog_for_time_limit_whole_ledgers(results: dict[str, Result], version: str) -> None:
     """§3.8-3 testConsumerBacklogEvictionTimeQuota: "14 messages with ledgers rolling every 5 messages (L1: 5,
     L2: 5, L3 open: 4); once L1/L2 close-times are older than the limit the backlog becomes 4 (the open
-    ledger never expires)"."""
+    ledger never expires)". The heap (§3.9): sub1 leaves L1 and sifts below sub2; sub2 leaves L1, lands on
+    sub1's (2,-1) and stays the root, so it also leaves L2 first; then sub1 joins it at (3,-1), stays the
+    root and stops the loop."""
     rows = results["time"][(version, "t3_ledgers")]
     assert {name: md(r) for name, r in rows.items()} == {"sub1": (3, -1), "sub2": (3, -1)}
     assert rows["sub1"]["stop_reason"] == "open_ledger" and rows["sub1"]["iteration_count"] == 4
+    assert (rows["sub1"]["stop_cursor_name"], rows["sub1"]["slowest_tie_ambiguous"]) == ("sub1", True)
     assert rows["sub1"]["estimated_backlog_size_bytes_after"] == 4000
     assert [s["action"] for s in steps(rows["sub1"])] == ["expired_ledger"] * 4
-    assert [s["cursor_name"] for s in steps(rows["sub1"])] == ["sub1", "sub2", "sub1", "sub2"]
+    assert [s["cursor_name"] for s in steps(rows["sub1"])] == ["sub1", "sub2", "sub2", "sub1"]
     assert [s["ledger_id"] for s in steps(rows["sub1"])] == [1, 1, 2, 2]
     assert (rows["sub1"]["trace_steps"], rows["sub2"]["trace_steps"]) == (2, 2)
     assert rows["sub1"]["trace_truncated"] is False

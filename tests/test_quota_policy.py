@@ -66,7 +66,8 @@ EXACT = (
 )
 BREACHES = (
     "cluster string, topic string, quota_type string, exceeded boolean, is_handled boolean, "
-    f"is_system_topic boolean, slowest_cursor_name string, slowest_mark_delete_position {POS}, reason string"
+    f"is_system_topic boolean, slowest_cursor_name string, slowest_mark_delete_position {POS}, "
+    "slowest_cursor_tie boolean, dedup_at_slowest boolean, reason string"
 )
 OUT_EFFECTIVE = "cluster string, topic string, quota_type string, policy string, check_enabled boolean"
 FAST_CONF = {
@@ -212,6 +213,19 @@ quota("__change_events", size=0, time=1)
 # no durable cursor: backlog 0 (the reader does not count), no oldest position
 topic_state("readers_only", G3_LEDGERS, (3, 4, 400), (3, 3), [("reader-1", (1, -1), False)])
 quota("readers_only", size=0, time=1)
+# docs §3.9: slowest position shared (sub2, pulsar.dedup at 1:-1; export order names sub2) or held alone
+topic_state(
+    "dedup_tie",
+    G3_LEDGERS,
+    (3, 4, 400),
+    (3, 3),
+    [("sub1", (2, 0), True), ("sub2", (1, -1), True), ("pulsar.dedup", (1, -1), True), ("r", (1, -1), False)],
+)
+quota("dedup_tie", size=100)
+topic_state(
+    "dedup_alone", G3_LEDGERS, (3, 4, 400), (3, 3), [("sub1", (2, 0), True), ("pulsar.dedup", (1, 2), True)]
+)
+quota("dedup_alone", size=100)
 
 # exact view: the estimate says 1000 B (>= 1000) but the exact backlog of the durable cursor is 900 B; the
 # reader's 5000 B do not count. On g3_start the ledger close time says 2 h but the oldest unacked entry is
@@ -304,6 +318,8 @@ def outcome(
     enabled: bool = True,
     time_handled_unknown: bool = False,
     reason: str | None = None,
+    tie: bool = False,
+    dedup_at_slowest: bool = False,
 ) -> None:
     topic = t(name)
     for qtype, (exceeded, policy) in ((SIZE, size), (TIME, time)):
@@ -320,6 +336,8 @@ def outcome(
                 False,
                 slowest,
                 (7, 3),
+                tie,
+                dedup_at_slowest or slowest == "pulsar.dedup",
                 reason if qtype == TIME else None,
             )
         )
@@ -333,6 +351,10 @@ outcome("o_time", (False, HOLD), (True, EXC), TIME)
 outcome("o_size_first", (True, HOLD), (True, EXC), SIZE)
 outcome("o_evict_then_time", (True, EVICT), (True, HOLD), SIZE)
 outcome("o_dedup", (True, HOLD), (False, HOLD), SIZE, slowest="pulsar.dedup")
+# pulsar.dedup on the slowest position with a subscription (export order puts the subscription first)
+outcome("o_dedup_tie", (True, HOLD), (False, HOLD), SIZE, slowest="sub", tie=True, dedup_at_slowest=True)
+# a tie without the dedup cursor changes nothing for producers
+outcome("o_tie", (True, EXC), (False, HOLD), SIZE, tie=True)
 outcome("o_check_off", (True, HOLD), (False, HOLD), None, enabled=False)
 outcome("o_none", (False, HOLD), (False, EXC), None)
 outcome("o_undecidable", (False, HOLD), (None, HOLD), None, time_handled_unknown=True, reason="why not")
@@ -717,6 +739,24 @@ def test_quota_breaches_no_backlog_or_no_durable_cursor_is_never_old(frames: Fra
     assert b(frames, "readers_only", SIZE)["exceeded"] is True  # limit 0: the size quota still trips
 
 
+def test_quota_breaches_slowest_cursor_tie_and_dedup(frames: Frames) -> None:
+    """docs §3.9: the slowest cursor is the root of the cursor heap built in export order (sub2 before
+    pulsar.dedup, both at 1:-1; the reader never counts); the tie and the dedup cursor's place are flagged.
+    pulsar.dedup alone on the slowest position is the root itself."""
+    tie = b(frames, "dedup_tie", SIZE)
+    assert pick(tie, "slowest_cursor_name", "slowest_cursor_tie", "dedup_at_slowest") == ("sub2", True, True)
+    alone = b(frames, "dedup_alone", SIZE)
+    assert pick(alone, "slowest_cursor_name", "slowest_cursor_tie", "dedup_at_slowest") == (
+        "pulsar.dedup",
+        False,
+        True,
+    )
+    one = b(frames, "both", SIZE)
+    assert pick(one, "slowest_cursor_name", "slowest_cursor_tie", "dedup_at_slowest") == ("sub", False, False)
+    readers = b(frames, "readers_only", SIZE)
+    assert pick(readers, "slowest_cursor_tie", "dedup_at_slowest") == (False, False)
+
+
 # ======================================================================================================
 # quota_breaches: handling order, system topics, versions, exact view
 # ======================================================================================================
@@ -860,6 +900,22 @@ def test_producer_outcomes_dedup_cursor_gets_a_snapshot_from_pr_20951(frames: Fr
         False,
         True,
     )
+
+
+def test_producer_outcomes_dedup_cursor_in_a_tie_is_undecidable(frames: Frames) -> None:
+    """docs §3.9: pulsar.dedup shares the slowest position with a subscription; the broker's heap may hold
+    either at the root (dedup snapshot or disconnection). A tie without pulsar.dedup disconnects as usual."""
+    new = o_row(frames, "o_dedup_tie", "4.1.3")
+    assert pick(new, "producers_disconnected", "dedup_snapshot_taken", "new_producers_blocked") == (
+        None,
+        False,
+        True,
+    )
+    assert "pulsar.dedup shares the slowest mark-delete position" in new["reason"]
+    old = o_row(frames, "o_dedup_tie", "3.0.0")  # before PR #20951: disconnected whoever is the root
+    assert pick(old, "producers_disconnected", "dedup_snapshot_taken", "reason") == (True, False, None)
+    tie = o_row(frames, "o_tie", "4.1.3")
+    assert pick(tie, "producers_disconnected", "dedup_snapshot_taken", "reason") == (True, False, None)
 
 
 def test_producer_outcomes_disabled_check_still_blocks_new_producers(frames: Frames) -> None:

@@ -1,4 +1,4 @@
-"""The direct end state of the non-precise time eviction equals the stepwise loop (docs §3.7, §1.2, §1.11).
+"""The direct end state of the non-precise time eviction equals the stepwise loop (docs §3.7, §1.2, §3.9).
 
 ``_topic_engine.drop_backlog_for_time_limit_direct`` jumps over each cursor's path instead of stepping the
 loop one mark-delete at a time; ``drop_backlog_for_time_limit_ledgers`` (run without a step cap) is the
@@ -30,7 +30,7 @@ from pulsar_model.versions import behaviour
 from tests.oracle import strategies as S
 
 #: Versions whose time-loop arithmetic differs: 2.x-old / new isValidPosition (2.10.5 / 2.10.6), the 4.x
-#: entry count (4.0.7 / 4.1.3), the 3.x int overflow of the limit (3.x / 4.x), heap ties (3.0 / 3.1).
+#: entry count (4.0.7 / 4.1.3), the 3.x int overflow of the limit (3.x / 4.x).
 VERSIONS = ("2.8.0", "2.10.5", "2.10.6", "3.0.7", "3.1.4", "4.0.7", "4.1.3")
 NOW_MS = 1_772_366_400_000
 HOUR_MS = 3_600_000
@@ -206,9 +206,10 @@ def test_time_direct_200k_ledgers_2k_cursors() -> None:
     ``199,900 - s`` is ~200 million steps. By hand: ``(s, 0) -> (s+1, -1)`` extended over the ack to
     ``(s+1, 0)`` (nothing new consumed) ``-> (s+2, -1)`` (1 entry) ``-> (s+3, -1) -> ... -> (199,900, -1)``
     (2 entries per ledger): every cursor ends at ``(199,900, -1)`` after ``199,900 - s`` mark-deletes having
-    consumed ``1 + 2 (199,898 - s)`` entries; the loop stops on cursor 0 (same md, smallest order) with
-    ``not_expired``; the paths share states (cursor 0 passes through every later cursor's), so the raw tie
-    flag is set."""
+    consumed ``1 + 2 (199,898 - s)`` entries; the loop stops with ``not_expired``; the paths share states
+    (cursor 0 passes through every later cursor's), so the tie flag is set. All 2,000 cursors end on
+    ``(199,900, -1)``: which one the heap holds at its root then depends on every earlier sift (docs §3.9);
+    replaying ~2,000 staggered cursors merging one by one exceeds the replay budget, so the name is null."""
     n_ledgers, n_cursors, young_from = 200_000, 2_000, 199_900
     ledgers = [
         (lid, 2 if lid < n_ledgers else 0, 200 if lid < n_ledgers else 0) for lid in range(1, n_ledgers + 1)
@@ -228,7 +229,7 @@ def test_time_direct_200k_ledgers_2k_cursors() -> None:
     result = eng.drop_backlog_for_time_limit_direct(ml, cursors, closed, 3600, NOW_MS, False)
     elapsed = time.monotonic() - started
     assert elapsed < 60, elapsed  # the stepwise loop: ~200M steps of ~10 us, over half an hour
-    assert (result.stop_reason, result.stop_cursor_name, result.error) == ("not_expired", "sub-00000", None)
+    assert (result.stop_reason, result.stop_cursor_name, result.error) == ("not_expired", None, None)
     assert result.tie_ambiguous is True
     expected_steps = 0
     for i, c in enumerate(cursors):
@@ -237,6 +238,53 @@ def test_time_direct_200k_ledgers_2k_cursors() -> None:
         skipped = 1 + 2 * (young_from - 2 - start)
         assert (c.md, c.idm, c.skipped, c.consumed) == ((young_from, -1), [], skipped, 1000 + skipped), i
     assert result.iteration_count == expected_steps > 190_000_000
+
+
+def staggered_topic(n_cursors: int, young_from: int) -> tuple[eng.ManagedLedger, list[eng.Cursor], dict]:
+    """Ledgers 1..young_from+10 of 2 entries (the last open and empty), those before ``young_from`` expired;
+    cursor i at ``(1 + 3 i, 0)`` with its next entry acked, so cursors join the group ahead one by one."""
+    n_ledgers = young_from + 10
+    ledgers = [
+        (lid, 2 if lid < n_ledgers else 0, 200 if lid < n_ledgers else 0) for lid in range(1, n_ledgers + 1)
+    ]
+    closed = {lid: NOW_MS - (5 * HOUR_MS if lid < young_from else 60_000) for lid in range(1, n_ledgers)}
+    ml = eng.ManagedLedger(
+        ledgers, n_ledgers, 0, 0, (n_ledgers - 1, 1), 200 * (n_ledgers - 1), behaviour("4.1.3")
+    )
+    cursors = [
+        eng.Cursor(
+            f"s{i:03d}", i, True, "subscription", (1 + 3 * i, 0), [((1 + 3 * i, 0), (1 + 3 * i, 1))], None
+        )
+        for i in range(n_cursors)
+    ]
+    return ml, cursors, closed
+
+
+def test_time_direct_names_the_heap_root_of_a_merged_group() -> None:
+    """docs §3.9: 40 staggered cursors catch up with each other and walk the rest in lockstep (the replay
+    applies those rounds as permutations of heap slots); the cursor the loop stops on is the stepwise heap
+    loop's, not the smallest ``cursor_order``."""
+    ml, stepped, closed = staggered_topic(40, 400)
+    slow = eng.drop_backlog_for_time_limit_ledgers(ml, stepped, closed, 3600, NOW_MS, False)
+    _, jumped, _ = staggered_topic(40, 400)
+    fast = eng.drop_backlog_for_time_limit_direct(ml, jumped, closed, 3600, NOW_MS, False)
+    assert outcome(fast, jumped) == outcome(slow, stepped)
+    assert fast.stop_reason == "not_expired" and fast.stop_cursor_name not in (None, "s000")
+    assert {c.md for c in jumped} == {(400, -1)}
+
+
+def test_time_direct_replay_budget_leaves_the_name_null() -> None:
+    """A replay that would spend more than its budget gives up on the name only; with a single cursor on the
+    stopping position no replay is needed."""
+    ml, cursors, closed = staggered_topic(40, 400)
+    full = eng.drop_backlog_for_time_limit_direct(ml, cursors, closed, 3600, NOW_MS, False)
+    ml, cursors, closed = staggered_topic(40, 400)
+    cut = eng.drop_backlog_for_time_limit_direct(ml, cursors, closed, 3600, NOW_MS, False, replay_budget=10)
+    assert cut.stop_cursor_name is None and full.stop_cursor_name is not None
+    assert (cut.iteration_count, cut.tie_ambiguous) == (full.iteration_count, True)
+    ml, cursors, closed = staggered_topic(1, 400)
+    alone = eng.drop_backlog_for_time_limit_direct(ml, cursors, closed, 3600, NOW_MS, False, replay_budget=0)
+    assert (alone.stop_cursor_name, alone.tie_ambiguous) == ("s000", False)
 
 
 @pytest.mark.timeout(60)

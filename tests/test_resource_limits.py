@@ -124,17 +124,20 @@ def test_quota_time_eviction_on_one_topic_with_100k_ledgers_and_1k_cursors(run: 
     after the last entry and the limit one hour: ledgers L <= closed - 901 expired, F = closed - 900 is the
     first young one. A cursor at (L, 0) with L < F walks (L+1, 0), (L+2, 0) (its acked holes), then
     (L+3, -1) ... (F, -1): F - L mark-deletes consuming 2 (F - L) - 4 entries (1 when F - L = 2, 0 when 1),
-    and ends at (F, -1) - or (F, 0) when its second hole is in F. The loop stops on sub-00000 (smallest
-    order at (F, -1)); cursors at or after F do not move. ~49 million steps in the stepwise loop."""
+    and ends at (F, -1) - or (F, 0) when its second hole is in F; cursors at or after F do not move. ~49
+    million steps in the stepwise loop. Which of the cursors on (F, -1) the loop stops on is the root of
+    the broker's cursor heap (docs §3.9), which depends on every sift of 1,000 staggered cursors merging:
+    beyond the replay budget, so the name is null and the tie is flagged."""
     time_ = _step(run, "quota_time_eviction")
     first_young = (LEDGERS - 1) - 900
     behind = [ledger for ledger in cursor_ledgers() if ledger < first_young]
     steps = sum(first_young - ledger for ledger in behind)
     skipped = sum({1: 0, 2: 1}.get(first_young - ledger, 2 * (first_young - ledger) - 4) for ledger in behind)
-    assert (time_["rows"], time_["stop_reason"], time_["stop_cursor_name"]) == (
+    assert (time_["rows"], time_["stop_reason"], time_["stop_cursor_name"], time_["tie_ambiguous"]) == (
         CURSORS,
         "not_expired",
-        "sub-00000",
+        None,
+        1,
     ), time_
     assert (time_["iterations"], time_["skipped_entries"], time_["moved_cursors"]) == (
         steps,

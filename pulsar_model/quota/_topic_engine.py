@@ -10,8 +10,8 @@ result into the next iteration:
   4.x one with its ``comparePositions``); §1.8 cursor counts; §1.9 ``getPositionAfterN`` (all generations);
 * §1.2 mark-delete (never backwards, the beyond-LAC rule, the extension over acked ranges,
   ``messagesConsumedCounter``); §1.10 ``skipEntries(n, Include)``;
-* §2.3 ``getEstimatedBacklogSize()`` with the slowest durable cursor of §1.11 (the loops keep the durable
-  cursors in a heap, :class:`SlowestCursors`, so each pick costs ``O(log C)`` instead of a scan);
+* §2.3 ``getEstimatedBacklogSize()`` with the slowest durable cursor: the root of the broker's cursor heap,
+  replayed with its sift rules (:class:`CursorHeap`, docs §3.9);
 * §3.6 ``dropBacklogForSizeLimit``, §3.7 ``dropBacklogForTimeLimit`` (precise: ``findNewestMatching``;
   non-precise: whole ledgers by close timestamp - stepwise for the trace, and its end state computed from
   each cursor's own path, :func:`drop_backlog_for_time_limit_direct`, because the loop makes up to
@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import bisect
 import contextlib
-import heapq
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -560,81 +559,130 @@ def _idm_range_containing(idm: list[IdmRange], p: Position) -> IdmRange | None:
 
 
 # --------------------------------------------------------------------------------------------------
-# Slowest cursor (§1.11)
+# Slowest cursor: the broker's cursor container (docs §3.9)
 # --------------------------------------------------------------------------------------------------
 
 
 def slowest_durable(cursors: list[Cursor]) -> tuple[Cursor | None, bool]:
-    """The durable cursor with the smallest md (null md = EARLIEST), ties by ``order`` (insertion order).
+    """The root of a :class:`CursorHeap` freshly built from ``cursors``: the durable cursor with the smallest
+    md (null md = EARLIEST), among equal ones the first added (smallest ``order``, then list position).
 
-    Returns ``(cursor, tie)``; ``tie`` is True when several durable cursors share that md (the ≤3.0 heap
-    picks any of them).
+    Building the heap by successive adds only moves an added cursor above a strictly larger parent, so the
+    first-added cursor with the smallest md ends at the root. Returns ``(cursor, tie)``; ``tie`` is True when
+    several durable cursors share that md: the broker's own heap was built in cursor-recovery order and then
+    reshaped by every mark-delete since the topic was loaded, neither of which the export carries.
     """
-    durable = [(c.md if c.md is not None else EARLIEST, c.order, c) for c in cursors if c.durable]
+    durable = [(_md_key(c), c.order, i, c) for i, c in enumerate(cursors) if c.durable]
     if not durable:
         return None, False
-    smallest = min(md for md, _, _ in durable)
-    candidates = [(order, c) for md, order, c in durable if md == smallest]
-    best = min(candidates, key=lambda oc: oc[0])[1]
-    return best, len(candidates) > 1
+    best = min(durable, key=lambda t: (t[0], t[1], t[2]))
+    return best[3], sum(1 for t in durable if t[0] == best[0]) > 1
 
 
-class SlowestCursors:
-    """The durable cursors in a heap keyed by ``(md, order, list index)``: :func:`slowest_durable` in
-    ``O(log C)`` per pick for the eviction loops, which move one cursor at a time.
+class CursorHeap:
+    """``ManagedCursorContainer`` / ``ManagedCursorContainerImpl`` (docs §3.9): the durable cursors in a
+    binary min-heap stored in an array, keyed by mark-delete position alone.
 
-    Keys are refreshed with :meth:`moved` after a cursor's md changes; stale heap entries are dropped when
-    they reach the top (lazy invalidation: a cursor's md only moves forward, so a stale key is never
-    larger than the cursor's current one). The tie flag counts the durable cursors per md.
+    * ``add``: the cursor goes to the end of the array and moves up while its parent is strictly larger;
+      the cursors are added by ``(order, list position)``, the export order (docs §3.9 on why the broker's
+      own order is unknowable);
+    * ``moved`` (``cursorUpdated``): the cursor's key changes; it sifts down when it is the root or its parent
+      is not larger (``<=``), else up. Down, it swaps with a child only when that child is strictly smaller:
+      the right child when it is smaller than the cursor and the left child is not smaller than the right
+      one, else the left child when that one is smaller than the cursor. Equal positions never swap, so a
+      cursor that moved onto the position of the others stays where it is (the root, when it was the root);
+    * ``root``: ``getSlowestConsumer()`` = ``heap[0]``.
+
+    Readers (non-durable cursors) are never in the heap. Arrays (``heap``: cursor index per slot, ``slot``:
+    slot per cursor index, ``key``: position per cursor index) keep the sifts cheap; ``at`` counts the
+    durable cursors per position for the tie flag.
     """
 
     def __init__(self, cursors: list[Cursor]) -> None:
         self.cursors = cursors
-        self.keys: dict[int, tuple[Position, int, int]] = {}
-        self.heap: list[tuple[Position, int, int]] = []
+        self.heap: list[int] = []
+        self.slot: list[int] = [-1] * len(cursors)
+        self.key: list[Position] = [EARLIEST] * len(cursors)
         self.at: dict[Position, int] = {}
-        for i, c in enumerate(cursors):
-            if c.durable:
-                key = (_md_key(c), c.order, i)
-                self.keys[i] = key
-                self.heap.append(key)
-                self.at[key[0]] = self.at.get(key[0], 0) + 1
-        heapq.heapify(self.heap)
+        for i in sorted((i for i, c in enumerate(cursors) if c.durable), key=lambda i: (cursors[i].order, i)):
+            self.add(i)
 
-    def _top(self) -> tuple[Position, int, int] | None:
-        heap, keys = self.heap, self.keys
-        while heap and keys[heap[0][2]] != heap[0]:
-            heapq.heappop(heap)
-        return heap[0] if heap else None
+    def add(self, i: int) -> None:
+        """``add(cursor, position)``: append at the end of the array, then sift up."""
+        k = _md_key(self.cursors[i])
+        self.key[i] = k
+        self.at[k] = self.at.get(k, 0) + 1
+        self.heap.append(i)
+        self._sift_up(len(self.heap) - 1)
 
-    def slowest(self) -> tuple[Cursor | None, bool]:
-        """Same answer as :func:`slowest_durable` on the current cursor states."""
-        top = self._top()
-        if top is None:
-            return None, False
-        return self.cursors[top[2]], self.at[top[0]] > 1
+    def _sift_up(self, s: int) -> None:
+        heap, key, slot = self.heap, self.key, self.slot
+        i = heap[s]
+        k = key[i]
+        while s > 0:
+            p = (s - 1) // 2
+            j = heap[p]
+            if not key[j] > k:
+                break
+            heap[s] = j
+            slot[j] = s
+            s = p
+        heap[s] = i
+        slot[i] = s
 
-    def slowest_md(self) -> Position | None:
-        top = self._top()
-        return None if top is None else self.cursors[top[2]].md
+    def _sift_down(self, s: int) -> None:
+        heap, key, slot = self.heap, self.key, self.slot
+        n = len(heap)
+        i = heap[s]
+        k = key[i]
+        while True:
+            left = 2 * s + 1
+            right = left + 1
+            j = -1
+            if right < n and key[heap[right]] < k:
+                j = left if key[heap[left]] < key[heap[right]] else right
+            elif left < n and key[heap[left]] < k:
+                j = left
+            if j < 0:
+                break
+            c = heap[j]
+            heap[s] = c
+            slot[c] = s
+            s = j
+        heap[s] = i
+        slot[i] = s
 
-    def moved(self, c: Cursor, index: int) -> None:
-        """Re-key cursor ``c`` (at ``index`` in the list) after its md may have changed."""
-        old = self.keys.get(index)
-        if old is None:
+    def moved(self, i: int) -> None:
+        """``cursorUpdated``: re-sort cursor ``i`` after its md may have changed (an unchanged key keeps the
+        layout: the broker's sift finds no strictly smaller child and no strictly larger parent)."""
+        s = self.slot[i]
+        if s < 0:
             return
-        md = _md_key(c)
-        if md == old[0]:
+        new = _md_key(self.cursors[i])
+        old = self.key[i]
+        if new == old:
             return
-        key = (md, old[1], index)
-        self.keys[index] = key
-        heapq.heappush(self.heap, key)
-        left = self.at[old[0]] - 1
+        left = self.at[old] - 1
         if left:
-            self.at[old[0]] = left
+            self.at[old] = left
         else:
-            del self.at[old[0]]
-        self.at[md] = self.at.get(md, 0) + 1
+            del self.at[old]
+        self.at[new] = self.at.get(new, 0) + 1
+        self.key[i] = new
+        if s == 0 or self.key[self.heap[(s - 1) // 2]] <= new:
+            self._sift_down(s)
+        else:
+            self._sift_up(s)
+
+    def root(self) -> tuple[Cursor | None, bool]:
+        """``getSlowestConsumer()`` and whether another durable cursor has the same md."""
+        if not self.heap:
+            return None, False
+        i = self.heap[0]
+        return self.cursors[i], self.at[self.key[i]] > 1
+
+    def root_md(self) -> Position | None:
+        return self.cursors[self.heap[0]].md if self.heap else None
 
 
 def _md_key(c: Cursor) -> Position:
@@ -747,13 +795,16 @@ def drop_backlog_for_size_limit(
     ``quota_disabled``). Errors of ``skipEntries`` are logged by the broker and the loop goes on (the cursor
     is then the previous one); an error computing the entries leaves the method (stop ``error``).
     Only the first ``trace_limit`` skips are kept in ``steps`` (None: all); ``iteration_count`` counts all.
+    The slowest cursor is the root of the broker's heap (:class:`CursorHeap`): after a skip that leaves the
+    skipped cursor on the same md as the others it can stay the root, and the loop stops (``same_cursor``).
+    ``tie_ambiguous``: some pick, the last one included, had another durable cursor on the root's md.
     """
     backlog = estimated_backlog(ml, cursors)
     before = backlog
     if limit is None or limit < 0:
         return SizeResult(None, before, before, "quota_disabled", None, [], False, None)
     target = size_target(limit, formula_4x)
-    slowest = SlowestCursors(cursors)
+    heap = CursorHeap(cursors)
     position = {id(c): i for i, c in enumerate(cursors)}
     steps: list[SizeStep] = []
     count = 0
@@ -766,10 +817,11 @@ def drop_backlog_for_size_limit(
         if count >= MAX_LOOP_ITERATIONS:
             reason, error = "error", "iteration cap reached"
             break
-        c, tie = slowest.slowest()
+        c, tie = heap.root()
         if c is None:
             reason = "no_cursor"
             break
+        tie_ambiguous = tie_ambiguous or tie
         if c is prev:
             reason, stop_name = "same_cursor", c.name
             break
@@ -782,7 +834,6 @@ def drop_backlog_for_size_limit(
         if to_skip == 0:
             reason, stop_name = "zero_skip", c.name
             break
-        tie_ambiguous = tie_ambiguous or tie
         md_before = c.md
         step_error: str | None = None
         newly = 0
@@ -791,8 +842,8 @@ def drop_backlog_for_size_limit(
             c.skips += 1
         except BrokerError as exc:
             step_error = str(exc)
-        slowest.moved(c, position[id(c)])
-        new_backlog = ml.estimate_from_slowest(slowest.slowest_md())
+        heap.moved(position[id(c)])
+        new_backlog = ml.estimate_from_slowest(heap.root_md())
         count += 1
         if trace_limit is None or count <= trace_limit:
             steps.append(
@@ -887,6 +938,9 @@ def drop_backlog_for_time_limit_ledgers(
     (no next ledger, a refused mark-delete) ends the broker's loop (stop ``error``/``no_next_ledger``).
     ``millis_overflow_int``: up to 3.x the limit is converted with ``limitTime * 1000`` in 32-bit ints.
 
+    The slowest cursor is the root of the broker's heap (:class:`CursorHeap`); ``tie_ambiguous``: some pick,
+    the last one included, had another durable cursor on the root's md.
+
     One mark-delete per iteration, so the cost is the number of steps (up to cursors x ledgers): the
     eviction uses :func:`drop_backlog_for_time_limit_direct` for the end state and this loop, cut after
     ``max_steps`` steps (stop :data:`TRACE_LIMIT_REACHED`), for the trace only.
@@ -896,7 +950,7 @@ def drop_backlog_for_time_limit_ledgers(
     limit_ms = time_limit_ms(limit_seconds, millis_overflow_int)
     steps: list[TimeStep] = []
     tie_ambiguous = False
-    slowest = SlowestCursors(cursors)
+    heap = CursorHeap(cursors)
     position = {id(c): i for i, c in enumerate(cursors)}
 
     def result(reason: str, name: str | None, undecidable: bool, error: str | None) -> TimeResult:
@@ -905,9 +959,10 @@ def drop_backlog_for_time_limit_ledgers(
     while True:
         if max_steps is not None and len(steps) >= max_steps:
             return result(TRACE_LIMIT_REACHED, None, False, None)
-        c, tie = slowest.slowest()
+        c, tie = heap.root()
         if c is None:
             return result("no_cursor", None, False, None)
+        tie_ambiguous = tie_ambiguous or tie
         md = c.md
         if md is None:
             return result("error", c.name, False, "cursor has no mark_delete_position")
@@ -926,14 +981,13 @@ def drop_backlog_for_time_limit_ledgers(
         nxt = ml.higher_key(md[0])
         if nxt is None:
             return result("no_next_ledger", c.name, False, _no_next_ledger(md[0]))
-        tie_ambiguous = tie_ambiguous or tie
         try:
             newly = ml.mark_delete(c, (nxt, -1))
         except BrokerError as exc:
             steps.append(TimeStep(len(steps) + 1, c.name, md, md[0], ts, action, c.md, 0, tie, str(exc)))
             return result("error", c.name, False, str(exc))
         c.skips += 1
-        slowest.moved(c, position[id(c)])
+        heap.moved(position[id(c)])
         steps.append(TimeStep(len(steps) + 1, c.name, md, md[0], ts, action, c.md, newly, tie, None))
 
 
@@ -955,7 +1009,7 @@ class _TimeMove:
     next_ledger: int
 
 
-_Interval = tuple[int, int, tuple[int, int]]  # (first ledger index, last ledger index, cursor key)
+_Interval = tuple[int, int]  # (first ledger index, last ledger index)
 
 
 @dataclass
@@ -971,11 +1025,11 @@ class _WalkEnd:
 
 class _Visits:
     """States visited by the cursors' paths: canonical ``(ids[k], -1)`` as ledger-index intervals, others as
-    points, each with the cursor's ``(order, index)`` key."""
+    points."""
 
     def __init__(self) -> None:
         self.intervals: list[_Interval] = []
-        self.points: list[tuple[Position, tuple[int, int]]] = []
+        self.points: list[Position] = []
 
 
 class _TimePaths:
@@ -1106,15 +1160,14 @@ class _TimePaths:
         c: Cursor,
         threshold: tuple[Position, bool] | None = None,
         visits: _Visits | None = None,
-        key: tuple[int, int] = (0, 0),
     ) -> _WalkEnd:
         """Follow ``c``'s path (``c`` is not changed) to its first stopping state, or with ``threshold``
         ``(position, inclusive)`` to its first state above (or at) that position if that comes first.
-        ``visits`` collects every state on the way, tagged with ``key``."""
+        ``visits`` collects every state on the way."""
         ml = self.ml
         if c.md is None:
             if visits is not None:
-                visits.points.append((EARLIEST, key))
+                visits.points.append(EARLIEST)
             return _WalkEnd(None, list(c.idm), 0, 0, _TimeStop("error", "cursor has no mark_delete_position"))
         work = Cursor(c.name, c.order, c.durable, c.kind, c.md, list(c.idm), None)
         steps = 0
@@ -1131,7 +1184,7 @@ class _TimePaths:
             k = ml.index.get(md[0]) if md[1] == -1 else None
             if k is None:  # not canonical: one real iteration
                 if visits is not None:
-                    visits.points.append((md, key))
+                    visits.points.append(md)
                 if meets(md):
                     return end(None)
                 state = self.classify(md)
@@ -1141,7 +1194,7 @@ class _TimePaths:
                 steps += 1
                 continue
             if visits is not None:
-                visits.intervals.append((k, k, key))
+                visits.intervals.append((k, k))
             if meets(md):
                 return end(None)
             stop = self.next_stop[k]
@@ -1157,7 +1210,7 @@ class _TimePaths:
                     j, at_threshold = first, True
             if j > k:  # whole ledgers k .. j-1 consumed, one per step, no acked range involved
                 if visits is not None:
-                    visits.intervals.append((k + 1, j, key))
+                    visits.intervals.append((k + 1, j))
                 work.skipped += ml.cum_ent[j] - ml.cum_ent[k]
                 steps += j - k
                 work.md = (ml.ids[j], -1)
@@ -1172,6 +1225,10 @@ class _TimePaths:
             steps += 1
 
 
+#: Units of work (heap moves, cursors of a lockstep round) :func:`_heap_stop_cursor` may spend on one topic.
+HEAP_REPLAY_BUDGET = 300_000
+
+
 def drop_backlog_for_time_limit_direct(
     ml: ManagedLedger,
     cursors: list[Cursor],
@@ -1179,77 +1236,224 @@ def drop_backlog_for_time_limit_direct(
     limit_seconds: int | None,
     now_ms: int,
     millis_overflow_int: bool,
+    replay_budget: int = HEAP_REPLAY_BUDGET,
 ) -> TimeResult:
-    """End state of :func:`drop_backlog_for_time_limit_ledgers` without stepping it (docs §3.7), mutating
-    ``cursors`` the same way; ``steps`` stays empty, ``iteration_count`` is the loop's number of steps.
+    """End state of :func:`drop_backlog_for_time_limit_ledgers` without stepping it (docs §3.7, §3.9),
+    mutating ``cursors`` the same way; ``steps`` stays empty, ``iteration_count`` is the loop's number of
+    steps.
 
-    The loop moves the durable cursor with the smallest ``(md, cursor_order, list index)`` key one path
-    state further and stops the first time that cursor is in a stopping state; whether a state stops the
-    loop depends on its md and the ledgers only (:meth:`_TimePaths.classify`). Let ``b_c`` be the first
-    stopping state of cursor ``c``'s path and ``B`` the smallest key ``(b_c, order, index)``: every state
-    with a key below ``B`` is not stopping, so every cursor is moved until its key is at least ``B``; the
-    cursor of ``B`` is then the slowest and stops the loop. Each cursor thus ends at the first state of its
-    path whose key is >= ``B``. ``slowest_tie`` is set at a pick when another durable cursor shares the md:
-    at that moment every cursor whose path visits that md with a larger key is there, so the flag is set
-    iff two durable paths share a position before ``B``'s (each such state is picked), or share ``B``'s
-    position with a picked state there (a smaller key than ``B``, or the failing mark-delete of ``B``).
+    Each pick moves the root of the cursor heap, a durable cursor with the smallest md, one state along its
+    own path, and the loop stops at the first pick whose root is in a stopping state; whether a state stops
+    depends on its md and the ledgers only (:meth:`_TimePaths.classify`). Let ``m`` be the smallest first
+    stopping state over all durable paths. Every state below ``m`` is not stopping, so the loop goes on while
+    the smallest md is below ``m`` and stops as soon as it reaches ``m``: each cursor ends at the first state
+    of its path at or above ``m``, whatever the heap's order among equal positions. The tie flag does not
+    depend on that order either: the first pick at a position ``p < m`` happens when every cursor whose path
+    visits ``p`` is there (any of them still below ``p`` would be smaller), so a pick finds a tie iff two
+    durable paths share a state below ``m``, or (the last pick) several cursors end at ``m``.
+
+    Only the cursor the loop stops on depends on the heap order, and only when several cursors end at ``m``:
+    then :func:`_heap_stop_cursor` replays the heap (rounds of cursors moving in lockstep are applied as a
+    permutation of their heap slots); a replay that needs more than ``replay_budget`` units of work leaves
+    ``stop_cursor_name`` null (the tie flag is set in that case).
     """
     if limit_seconds is None or limit_seconds <= 0:
         return TimeResult("quota_disabled", None, [], False, False, None)
     paths = _TimePaths(ml, closed_at_ms, now_ms, time_limit_ms(limit_seconds, millis_overflow_int))
-    durable = [(i, c) for i, c in enumerate(cursors) if c.durable]
+    durable = [c for c in cursors if c.durable]
     if not durable:
         return TimeResult("no_cursor", None, [], False, False, None)
-    best: tuple[tuple[Position, int, int], Cursor, _TimeStop] | None = None
-    for i, c in durable:
+    first_stops = []
+    for c in durable:
         end = paths.walk(c)
         assert end.stop is not None
-        key = (end.md if end.md is not None else EARLIEST, c.order, i)
-        if best is None or key < best[0]:
-            best = (key, c, end.stop)
-    assert best is not None
-    (b_pos, b_order, b_index), b_cursor, stop = best
+        first_stops.append((end.md if end.md is not None else EARLIEST, end.stop))
+    m, stop = min(first_stops, key=lambda t: t[0])
+    before = [Cursor(c.name, c.order, c.durable, c.kind, c.md, list(c.idm), None) for c in cursors]
     visits = _Visits()
     count = 1 if stop.refused_step else 0
-    for i, c in durable:
-        inclusive = (c.order, i) >= (b_order, b_index)
-        end = paths.walk(c, (b_pos, inclusive), visits, (c.order, i))
+    at_m: list[Cursor] = []
+    for c in durable:
+        end = paths.walk(c, (m, True), visits)
         c.md, c.idm = end.md, end.idm
         c.skipped += end.skipped
         c.skips += end.steps
         if c.consumed is not None:
             c.consumed += end.skipped
         count += end.steps
-    tie = _shared_state(paths.ml, visits, b_pos, (b_order, b_index), stop.refused_step)
-    return TimeResult(stop.reason, b_cursor.name, [], tie, stop.undecidable, stop.error, count)
+        if _md_key(c) == m:
+            at_m.append(c)
+    tie = len(at_m) > 1 or _shared_below(ml, visits, m)
+    if len(at_m) == 1:
+        name: str | None = at_m[0].name
+    else:
+        root = _heap_stop_cursor(paths, before, m, replay_budget)
+        name = None if root is None else root.name
+    return TimeResult(stop.reason, name, [], tie, stop.undecidable, stop.error, count)
 
 
-def _shared_state(
-    ml: ManagedLedger, visits: _Visits, b_pos: Position, b_key: tuple[int, int], refused_step: bool
-) -> bool:
-    """Did a pick of the loop find two durable cursors on the same md (see
-    :func:`drop_backlog_for_time_limit_direct`)?"""
+def _shared_below(ml: ManagedLedger, visits: _Visits, m: Position) -> bool:
+    """Do two durable paths share a state below ``m`` (see :func:`drop_backlog_for_time_limit_direct`)?"""
     ids = ml.ids
-    # canonical indexes below B's position: (ids[m], -1) < b_pos
-    below = bisect.bisect_left(ids, b_pos[0]) if b_pos[1] <= -1 else bisect.bisect_right(ids, b_pos[0])
-    spans = sorted((lo, min(hi, below - 1)) for lo, hi, _ in visits.intervals if lo <= min(hi, below - 1))
+    # canonical indexes below m: (ids[k], -1) < m
+    below = bisect.bisect_left(ids, m[0]) if m[1] <= -1 else bisect.bisect_right(ids, m[0])
+    spans = sorted((lo, min(hi, below - 1)) for lo, hi in visits.intervals if lo <= min(hi, below - 1))
     reach = -1
     for lo, hi in spans:
         if lo <= reach:
             return True
         reach = max(reach, hi)
     seen: set[Position] = set()
-    for p, _ in visits.points:
-        if p < b_pos:
+    for p in visits.points:
+        if p < m:
             if p in seen:
                 return True
             seen.add(p)
-    b_index = ml.index.get(b_pos[0]) if b_pos[1] == -1 else None
-    if b_index is not None:
-        at_b = [key for lo, hi, key in visits.intervals if lo <= b_index <= hi]
+    return False
+
+
+def _heap_stop_cursor(paths: _TimePaths, cursors: list[Cursor], m: Position, budget: int) -> Cursor | None:
+    """Replay the time loop on the cursor heap (``cursors`` are mutated) until the root reaches ``m``, the
+    first stopping position, and return that root: the cursor the broker's loop stops on (docs §3.9).
+
+    Plain steps move the root one state (:func:`_advance`) and re-sort it as ``cursorUpdated`` does. When the
+    root's position ``p = (ids[k], -1)`` is shared by a group of cursors that all take the same whole-ledger
+    steps (no acked range involved, no stopping state, every other cursor at or above the position reached),
+    the loop moves the group in rounds: each member once per round, onto the next ledger, in an order and to
+    heap slots that depend only on which slots the group holds (the other cursors are never smaller than a
+    moved member, so they keep their slots). One round is replayed on the slots
+    (:func:`_round_permutation`) and applied as many times as the group can go. Returns None once the
+    replay has spent ``budget`` units (a plain step: 1, a group: its size).
+    """
+    heap = CursorHeap(cursors)
+    work = 0
+    tried: Position | None = None
+    while True:
+        r = heap.heap[0]
+        p = heap.key[r]
+        if p >= m:
+            return cursors[r]
+        if work > budget:
+            return None
+        if p != tried:
+            tried = p
+            applied, spent = _lockstep_rounds(paths, heap, p, m)
+            work += spent
+            if applied:
+                continue
+        _advance(paths, cursors[r])
+        heap.moved(r)
+        work += 1
+
+
+def _advance(paths: _TimePaths, c: Cursor) -> None:
+    """One iteration of the time loop on cursor ``c``, whose md is not a stopping state: mark-delete
+    ``(next ledger, -1)`` (a whole-ledger step no acked range meets is applied directly)."""
+    ml = paths.ml
+    md = c.md
+    assert md is not None
+    k = ml.index.get(md[0]) if md[1] == -1 else None
+    if k is not None and paths.next_touch(c.idm, k) > k + 1:
+        c.md = (ml.ids[k + 1], -1)
+        c.idm = [(max(a, c.md), b) for a, b in c.idm if b > c.md]
+        return
+    state = paths.classify(md)
+    assert isinstance(state, _TimeMove)
+    ml.mark_delete(c, (state.next_ledger, -1))
+
+
+def _lockstep_rounds(paths: _TimePaths, heap: CursorHeap, p: Position, m: Position) -> tuple[bool, int]:
+    """Move the group of cursors at the root's position ``p`` through as many whole-ledger rounds as they
+    can take in lockstep (see :func:`_heap_stop_cursor`); returns (whether any round was made, work)."""
+    ml = paths.ml
+    k = ml.index.get(p[0]) if p[1] == -1 else None
+    if k is None:
+        return False, 0
+    h, key, n = heap.heap, heap.key, len(heap.heap)
+    group: list[int] = []
+    others: Position | None = None  # smallest position below the group's slots (the rest is not smaller)
+    stack = [0]
+    while stack:
+        s = stack.pop()
+        group.append(s)
+        for child in (2 * s + 1, 2 * s + 2):
+            if child < n:
+                ck = key[h[child]]
+                if ck == p:
+                    stack.append(child)
+                elif others is None or ck < others:
+                    others = ck
+    rounds = paths.next_stop[k] - k
+    for s in group:
+        rounds = min(rounds, paths.next_touch(heap.cursors[h[s]].idm, k) - 1 - k)
+    bound = m if others is None or m < others else others
+    # the last ledger index j with (ids[j], -1) <= bound
+    ids = ml.ids
+    last = (bisect.bisect_right(ids, bound[0]) if bound[1] >= -1 else bisect.bisect_left(ids, bound[0])) - 1
+    rounds = min(rounds, last - k)
+    if rounds < 1:
+        return False, len(group)
+    moved = _round_permutation(group)
+    placed: dict[int, int] = {}
+    seen: set[int] = set()
+    for s in group:
+        if s in seen:
+            continue
+        cycle = [s]
+        seen.add(s)
+        t = moved[s]
+        while t != s:
+            cycle.append(t)
+            seen.add(t)
+            t = moved[t]
+        shift = rounds % len(cycle)
+        for at, slot in enumerate(cycle):
+            placed[cycle[(at + shift) % len(cycle)]] = h[slot]
+    dest = (ids[k + rounds], -1)
+    for slot, i in placed.items():
+        h[slot] = i
+        heap.slot[i] = slot
+        key[i] = dest
+        c = heap.cursors[i]
+        c.md = dest
+        c.idm = [(max(a, dest), b) for a, b in c.idm if b > dest]
+    left = heap.at[p] - len(group)
+    if left:
+        heap.at[p] = left
     else:
-        at_b = [key for p, key in visits.points if p == b_pos]
-    return len(at_b) >= 2 and (min(at_b) < b_key or refused_step)
+        del heap.at[p]
+    heap.at[dest] = heap.at.get(dest, 0) + len(group)
+    return True, len(group)
+
+
+def _round_permutation(group: list[int]) -> dict[int, int]:
+    """One lockstep round of the group holding heap slots ``group`` (slot 0 among them): slot -> slot.
+
+    Each pick moves the root member onto the next ledger and sifts it down the way ``cursorUpdated`` does:
+    a child is smaller than the moved member iff it is a member that has not moved yet (the other slots hold
+    cursors at or above the new position, moved members are equal to it). Such a right child wins (a left
+    child cannot be smaller than it), else such a left child, else the member stays.
+    """
+    pending = dict.fromkeys(group, True)  # slot -> its member has not moved yet this round
+    origin = {s: s for s in group}  # slot -> the slot its member started the round at
+    for _ in range(len(group)):
+        start = origin[0]
+        s = 0
+        while True:
+            right = 2 * s + 2
+            left = right - 1
+            if pending.get(right, False):
+                j = right
+            elif pending.get(left, False):
+                j = left
+            else:
+                break
+            origin[s] = origin[j]
+            pending[s] = True
+            s = j
+        origin[s] = start
+        pending[s] = False
+    return {origin[s]: s for s in group}
 
 
 def time_eviction_ledgers(

@@ -18,8 +18,11 @@ Decisions (see the function docstrings):
 * ``entries`` of the toSkip formula is the NON-precise backlog ``entriesAddedCounter -
   messagesConsumedCounter`` (§1.8) when both counters were exported (``counter="auto"``), the precise count
   otherwise or when that difference is negative; each skip adds what it consumed to the cursor's counter;
-* ties of the slowest cursor go to the smallest ``cursor_order`` (3.1+: insertion order, §1.11); up to 3.0
-  the heap order is arbitrary, so the same choice is made and ``slowest_tie_ambiguous`` flags the topic;
+* the slowest cursor is the root of the broker's cursor heap (docs §3.9), replayed with its sift rules from a
+  heap built in export order (``cursor_order``): after a skip that lands a cursor on the position of others
+  it can stay at the root. The broker's own heap was built in recovery order and reshaped by every
+  mark-delete since the topic was loaded, which no export carries: a tie at any pick sets
+  ``slowest_tie_ambiguous``;
 * the non-precise time loop needs ledger close times (``ledgers.closed_at``), which ``stats-internal`` does
   not export: a closed ledger without one stops the loop with ``unknown_close_time`` and ``undecidable``.
 """
@@ -586,7 +589,7 @@ def _size_topic(
         "stop_cursor_name": result.stop_cursor_name,
         "iteration_count": result.iteration_count,
         "trace_truncated": result.iteration_count > len(result.steps),
-        "slowest_tie_ambiguous": result.tie_ambiguous and not beh.slowest_ties_by_insertion,
+        "slowest_tie_ambiguous": result.tie_ambiguous and not beh.slowest_tie_known_from_export,
         "error": result.error,
         "limit_size_bytes": limit,
         "target_size_bytes": target,
@@ -663,7 +666,7 @@ def _time_topic(
             stop_cursor_name=result.stop_cursor_name,
             iteration_count=result.iteration_count,
             trace_truncated=result.iteration_count > len(result.steps),
-            slowest_tie_ambiguous=result.tie_ambiguous and not beh.slowest_ties_by_insertion,
+            slowest_tie_ambiguous=result.tie_ambiguous and not beh.slowest_tie_known_from_export,
             undecidable=result.undecidable,
             error=result.error,
         )
@@ -877,11 +880,11 @@ def drop_backlog_for_size_limit(
     here; a topic without cursors or without a managed-ledger row gives no rows / an ``error``).
 
     Per topic: ``target = 0.9 x limit`` (3.0 double; 4.x ``(long)``), then while the §2.3 estimate is above
-    it: take the slowest durable cursor (ties: smallest ``cursor_order``), stop if none or if it is the
-    cursor skipped last, compute ``toSkip`` from the estimate, the target and the cursor's entry backlog in
-    the version's IEEE-754 operation order (see :func:`size_eviction_uses_long_target`), stop at 0, else
-    ``skipEntries(toSkip, Include)`` and re-estimate. Readers never count; replicator, ``__compaction`` and
-    dedup cursors are skipped like subscriptions (``is_system_cursor`` marks them).
+    it: take the slowest durable cursor (the root of the cursor heap, docs §3.9), stop if none or if it is
+    the cursor skipped last, compute ``toSkip`` from the estimate, the target and the cursor's entry
+    backlog in the version's IEEE-754 operation order (see :func:`size_eviction_uses_long_target`), stop
+    at 0, else ``skipEntries(toSkip, Include)`` and re-estimate. Readers never count; replicator,
+    ``__compaction`` and dedup cursors are skipped like subscriptions (``is_system_cursor`` marks them).
 
     ``entries`` of the formula (``counter="auto"``): ``entries_added_counter`` (managed_ledgers) minus the
     cursor's ``messages_consumed_counter`` when both columns are present and non-null, the precise backlog
@@ -896,12 +899,13 @@ def drop_backlog_for_size_limit(
     (§3.4 ``estimate >= limit``), ``above_target_after`` (one broker check leaves it above the target),
     ``stop_reason`` (:data:`STOP_REASONS`), ``stop_cursor_name``, ``iteration_count`` (every skip of the
     loop), ``trace_truncated`` (the loop made more than ``trace_max_iterations`` skips),
-    ``slowest_tie_ambiguous`` (≤3.0: a tie on the slowest md was broken by ``cursor_order`` while the
-    broker's heap order is arbitrary), ``error``. The trace: ``iterations`` holds THIS cursor's skips among
-    the first ``trace_max_iterations`` of the topic's loop (one struct each, ``iteration`` numbering the
-    topic's loop order), ``trace_steps`` their number; the topic's trace is the union over its cursor rows
-    (no step is repeated, so the output stays linear in cursors + recorded steps). With ``entries``
-    (``cluster, topic, ledger_id, entry_id`` [+ ``message_count``, ``entry_size_bytes``]): ``lost_entries``,
+    ``slowest_tie_ambiguous`` (a pick of the loop, the last one included, had several durable cursors on
+    the slowest md: the result follows the heap built in export order, the broker's may differ),
+    ``error``. The trace: ``iterations`` holds THIS cursor's skips among the first
+    ``trace_max_iterations`` of the topic's loop (one struct each, ``iteration`` numbering the topic's loop
+    order), ``trace_steps`` their number; the topic's trace is the union over its cursor rows (no step is
+    repeated, so the output stays linear in cursors + recorded steps). With ``entries`` (``cluster, topic,
+    ledger_id, entry_id`` [+ ``message_count``, ``entry_size_bytes``]): ``lost_entries``,
     ``lost_messages``, ``lost_bytes`` of the exported entries the cursor loses (null without, or with
     ``losses=False``: :func:`eviction_losses` adds them later, e.g. after materialising). A null or
     negative limit never evicts (``quota_disabled``). Pure and lazy.
@@ -939,8 +943,8 @@ def drop_backlog_for_time_limit(
     ``<= 0`` or null disables: ``quota_disabled``). ``now`` (a datetime, or epoch milliseconds) defaults to
     each topic's ``managed_ledgers.exported_at``; ``evaluated_at`` shows the value used.
 
-    * ``precise=False``: loop on the slowest durable cursor (ties as in the size loop): md in a deleted
-      ledger -> mark-delete ``(next ledger, -1)``; md in a closed ledger whose close time
+    * ``precise=False``: loop on the slowest durable cursor (the heap root, as in the size loop): md in a
+      deleted ledger -> mark-delete ``(next ledger, -1)``; md in a closed ledger whose close time
       (``ledgers.closed_at``) is more than the limit before now -> ``(next ledger, -1)``; otherwise stop.
       The open ledger never expires (``open_ledger``); a closed ledger without an exported close time stops
       the loop with ``unknown_close_time`` and ``undecidable = true``; no next ledger -> ``no_next_ledger``
@@ -948,10 +952,14 @@ def drop_backlog_for_time_limit(
       the limit is converted with a 32-bit ``limit * 1000`` (:func:`time_limit_millis_overflow_int`).
       The loop can make up to cursors x ledgers mark-deletes: the end state, ``iteration_count`` and the
       flags are computed per cursor path without stepping it (every cursor's path depends only on the
-      ledgers and its own state, see ``_topic_engine.drop_backlog_for_time_limit_direct``), in
-      ``O(cursors x (acked ranges + 1)^2 x log ledgers)``; the trace (``iterations``: this cursor's
-      mark-deletes among the topic's first ``trace_max_iterations``, ``trace_steps``, ``trace_truncated``)
-      comes from the stepwise loop cut there.
+      ledgers and its own state, and the end state not on the heap's order among equal positions, see
+      ``_topic_engine.drop_backlog_for_time_limit_direct``), in
+      ``O(cursors x (acked ranges + 1)^2 x log ledgers)``. ``stop_cursor_name`` depends on that order when
+      several cursors end on the stopping position: the heap is then replayed, cursors moving in lockstep a
+      round at a time; a replay beyond ``HEAP_REPLAY_BUDGET`` units of work (about 300 staggered
+      cursors merging on one topic) leaves it null. The trace (``iterations``: this cursor's mark-deletes
+      among the topic's first ``trace_max_iterations``, ``trace_steps``, ``trace_truncated``) comes from
+      the stepwise loop cut there.
     * ``precise=True`` (needs ``entries`` with ``publish_time_ms`` [+ ``broker_timestamp``]): every cursor of
       the topic's subscription map (``cursor_kind`` subscription, reader or compaction; not replicators or
       dedup) runs message expiry with TTL ``int(0.9 x limit)``: versions with

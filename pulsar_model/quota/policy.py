@@ -54,8 +54,9 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from pulsar_model import DEFAULT_PULSAR_VERSION
+from pulsar_model import columns as C
 from pulsar_model.backlog import estimated_backlog_size
-from pulsar_model.columns import POSITION_TYPE, as_position, fld, next_valid_position_sql, ref
+from pulsar_model.columns import EARLIEST, POSITION_TYPE, as_position, fld, next_valid_position_sql, ref
 from pulsar_model.positions import CTX, E, X, _Env
 from pulsar_model.versions import PulsarVersion, behaviour
 
@@ -197,6 +198,11 @@ REASON_NPE: Final = (
 )
 REASON_NO_TOPIC: Final = "no managed_ledgers row for this cluster/topic"
 REASON_NO_POLICY: Final = "quota has no policy: the broker neither blocks producers nor evicts"
+REASON_DEDUP_TIE: Final = (
+    "pulsar.dedup shares the slowest mark-delete position with another durable cursor: whether the broker's "
+    "cursor heap holds it at the root (dedup snapshot) or not (producers disconnected) is not in the export "
+    "(docs §3.9) (undecidable)"
+)
 
 
 # ======================================================================================================
@@ -539,8 +545,9 @@ def _topic_state(
 ) -> DataFrame:
     """One row per managed ledger with everything the size and time checks read (docs §2.3, §3.4).
 
-    Columns: ``cluster, topic, slowest_cursor_name, slowest_mark_delete_position,
-    estimated_backlog_size_bytes, _now_ms, checked_at, _has_backlog`` and per time-check mode the checked
+    Columns: ``cluster, topic, slowest_cursor_name, slowest_mark_delete_position, slowest_cursor_tie,
+    dedup_at_slowest, estimated_backlog_size_bytes, _now_ms, checked_at, _has_backlog`` and per time-check
+    mode the checked
     position, the reference time (ms) and a status: ``_p_pos, _p_ref_ms, _p_status`` (precise) and
     ``_n_pos, _n_ref_ms, _n_status, _n_lid`` (non-precise). Statuses: ``ok`` (reference time known),
     ``no_entries`` / ``entry_missing`` / ``no_close_time`` (undecidable), ``never_old`` (md in the last
@@ -548,6 +555,27 @@ def _topic_state(
     code returns null).
     """
     est = estimated_backlog_size(managed_ledgers, ledgers, cursors, version)
+    # docs §3.5/§3.9: the dedup cursor is on the slowest position (alone: it is the heap's root; with others:
+    # which one is the root is not in the export)
+    dedup_md = (
+        cursors.where(
+            (F.col("cursor_name") == F.lit(DEDUP_CURSOR_NAME))
+            & F.coalesce(F.col("is_durable").cast("boolean"), F.lit(False))
+        )
+        .groupBy(*KEY)
+        .agg(
+            F.min(F.coalesce(as_position(F.col("mark_delete_position")), C.position(*EARLIEST))).alias(
+                "_dedup"
+            )
+        )
+    )
+    slowest_key = F.coalesce(F.col("slowest_mark_delete_position"), C.position(*EARLIEST))
+    est = est.join(dedup_md, on=list(KEY), how="left").select(
+        *[F.col(c) for c in est.columns],
+        F.coalesce(
+            F.col("slowest_cursor_name").isNotNull() & (F.col("_dedup") == slowest_key), F.lit(False)
+        ).alias("dedup_at_slowest"),
+    )
     ml = managed_ledgers.select(
         *KEY,
         as_position(F.col("last_confirmed_entry")).alias("_lac"),
@@ -605,6 +633,8 @@ def _topic_state(
         *KEY,
         "slowest_cursor_name",
         "slowest_mark_delete_position",
+        "slowest_cursor_tie",
+        "dedup_at_slowest",
         "estimated_backlog_size_bytes",
         "_now_ms",
         "checked_at",
@@ -700,14 +730,16 @@ def quota_breaches(
 
     Columns: ``cluster, topic, quota_type, is_system_topic, policy, source_level, limit_size_bytes,
     limit_time_seconds, check_enabled, slowest_cursor_name, slowest_mark_delete_position,
-    estimated_backlog_size_bytes, time_check_mode, checked_position, reference_time_ms,
-    backlog_age_seconds, size_exceeded, time_exceeded, exceeded, percent_of_quota, is_handled,
-    handled_type, exact_backlog_bytes, exact_backlog_cursor_name, true_oldest_unacked_age_seconds,
+    slowest_cursor_tie, dedup_at_slowest, estimated_backlog_size_bytes, time_check_mode, checked_position,
+    reference_time_ms, backlog_age_seconds, size_exceeded, time_exceeded, exceeded, percent_of_quota,
+    is_handled, handled_type, exact_backlog_bytes, exact_backlog_cursor_name, true_oldest_unacked_age_seconds,
     exact_exceeded, checked_at, reason``. ``exceeded`` is this row's check (= ``size_exceeded`` or
     ``time_exceeded``, both repeated on each row); ``handled_type`` is what the periodic check acts on
     (3.x: size first, else time; null when nothing is exceeded, the check is disabled or undecidable);
     ``percent_of_quota`` = 100 x backlog / limit (size) or 100 x age / limit (time), null when the limit
-    is <= 0 or the age unknown.
+    is <= 0 or the age unknown. ``slowest_cursor_name`` is the root of the cursor heap built in export
+    order (docs §3.9); ``slowest_cursor_tie`` says other durable cursors share its position (the broker's
+    heap may hold any of them), ``dedup_at_slowest`` that ``pulsar.dedup`` is among them.
 
     With ``exact_backlog`` (per cursor: ``cluster, topic, cursor_name, [is_durable,] backlog_bytes,
     oldest_unacked_publish_time_ms``): ``exact_backlog_bytes`` is the largest exact backlog of a durable
@@ -821,6 +853,8 @@ def quota_breaches(
         "check_enabled",
         "slowest_cursor_name",
         "slowest_mark_delete_position",
+        "slowest_cursor_tie",
+        "dedup_at_slowest",
         "estimated_backlog_size_bytes",
         (
             F.when(precise, F.lit(TIME_CHECK_PRECISE)).otherwise(F.lit(TIME_CHECK_NON_PRECISE))
@@ -876,6 +910,8 @@ _BREACH_COLUMNS: Final = (
     "check_enabled",
     "slowest_cursor_name",
     "slowest_mark_delete_position",
+    "slowest_cursor_tie",
+    "dedup_at_slowest",
     "estimated_backlog_size_bytes",
     "time_check_mode",
     "checked_position",
@@ -911,8 +947,11 @@ def producer_outcomes(
       ``producer_request_hold`` / ``producer_exception`` quota disconnects every producer
       (``producers_disconnected``) - except, from the versions with PR #20951, when the slowest durable
       cursor is the dedup cursor ``pulsar.dedup``: a dedup snapshot is taken instead
-      (``dedup_snapshot_taken``, producers stay connected). ``consumer_backlog_eviction`` never touches
-      producers.
+      (``dedup_snapshot_taken``, producers stay connected). When ``pulsar.dedup`` shares the slowest
+      position with other durable cursors (``dedup_at_slowest`` and ``slowest_cursor_tie``), whether the
+      broker's cursor heap holds it at the root is not in the export (docs §3.9): ``producers_disconnected``
+      is null, ``dedup_snapshot_taken`` false, ``reason`` says why. ``consumer_backlog_eviction`` never
+      touches producers.
     * Producer admission (every new or reconnecting producer, independent of ``check_enabled``): the
       ``destination_storage`` quota is checked first, then (2.8+) ``message_age``; the first exceeded quota
       with a producer policy refuses the producer with ``ServerError`` 7
@@ -944,6 +983,8 @@ def producer_outcomes(
         "is_system_topic",
         "slowest_cursor_name",
         "slowest_mark_delete_position",
+        "slowest_cursor_tie",
+        "dedup_at_slowest",
         "reason",
     ).join(policies, on=[*KEY, "quota_type"], how="left")
 
@@ -964,6 +1005,8 @@ def producer_outcomes(
         F.first(F.col("is_system_topic"), ignorenulls=True).alias("_system"),
         F.first(F.col("slowest_cursor_name"), ignorenulls=True).alias("_slowest"),
         F.first(F.col("slowest_mark_delete_position"), ignorenulls=True).alias("_slowest_md"),
+        F.first(F.col("slowest_cursor_tie"), ignorenulls=True).alias("_tie"),
+        F.first(F.col("dedup_at_slowest"), ignorenulls=True).alias("_dedup_at_slowest"),
     )
     s_producer = F.col("_s_pol").isin(*PRODUCER_POLICIES)
     t_producer = F.col("_t_pol").isin(*PRODUCER_POLICIES)
@@ -985,14 +1028,16 @@ def producer_outcomes(
     name = F.when(code == SERVER_ERROR_HOLD, F.lit(SERVER_ERROR_HOLD_NAME)).when(
         code == SERVER_ERROR_EXCEPTION, F.lit(SERVER_ERROR_EXCEPTION_NAME)
     )
-    slowest_is_dedup = F.coalesce(F.col("_slowest") == F.lit(DEDUP_CURSOR_NAME), F.lit(False))
+    # docs §3.9: pulsar.dedup is the heap's root only when it alone holds the slowest position
+    dedup_tied = F.coalesce(F.col("_dedup_at_slowest") & F.col("_tie"), F.lit(False))
+    slowest_is_dedup = F.coalesce(F.col("_slowest") == F.lit(DEDUP_CURSOR_NAME), F.lit(False)) & ~dedup_tied
     handled_producer = F.col("handled_policy").isin(*PRODUCER_POLICIES)
     dedup_snapshot = handled_producer & slowest_is_dedup & F.lit(dedup_special)
+    dedup_unknown = handled_producer & dedup_tied & F.lit(dedup_special)
     handled_unknown = F.col("_handled_unknown").isNotNull() & F.col("handled_type").isNull()
     disconnected = (
-        F.when(
-            F.col("handled_type").isNotNull(), F.coalesce(handled_producer, F.lit(False)) & ~dedup_snapshot
-        )
+        F.when(F.col("handled_type").isNotNull() & F.coalesce(dedup_unknown, F.lit(False)), F.lit(None))
+        .when(F.col("handled_type").isNotNull(), F.coalesce(handled_producer, F.lit(False)) & ~dedup_snapshot)
         .when(
             handled_unknown
             & (F.col("_s_pol").isin(*PRODUCER_POLICIES) | F.col("_t_pol").isin(*PRODUCER_POLICIES)),
@@ -1003,6 +1048,7 @@ def producer_outcomes(
     any_exceeded = F.coalesce(F.col("_s_exc"), F.lit(False)) | F.coalesce(F.col("_t_exc"), F.lit(False))
     reason = F.coalesce(
         F.when(F.col("_system"), F.lit(REASON_SYSTEM_TOPIC)),
+        F.when(disconnected.isNull() & F.coalesce(dedup_unknown, F.lit(False)), F.lit(REASON_DEDUP_TIE)),
         F.when(blocked.isNull() | disconnected.isNull(), F.coalesce(F.col("_s_reason"), F.col("_t_reason"))),
         F.when(
             (F.coalesce(F.col("_s_exc"), F.lit(False)) & F.col("_s_pol").isNull())

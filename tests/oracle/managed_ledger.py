@@ -18,6 +18,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
+from tests.oracle.cursor_heap import CursorContainer
+
 Position = tuple[int, int]
 IdmRange = tuple[Position, Position]  # open-closed (lower, upper]
 
@@ -138,7 +140,6 @@ class Semantics:
     consumed_generation: ConsumedGeneration  # §2.2
     precise_backlog_guard: bool  # §1.8: "0 if md >= LAC" (3.x+)
     estimate_deleted_returns_total: bool  # §2.4: 2.9/2.10 returned totalSize for a deleted ledger
-    slowest_ties_by_order: bool  # §1.11: new TreeSet container (3.1+) breaks ties by insertion order
     pan_unread_guard: bool  # §1.9: ``unread = total - entry`` only when ``total > 0`` (3.0.0+)
 
 
@@ -162,10 +163,12 @@ def semantics_for_version(version: str) -> Semantics:
     * ``2.9 .. 2.x``: "2.9/2.10": 3.x position loop, consumed-size v2 (``entries == e + 1``);
     * ``3.x``: consumed-size v3 (``entries <= e + 1``), precise-backlog guard ``md >= LAC → 0``;
     * ``4.x``: like 3.x plus the 4.x ``getNumberOfEntries`` arithmetic (§1.7).
-    * Slowest-cursor ties break by insertion order from 3.1 (new TreeSet container); earlier: arbitrary.
     * §1.9's ``total > 0`` guard on ``unread`` exists from 3.0 only: the 2.10 and 2.11 lines compute
       ``total - entry`` even for a start in a deleted or empty ledger (a negative ``unread`` that adds to
       the entries still to skip).
+
+    The slowest cursor does not depend on the version: every line keeps the durable cursors in the same heap
+    (docs §3.9, :mod:`tests.oracle.cursor_heap`).
     """
     major, minor = parse_version(version)
     old = (major, minor) <= (2, 8)
@@ -176,7 +179,6 @@ def semantics_for_version(version: str) -> Semantics:
         consumed_generation="v1" if old else ("v2" if major == 2 else "v3"),
         precise_backlog_guard=major >= 3,
         estimate_deleted_returns_total=major == 2,
-        slowest_ties_by_order=(major, minor) >= (3, 1),
         pan_unread_guard=major >= 3,
     )
 
@@ -655,18 +657,25 @@ def slowest_durable_cursors(cursors: Iterable[Cursor]) -> list[Cursor]:
     return sorted((c for c in durable if c.mark_delete == smallest), key=lambda c: c.order)
 
 
+def cursor_container(cursors: Iterable[Cursor]) -> CursorContainer[Cursor]:
+    """docs §3.9: the broker's heap of durable cursors, added in insertion order (``order``)."""
+    container: CursorContainer[Cursor] = CursorContainer()
+    for c in sorted((c for c in cursors if c.durable), key=lambda c: c.order):
+        container.add(c, c.mark_delete)
+    return container
+
+
 def estimated_backlog_size(
     ml: ManagedLedger, cursors: Iterable[Cursor], semantics: Semantics
 ) -> tuple[str | None, int]:
     """docs §2.3 getEstimatedBacklogSize(): (slowest durable cursor name, bytes).
 
-    The name is the tie-break winner of the 3.1+ container (smallest ``order``); older brokers pick any of
-    :func:`slowest_durable_cursors` (same md, hence the same size).
+    The name is the root of the cursor heap built in insertion order (docs §3.9); which of several cursors
+    with the same md the broker's own heap holds is not in the export (same md, hence the same size).
     """
-    candidates = slowest_durable_cursors(cursors)
-    if not candidates:
+    slowest = cursor_container(cursors).slowest()
+    if slowest is None:
         return None, 0
-    slowest = candidates[0]
     pos = slowest.mark_delete
     size = ml.total_size - sum(s for lid, (_e, s) in ml.ledgers.items() if lid < pos[0])
     li = ml.ledgers.get(pos[0])

@@ -48,7 +48,8 @@ def trimmable_ledgers(ml: ManagedLedger, slowest_md: Position | None, last_entry
 
 
 def durable_order(cursors: Iterable[Cursor]) -> list[Cursor]:
-    """Durable cursors in container order: (md, insertion order, name); readers excluded (docs §1.11)."""
+    """Durable cursors by (md, insertion order, name): the first is the root of the cursor heap built in
+    insertion order (docs §3.9); readers excluded."""
     return sorted((c for c in cursors if c.durable), key=lambda c: (c.mark_delete, c.order, c.name))
 
 

@@ -9,6 +9,9 @@ Only what docs/semantics leaves implicit is added, each with its source:
 * the consumed counter grows by the cursor count of ``(old md, target]`` (docs §1.2);
 * ``skipEntries`` failures are logged and the loop goes on with ``prev = cursor`` (BacklogQuotaManager 3.x /
   4.x copies); a failure computing the entries (2.x Guava range) leaves the loop;
+* the slowest cursor is the root of the broker's cursor heap (docs §3.9, :mod:`tests.oracle.cursor_heap`):
+  the durable cursors are added in insertion order and every mark-delete re-sorts the moved cursor
+  (``cursorUpdated``); a pick is a tie when another durable cursor has the root's md;
 * the non-precise time loop stops on a closed ledger whose close time is unknown (export gap, not a broker
   state) and, up to 3.x, converts the limit with a 32-bit ``limit * 1000``;
 * ``findNewestMatching`` = ``OpFindNewest`` (checkFirst / checkLast / binary search with
@@ -24,6 +27,7 @@ import math
 from dataclasses import dataclass, field
 
 from tests.oracle import managed_ledger as o
+from tests.oracle.cursor_heap import CursorContainer
 
 Position = o.Position
 
@@ -82,14 +86,20 @@ def java_long(x: float) -> int:
     return int(x)
 
 
-def slowest(cursors: list[QCursor]) -> tuple[QCursor | None, bool]:
-    """docs §1.11: durable cursor with the smallest md, ties -> smallest insertion order; (cursor, tie)."""
-    durable = [c for c in cursors if c.durable]
-    if not durable:
+def container(cursors: list[QCursor]) -> CursorContainer[QCursor]:
+    """docs §3.9: the heap of the durable cursors, added in insertion order."""
+    heap: CursorContainer[QCursor] = CursorContainer()
+    for c in sorted((c for c in cursors if c.durable), key=lambda c: c.order):
+        heap.add(c, c.mark_delete)
+    return heap
+
+
+def slowest(heap: CursorContainer[QCursor], cursors: list[QCursor]) -> tuple[QCursor | None, bool]:
+    """``getSlowestConsumer()``: the heap's root, and whether another durable cursor has its md."""
+    root = heap.slowest()
+    if root is None:
         return None, False
-    low = min(c.mark_delete for c in durable)
-    tied = sorted((c for c in durable if c.mark_delete == low), key=lambda c: c.order)
-    return tied[0], len(tied) > 1
+    return root, sum(1 for c in cursors if c.durable and c.mark_delete == root.mark_delete) > 1
 
 
 def estimate(ml: o.ManagedLedger, cursors: list[QCursor], sem: o.Semantics) -> int:
@@ -103,6 +113,7 @@ class SizeOutcome:
     stop_reason: str
     trace: list[tuple[str, int, int, int, Position]]  # (cursor, backlog before, entries, to_skip, md after)
     tie: bool
+    stop_cursor: str | None = None
 
 
 def _mark_delete(ml: o.ManagedLedger, c: QCursor, new: Position, sem: o.Semantics) -> None:
@@ -145,12 +156,14 @@ def size_eviction(
     prev: QCursor | None = None
     trace: list[tuple[str, int, int, int, Position]] = []
     tie_seen = False
+    heap = container(cursors)
     while float(backlog) > target:
-        c, tie = slowest(cursors)
+        c, tie = slowest(heap, cursors)
         if c is None:
             return SizeOutcome(before, backlog, "no_cursor", trace, tie_seen)
+        tie_seen = tie_seen or tie
         if c is prev:
-            return SizeOutcome(before, backlog, "same_cursor", trace, tie_seen)
+            return SizeOutcome(before, backlog, "same_cursor", trace, tie_seen, c.name)
         try:
             entries = -1
             if use_counter and entries_added is not None and c.consumed is not None:
@@ -165,14 +178,13 @@ def size_eviction(
                     guava=True,
                 )
         except o.OracleError:
-            return SizeOutcome(before, backlog, "error", trace, tie_seen)
+            return SizeOutcome(before, backlog, "error", trace, tie_seen, c.name)
         if new_formula:
             to_skip = java_int(float(backlog - int(target)) * float(entries) / float(backlog))
         else:
             to_skip = java_int((float(backlog) - target) / float(backlog) * float(entries))
         if to_skip == 0:
-            return SizeOutcome(before, backlog, "zero_skip", trace, tie_seen)
-        tie_seen = tie_seen or tie
+            return SizeOutcome(before, backlog, "zero_skip", trace, tie_seen, c.name)
         try:
             res = o.skip_entries(ml, c.mark_delete, c.individually_deleted, to_skip, "Include", sem)
             if res.target > c.mark_delete:
@@ -181,6 +193,7 @@ def size_eviction(
             c.skips += 1
         except o.OracleError:
             pass  # logged by the broker; prev is still set below
+        heap.cursor_updated(c, c.mark_delete)
         new_backlog = estimate(ml, cursors, sem)
         trace.append((c.name, backlog, entries, to_skip, c.mark_delete))
         backlog = new_backlog
@@ -193,6 +206,7 @@ class TimeOutcome:
     stop_reason: str
     trace: list[tuple[str, Position, Position]]  # (cursor, md before, md after)
     tie: bool
+    stop_cursor: str | None = None
 
 
 def time_eviction_ledgers(
@@ -212,28 +226,30 @@ def time_eviction_ledgers(
         limit_ms = (limit_ms + 2**31) % 2**32 - 2**31
     trace: list[tuple[str, Position, Position]] = []
     tie_seen = False
+    heap = container(cursors)
     while True:
-        c, tie = slowest(cursors)
+        c, tie = slowest(heap, cursors)
         if c is None:
             return TimeOutcome("no_cursor", trace, tie_seen)
+        tie_seen = tie_seen or tie
         md = c.mark_delete
         if md[0] in ml.ledgers:
             if md[0] == ml.current_ledger_id:
-                return TimeOutcome("open_ledger", trace, tie_seen)
+                return TimeOutcome("open_ledger", trace, tie_seen, c.name)
             ts = closed_at_ms.get(md[0])
             if ts is None:
-                return TimeOutcome("unknown_close_time", trace, tie_seen)
+                return TimeOutcome("unknown_close_time", trace, tie_seen, c.name)
             if not (ts > 0 and now_ms - ts > limit_ms):
-                return TimeOutcome("not_expired", trace, tie_seen)
+                return TimeOutcome("not_expired", trace, tie_seen, c.name)
         nxt = ml.higher_key(md[0])
         if nxt is None:
-            return TimeOutcome("no_next_ledger", trace, tie_seen)
-        tie_seen = tie_seen or tie
+            return TimeOutcome("no_next_ledger", trace, tie_seen, c.name)
         try:
             _mark_delete(ml, c, (nxt, -1), sem)
         except o.OracleError:
             trace.append((c.name, md, c.mark_delete))
-            return TimeOutcome("error", trace, tie_seen)
+            return TimeOutcome("error", trace, tie_seen, c.name)
+        heap.cursor_updated(c, c.mark_delete)
         c.skips += 1
         trace.append((c.name, md, c.mark_delete))
 
