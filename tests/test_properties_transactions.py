@@ -185,7 +185,7 @@ EXAMPLE = [
     # T(0,1) and T(1,1): same sequence, two coordinators; the older one commits, the younger one limits
     [("append", 0), ("append", 1), ("normal", 1), ("commit", 0), ("snapshot_marker", 0), ("abort", 1)],
     [("append", 3), ("append", 0), ("commit", 3), ("append", 3), ("normal", 1), ("roll", 1)],
-    # the oldest ledger deleted, the transaction opens the empty open ledger: 2.10 (L,-1), 4.x the entry before
+    # the oldest ledger deleted, the transaction opens the empty open ledger: 2.10 (L,-1), 4.x 1 entry back
     [("normal", 2), ("roll", 1), ("normal", 1), ("roll", 2), ("trim", 0), ("append", 0), ("normal", 1)],
 ]
 

@@ -27,6 +27,7 @@ from pyspark.sql import functions as F
 from pulsar_model.transactions import (
     long_open_transactions,
     max_read_positions,
+    max_read_uses_previous_position,
     transaction_states,
     transaction_visibility,
 )
@@ -237,8 +238,8 @@ def test_transaction_states_state_positions_counts_duration(
     ]
 
 
-#: docs §8.4 per broker line: ``maxReadPosition`` while the oldest open transaction starts at ``(L, 0)``.
-#: ``(L, E-1)`` lines: 2.10.6, 3.0.7, 3.1.2, 3.2.0; ``getPreviousPosition`` lines: 3.1.3, 3.2.1, 4.1.3.
+#: docs §8.4 per broker line: ``maxReadPosition`` while the oldest open transaction starts at ``(L, 0)``:
+#: ``(L, E-1)`` on 2.10.6, ``getPreviousPosition`` on 4.1.3 (the boundaries: the test below).
 BY_ENTRY_ID = {
     "cross": (3, -1),
     "deleted": (4, -1),
@@ -247,8 +248,24 @@ BY_ENTRY_ID = {
     "two": (1, 1),
 }
 BY_LEDGERS = {k: EXPECTED_MAX_READ[k] for k in BY_ENTRY_ID}
-LINE_VERSIONS = {"2.10.6": BY_ENTRY_ID, "3.0.7": BY_ENTRY_ID, "3.1.2": BY_ENTRY_ID, "3.2.0": BY_ENTRY_ID}
-LINE_VERSIONS |= {"3.1.3": BY_LEDGERS, "3.2.1": BY_LEDGERS, "4.1.3": BY_LEDGERS}
+LINE_VERSIONS = {"2.10.6": BY_ENTRY_ID, "4.1.3": BY_LEDGERS}
+
+
+def test_max_read_uses_previous_position_by_version() -> None:
+    """PR #22024 is in the 3.1.3 and 3.2.1 release notes and every 3.3+; 2.x and 3.0.x keep (L, E-1)."""
+    versions = ["2.10.6", "2.11.4", "3.0.7", "3.1.2", "3.1.3", "3.2.0", "3.2.1", "3.3.0", "4.0.8", "4.1.3"]
+    assert {v: max_read_uses_previous_position(v) for v in versions} == {
+        "2.10.6": False,
+        "2.11.4": False,
+        "3.0.7": False,
+        "3.1.2": False,
+        "3.1.3": True,
+        "3.2.0": False,
+        "3.2.1": True,
+        "3.3.0": True,
+        "4.0.8": True,
+        "4.1.3": True,
+    }
 
 
 def test_max_read_positions_per_version_line_after_empty_and_deleted_ledgers(

@@ -535,7 +535,8 @@ def replay_snapshot_cache(
     export). Events run in ``seq`` order per (cluster, topic, subscription) inside
     :func:`pulsar_model.grouped.map_groups` (one shuffle and sort; the cost is per event, not per group).
     The cache generation follows ``pulsar_version`` (old before PR #25044,
-    new in 4.0.9+/4.1.3+/4.2+); ``max_cached`` defaults to 10 (old) / 30 (new).
+    new in 4.0.9+/4.1.3+/4.2+); ``max_cached`` defaults to 10 (old) / 30 (new); the new cache refuses
+    fewer than 3 (:class:`ConfigError`), as the broker does.
 
     Output columns: the subscription key, ``seq``, ``mark_delete_position``, the snapshot the advance
     returned (``snapshot_id``, ``snapshot_local_position``, ``snapshot_clusters``; null when none, i.e.
