@@ -223,7 +223,7 @@ def run_transactions_stage(
                 F.when(age.isNotNull(), age > F.lit(int(long_open_threshold_ms))).alias("is_long_open"),
                 F.lit(int(long_open_threshold_ms)).cast("long").alias("long_open_threshold_ms"),
             )
-            holdback = max_read_positions(part, ledgers, managed)
+            holdback = max_read_positions(part, ledgers, managed, pulsar_version=version)
             return {"transactions": transactions, "transaction_holdback": holdback}
 
         outputs = _per_version(txn_entries, run)

@@ -7,8 +7,8 @@ entry:
 
 * :func:`transaction_states` – one row per transaction: committed (marker 21), aborted (22) or open,
   first/last data position, messages, duration;
-* :func:`max_read_positions` – the broker's ``maxReadPosition`` per topic (``getPreviousPosition`` of the
-  first message of the oldest open transaction, else the last entry) and what it holds back;
+* :func:`max_read_positions` – the broker's ``maxReadPosition`` per topic (the position before the first
+  message of the oldest open transaction, else the last entry) and what it holds back;
 * :func:`transaction_visibility` – one row per entry: delivered, held back, or skipped at dispatch
   (transaction markers, aborted messages, other markers; docs §8.5);
 * :func:`long_open_transactions` – open transactions older than a threshold at an injected "now".
@@ -18,6 +18,12 @@ The oldest open transaction is the one whose first message comes first: the brok
 insertion ordered and a transaction is inserted at its first message, which is appended in position order.
 Assumed (not modelled): the buffer is ``Ready`` (other states make ``getMaxReadPosition`` EARLIEST), no
 append arrives for an already-ended transaction, and no low-watermark abort is pending.
+
+"The position before" depends on the broker line (docs §8.4): up to 3.0.x, 3.1.2 and 3.2.0 the buffer
+takes ``(L, E-1)`` of the first message ``(L, E)``, which is ``(L, -1)`` when that message opens its
+ledger; from 3.1.3, 3.2.1 and every 3.3+ it asks the managed ledger for ``getPreviousPosition`` (docs
+§1.3), the last entry of the newest earlier non-empty ledger. Both the transactional append and the
+commit/abort path use the same rule in every line (:func:`max_read_uses_previous_position`).
 """
 
 from __future__ import annotations
@@ -27,9 +33,11 @@ from typing import Final
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
+from pulsar_model import DEFAULT_PULSAR_VERSION
 from pulsar_model.columns import as_position, position
 from pulsar_model.errors import ContractError
 from pulsar_model.positions import previous_position
+from pulsar_model.versions import PulsarVersion, VersionLike
 
 __all__ = [
     "DISPATCH_DELIVERED",
@@ -39,6 +47,7 @@ __all__ = [
     "DISPATCH_SKIPPED_TXN_MARKER",
     "long_open_transactions",
     "max_read_positions",
+    "max_read_uses_previous_position",
     "transaction_states",
     "transaction_visibility",
 ]
@@ -70,6 +79,30 @@ REQUIRED_COLUMNS: Final = (
 )
 EXPORT_KEYS: Final = ("export_id", "export_date")
 TXN_KEY: Final = ("txnid_most_bits", "txnid_least_bits")
+
+#: apache/pulsar PR #22024 "[fix][txn] Get previous position by managed ledger" (merged Feb 2024, no
+#: release/* label): listed in the 3.1.3 and 3.2.1 release notes (apache/pulsar-site), in every 3.3+
+#: from master; not found in any 2.10.x, 2.11.x or 3.0.x release notes.
+_PREVIOUS_POSITION_RELEASE: Final = PulsarVersion(3, 3, 0)
+_PREVIOUS_POSITION_BACKPORTS: Final = {(3, 1): 3, (3, 2): 1}
+
+
+def max_read_uses_previous_position(version: VersionLike) -> bool:
+    """True when the transaction buffer puts ``maxReadPosition`` at ``getPreviousPosition`` of the oldest
+    open transaction's first message; False when it takes ``(L, E-1)`` of that message (docs §8.4).
+
+    Evidence: ``TopicTransactionBuffer`` of 2.10.1 (``Hongten/pulsar-2.10.1-code-study@c597d51``) and of a
+    3.0-era copy (with the segmented-snapshot ``AbortedTxnProcessor``) compute ``(L, E-1)`` in
+    ``handleTransactionMessage`` and ``updateMaxReadPosition``; the 4.0 copy ``lhotari/pulsar@471feb1`` and
+    master ``apache/pulsar@000d1f2`` call ``getPreviousPosition`` in ``handleTransactionMessage`` and
+    ``removeTxnAndUpdateMaxReadPosition``. The change is PR #22024 (3.1.3, 3.2.1, 3.3+); 3.0.x is assumed
+    to keep ``(L, E-1)`` (no release note of the line lists #22024).
+    """
+    v = PulsarVersion.parse(version)
+    if v >= _PREVIOUS_POSITION_RELEASE:
+        return True
+    first_patch = _PREVIOUS_POSITION_BACKPORTS.get(v.line)
+    return first_patch is not None and v.patch >= first_patch
 
 
 def _keys(entries: DataFrame) -> list[str]:
@@ -192,12 +225,20 @@ def _previous_from_ledgers(
     return targets.join(prev, on=keys, how="left")
 
 
+def _previous_by_entry_id(targets: DataFrame) -> DataFrame:
+    """``(L, E-1)`` of ``_first_open``: the buffer's own arithmetic before PR #22024 (docs §8.4)."""
+    first = F.col("_first_open")
+    prev = F.when(first.isNotNull(), position(first["ledger_id"], first["entry_id"] - 1))
+    return targets.select("*", prev.alias("_prev_open"))
+
+
 def _limits(
     e: DataFrame,
     keys: list[str],
     txns: DataFrame,
     ledgers: DataFrame | None,
     managed_ledgers: DataFrame | None,
+    pulsar_version: VersionLike,
 ) -> DataFrame:
     """One row per topic: last position, open transactions, ``max_read_position`` (docs §8.4)."""
     open_txns = txns.where(F.col("state") == STATE_OPEN).where(F.col("first_position").isNotNull())
@@ -214,15 +255,21 @@ def _limits(
         F.col("_oldest.first_position").alias("_first_open"),
     )
     nothing_open = F.col("last_position")
-    if ledgers is not None and managed_ledgers is not None:
+    with_ledgers = ledgers is not None and managed_ledgers is not None
+    if not max_read_uses_previous_position(pulsar_version):
+        targets = _previous_by_entry_id(targets)
+    elif with_ledgers:
+        assert ledgers is not None and managed_ledgers is not None
         targets = _previous_from_ledgers(targets, keys, ledgers, managed_ledgers)
+    else:
+        targets = _previous_from_entries(targets, e, keys)
+    if with_ledgers:
+        assert managed_ledgers is not None
         # "maxReadPosition = LAC if ongoing empty" (docs §8.4): the LAC, when the topic's row has one
         ml_keys = [k for k in keys if k in managed_ledgers.columns]
         lac = managed_ledgers.select(*ml_keys, as_position(F.col("last_confirmed_entry")).alias("_lac"))
         targets = targets.join(lac, on=ml_keys, how="left")
         nothing_open = F.coalesce(F.col("_lac"), F.col("last_position"))
-    else:
-        targets = _previous_from_entries(targets, e, keys)
     summary = targets.select(
         *keys,
         "last_position",
@@ -240,6 +287,7 @@ def max_read_positions(
     entries: DataFrame,
     ledgers: DataFrame | None = None,
     managed_ledgers: DataFrame | None = None,
+    pulsar_version: VersionLike = DEFAULT_PULSAR_VERSION,
 ) -> DataFrame:
     """The transaction buffer's ``maxReadPosition`` per topic and what it holds back (docs §8.4, §8.5).
 
@@ -247,12 +295,14 @@ def max_read_positions(
 
     * ``last_position``: the last exported entry (LAC when the export is complete);
     * ``open_txn_count``, ``oldest_open_txn_id`` and ``oldest_open_first_position``;
-    * ``max_read_position`` = ``getPreviousPosition(oldest_open_first_position)`` while a transaction is
+    * ``max_read_position`` = the position before ``oldest_open_first_position`` while a transaction is
       open, else the LAC (``managed_ledgers.last_confirmed_entry`` when given, else ``last_position``: a
-      normal append or a commit/abort with nothing ongoing moves it to the newest entry).
-      ``getPreviousPosition`` uses ``ledgers``/``managed_ledgers`` when given (exact, docs §1.3, via
-      :mod:`pulsar_model.positions`; null when the topic has no managed-ledger row), else the exported
-      entries (see :func:`_previous_from_entries`);
+      normal append or a commit/abort with nothing ongoing moves it to the newest entry). "Before" follows
+      ``pulsar_version`` (:func:`max_read_uses_previous_position`): ``(L, E-1)`` on the older lines,
+      else ``getPreviousPosition``, which uses ``ledgers``/``managed_ledgers`` when given (exact, docs
+      §1.3, via :mod:`pulsar_model.positions`; null when the topic has no managed-ledger row), else the
+      exported entries (see :func:`_previous_from_entries`). The ledger map is the export's: a ledger
+      trimmed after the oldest open transaction became the oldest is not seen as the broker saw it;
     * ``held_back_entries``/``held_back_messages``: entries after ``max_read_position`` (transactional or
       not) that no dispatcher or replicator reads yet;
     * ``aborted_entries_skipped``/``aborted_messages_skipped``: data of aborted transactions at or before
@@ -264,7 +314,7 @@ def max_read_positions(
     keys = _keys(entries)
     e = _normalised(entries, keys)
     txns = transaction_states(entries)
-    summary = _limits(e, keys, txns, ledgers, managed_ledgers)
+    summary = _limits(e, keys, txns, ledgers, managed_ledgers, pulsar_version)
     visible = _classify(e, keys, summary.select(*keys, "max_read_position"), txns)
     counts = visible.groupBy(*keys).agg(
         F.count(F.when(F.col("dispatch") == DISPATCH_HELD_BACK, 1)).alias("held_back_entries"),
@@ -302,6 +352,7 @@ def transaction_visibility(
     entries: DataFrame,
     ledgers: DataFrame | None = None,
     managed_ledgers: DataFrame | None = None,
+    pulsar_version: VersionLike = DEFAULT_PULSAR_VERSION,
 ) -> DataFrame:
     """What a (non-``__compaction``) consumer gets from each entry now (docs §8.4, §8.5, golden §8.7).
 
@@ -310,12 +361,14 @@ def transaction_visibility(
     ``dispatch``: ``held_back`` (after ``max_read_position``, or the topic's position is unknown),
     ``skipped_txn_marker`` (markers 20-22: acked and dropped), ``skipped_aborted`` (data of an aborted
     transaction: acked and dropped), ``skipped_marker`` (other markers, e.g. replicated-subscription
-    snapshots: acked and dropped) or ``delivered``; plus the topic's ``max_read_position``. Pure and lazy.
+    snapshots: acked and dropped) or ``delivered``; plus the topic's ``max_read_position`` (by
+    ``pulsar_version``, see :func:`max_read_positions`). Pure and lazy.
     """
     keys = _keys(entries)
     e = _normalised(entries, keys)
     txns = transaction_states(entries)
-    limits = _limits(e, keys, txns, ledgers, managed_ledgers).select(*keys, "max_read_position")
+    limits = _limits(e, keys, txns, ledgers, managed_ledgers, pulsar_version)
+    limits = limits.select(*keys, "max_read_position")
     out = _classify(e, keys, limits, txns)
     has_txn = F.col("txnid_most_bits").isNotNull() & F.col("txnid_least_bits").isNotNull()
     return out.select(

@@ -92,12 +92,17 @@ def cache_cases(draw: st.DrawFn) -> CacheCase:
     }  # deleted ledgers,
     pool |= {(lid, state.real_entries(lid) + 1) for lid in ml.ledgers}  # past a ledger's end
     pool |= {p for p in draw(st.lists(S.positions(state), max_size=3)) if p[0] >= 0}
-    adds = sorted(rnd.sample(sorted(pool), min(len(pool), draw(st.integers(1, 16)))))
-    if (
-        len(adds) > 2 and rnd.random() < 0.3
-    ):  # a position going backwards: a cursor reset clears the new cache
-        i = rnd.randrange(1, len(adds))
-        adds.insert(i, adds[rnd.randrange(0, i)])
+    existing = sorted(state.existing_entries())
+    if existing and rnd.random() < 0.5:
+        # a run of consecutive entries: every gap is 0 entries, the eviction is decided by ties alone
+        start = rnd.randrange(len(existing))
+        adds = existing[start : start + draw(st.integers(1, 16))]
+    else:
+        adds = sorted(rnd.sample(sorted(pool), min(len(pool), draw(st.integers(1, 16)))))
+    for _ in range(rnd.choice([0, 0, 1, 2])):  # equal or earlier positions: the new cache clears
+        if len(adds) > 2:
+            i = rnd.randrange(1, len(adds))
+            adds.insert(i, adds[rnd.randrange(0, i)])
     mds = [p for p in draw(st.lists(S.positions(state), min_size=1, max_size=4)) if p[0] >= 0]
     ops: list[tuple[str, Position]] = [("add", p) for p in adds]
     for md in mds:  # advances anywhere between the adds (adds keep their order)
@@ -121,8 +126,15 @@ def oracle_distance(ml: ManagedLedger) -> Any:
     return lambda a, b: number_of_entries(ml, a, False, b, False, "4x")
 
 
+def constant_distance(_a: Position, _b: Position) -> int:
+    """The constant distance of Pulsar's testSnapshotCachePruning (docs §4.9): every sum ties."""
+    return 1
+
+
 def expected_cache(case: CacheCase, new: bool, max_cached: int, mode: str) -> list[tuple[Any, ...]]:
-    dist = oracle_distance(case.state.ml) if mode == "entries" else entry_id_distance
+    dist = {"entries": oracle_distance(case.state.ml), "entry_id": entry_id_distance}.get(
+        mode, constant_distance
+    )
     snaps = {e.snap.sid: e.snap for e in case.events if e.snap is not None}
     out = []
     for seq, sid, size, evicted in orc.replay(case.events, new, max_cached, dist):
@@ -132,15 +144,16 @@ def expected_cache(case: CacheCase, new: bool, max_cached: int, mode: str) -> li
 
 
 #: (pulsar version, max_cached, distance): old cache, new cache with the broker's entry counts, new cache
-#: with the Pulsar test's entry-id distance. The Spark property runs SPARK_CACHE_SETTINGS (each ``entries``
-#: replay adds a count plan to the job); the engine property runs them all.
+#: with the Pulsar tests' entry-id and constant distances. The Spark property runs SPARK_CACHE_SETTINGS
+#: (each ``entries`` replay adds a count plan to the job); the engine property runs them all.
 CACHE_SETTINGS = [
     ("3.0.7", 3, "entries"),
     ("4.1.3", 3, "entries"),
-    ("4.0.9", 2, "entries"),
+    ("4.0.9", 4, "entries"),
     ("4.2.0", 4, "entry_id"),
+    ("4.1.3", 3, "constant"),
 ]
-SPARK_CACHE_SETTINGS = [CACHE_SETTINGS[0], CACHE_SETTINGS[1], CACHE_SETTINGS[3]]
+SPARK_CACHE_SETTINGS = [CACHE_SETTINGS[0], CACHE_SETTINGS[1], CACHE_SETTINGS[3], CACHE_SETTINGS[4]]
 
 
 @ENGINE_SETTINGS
@@ -159,7 +172,7 @@ def test_cache_engine_matches_oracle(case: CacheCase) -> None:
     }
     for _version, max_cached, mode in CACHE_SETTINGS:
         for new in (False, True):
-            dist, unknown = distance_function("entries" if mode == "entries" else "entry_id", counts)
+            dist, unknown = distance_function(mode, counts)
             events = [
                 CacheEvent(
                     e.seq,
@@ -228,7 +241,7 @@ def test_replay_snapshot_cache_matches_oracle(spark: SparkSession, cases: list[C
             mls,
             max_cached=m,
             pulsar_version=v,
-            distance="entries" if d == "entries" else "entry_id",
+            distance=d,
         ).select(F.lit(k).alias("setting"), "*")
         for k, (v, m, d) in enumerate(SPARK_CACHE_SETTINGS)
     ]

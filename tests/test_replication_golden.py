@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import pytest
+from chispa import assert_df_equality
 from pyspark.sql import DataFrame, Row, SparkSession
 from pyspark.sql import types as T
 
@@ -613,10 +614,11 @@ def test_replay_snapshot_cache_new_distance_counts_entries_across_ledgers(spark:
     """The new cache's distance is the entry count strictly between two positions (§4.6, §1.7 4.x):
     ledgers 10 (50 entries), 20 (4), 25 (empty), 30 (deleted, absent), 40 (6), 50 open (10 entries, LAC 50:9).
     Snapshots (10,1), (20,2), (40,1), (50,2), (50,4), (50,6), max 3. Gaps: open((10,1),(20,2)) = 48+2 = 50,
-    open((20,2),(40,1)) = 1+0+1 = 2, open((40,1),(50,2)) = 4+2 = 6 -> sums 52 / 8: evict (40,1), the new gap
-    open((20,2),(50,2)) = 1+6+2 = 9; add (50,4) (gap 1): sums 59 / 10 -> evict (50,2), recompute
-    open((20,2),(50,4)) = 11; add (50,6) (gap 1): sums 61 / 12 -> evict (50,4). The old cache (max 3)
-    evicts the oldest instead. A topic without managed-ledger rows gets an error and distance 0."""
+    open((20,2),(40,1)) = 1+0+1 = 2, open((40,1),(50,2)) = 4+2 = 6 -> sums 52 / 8: evict (40,1); (50,2)
+    inherits 2+6 = 8 (the broker adds the gaps; counting again would say 9); add (50,4) (gap 1): sums
+    58 / 9 -> evict (50,2), (50,4) inherits 9; add (50,6) (gap 1): sums 59 / 10 -> evict (50,4). The old
+    cache (max 3) evicts the oldest instead. A topic without managed-ledger rows gets an error and
+    distance 0."""
     adds = [(10, 1), (20, 2), (40, 1), (50, 2), (50, 4), (50, 6)]
     steps = [(ADD, p) for p in adds] + [(ADVANCE, (20, 2)), (ADVANCE, (60, 0))]
     rows = cache_events("s", steps, topic="tl") + cache_events("s", steps, topic="t-missing")
@@ -650,6 +652,118 @@ def test_replay_snapshot_cache_new_distance_counts_entries_across_ledgers(spark:
     ]
     errors = {(r["topic"], r["error"] is not None) for r in new.collect()}
     assert errors == {("tl", False), ("t-missing", True)}
+
+
+#: fidelity/snapshot_cache_tie.json: ledger 4 is the open ledger (listed 0/0, 11 entries, LAC 4:10), max 4.
+TIE_CLUSTERS = {
+    "snap-0": [("local", (4, 1)), ("remote-0", (100, 502)), ("remote-1", (101, 952))],
+    "snap-1": [("local", (4, 2)), ("remote-0", (100, 422)), ("remote-1", (101, 353))],
+    "snap-2": [("local", (4, 3)), ("remote-0", (100, 611))],
+    "snap-3": [("local", (4, 4)), ("remote-0", (100, 877)), ("remote-1", (101, 364))],
+    "snap-4": [("local", (4, 5))],
+    "snap-5": [("local", (4, 6)), ("remote-0", (100, 319))],
+    "snap-6": [("local", (4, 7)), ("remote-0", (100, 318))],
+    "snap-7": [("local", (4, 8))],
+}
+TIE_OPS: list[tuple[str, str | None, Position]] = [
+    (ADD, "snap-0", (4, 1)),
+    (ADVANCE, None, (4, 5)),
+    (ADD, "snap-1", (4, 2)),
+    (ADVANCE, None, (4, -1)),
+    (ADD, "snap-2", (4, 3)),
+    (ADD, "snap-3", (4, 4)),
+    (ADD, "snap-4", (4, 5)),
+    (ADD, "snap-5", (4, 6)),
+    (ADD, "snap-6", (4, 7)),
+    (ADD, "snap-7", (4, 8)),
+    (ADVANCE, None, (4, 5)),
+]
+
+
+def test_replay_snapshot_cache_new_ties_fidelity_snapshot_cache_tie(spark: SparkSession) -> None:
+    """fidelity/snapshot_cache_tie.json (Pulsar 4.1's ReplicatedSubscriptionSnapshotCache, max 4): the
+    broker's advances return snap-0, nothing, snap-1 (at 4:2) and it keeps snap-5, snap-6, snap-7.
+    Every gap is 0 (consecutive entries): adding 4:6 evicts 4:3 (all sums 0, smallest position), and 4:4
+    inherits 0+0; adding 4:7 evicts 4:4, adding 4:8 evicts 4:5, so 4:2 survives until the advance to 4:5.
+    Measuring the merged gap again (1 entry between 4:2 and 4:4) keeps 4:4 and returns it instead."""
+    rows = []
+    for seq, (op, sid, p) in enumerate(TIE_OPS, start=1):
+        if op == ADD:
+            assert sid is not None
+            rows.append(("c1", "tie", "sub", seq, op, sid, p, TIE_CLUSTERS[sid], None))
+        else:
+            rows.append(("c1", "tie", "sub", seq, op, None, None, None, p))
+    events = spark.createDataFrame(rows, schema=EVENTS)
+    ledgers = spark.createDataFrame([("c1", "tie", 4, 0, 0)], schema=LEDGERS)
+    ml = spark.createDataFrame([("c1", "tie", 4, 11, 1047, (4, 10), 1047)], schema=MANAGED_LEDGERS)
+    columns = [
+        "subscription",
+        "seq",
+        "snapshot_id",
+        "snapshot_local_position",
+        "snapshot_clusters",
+        "cache_size_after",
+        "evicted_since_previous_advance",
+        "error",
+    ]
+    got = replay_snapshot_cache(events, ledgers, ml, max_cached=4, pulsar_version="4.1.3").select(*columns)
+    expected = spark.createDataFrame(
+        [
+            ("sub", 2, "snap-0", (4, 1), TIE_CLUSTERS["snap-0"], 0, [], None),
+            ("sub", 4, None, None, None, 1, [], None),
+            ("sub", 11, "snap-1", (4, 2), TIE_CLUSTERS["snap-1"], 3, ["snap-2", "snap-3", "snap-4"], None),
+        ],
+        schema=got.schema,
+    )
+    assert_df_equality(got, expected, ignore_row_order=True)
+
+
+#: Pulsar's new ReplicatedSubscriptionSnapshotCacheTest.testSnapshotCache (max 10, distance 0): s1 (1,1),
+#: s2 (2,2), s5 (5,5), s7 (7,7); before any add advanced(0,0) and advanced(100,0) are null; then
+#: advanced(0,0) = null, advanced(1,0) = null, advanced(1,1) = (1,1), advanced(5,6) = (5,5),
+#: advanced(2,2) = null, advanced(5,5) = null.
+NEW_CACHE_STEPS = [(ADVANCE, (0, 0)), (ADVANCE, (100, 0))]
+NEW_CACHE_STEPS += [(ADD, (1, 1)), (ADD, (2, 2)), (ADD, (5, 5)), (ADD, (7, 7))]
+NEW_CACHE_STEPS += [(ADVANCE, p) for p in [(0, 0), (1, 0), (1, 1), (5, 6), (2, 2), (5, 5)]]
+
+
+def test_replay_snapshot_cache_new_generation_test_snapshot_cache(spark: SparkSession) -> None:
+    """The new testSnapshotCache (see NEW_CACHE_STEPS): no eviction at 4 of 10, so the distance plays no
+    part (``constant`` hook); the advances pop like the old cache's."""
+    events = spark.createDataFrame(cache_events("cache", NEW_CACHE_STEPS), schema=EVENTS)
+    empty_l = spark.createDataFrame([], schema=LEDGERS)
+    empty_ml = spark.createDataFrame([], schema=MANAGED_LEDGERS)
+    df = replay_snapshot_cache(
+        events, empty_l, empty_ml, max_cached=10, pulsar_version="4.1.3", distance="constant"
+    )
+    assert advances(df) == {
+        "cache": [
+            (1, None, 0, []),
+            (2, None, 0, []),
+            (7, None, 4, []),
+            (8, None, 4, []),
+            (9, "s1:1", 3, []),
+            (10, "s5:5", 1, []),
+            (11, None, 1, []),
+            (12, None, 1, []),
+        ]
+    }
+
+
+def test_new_snapshot_cache_adds_gaps_instead_of_counting_again() -> None:
+    """§4.6 eviction with the broker's kind of distance (entries strictly between, one ledger): gaps of
+    snapshots at 1:0, 1:2, 1:4, 1:6 are 0, 1, 1, 1; adding 1:8 (gap 1) evicts 1:2 (sums 2, 2, 2: the
+    smallest position) and 1:4 inherits 1+1 = 2, not the 3 entries between 1:0 and 1:4; adding 1:10
+    then evicts 1:6 (sums 3, 2, 2 -> 1:6 before 1:8), 1:8 inherits 2."""
+    cache = NewSnapshotCache(lambda a, b: b[1] - a[1] - 1, 4)
+    for e in (0, 2, 4, 6):
+        cache.add(CachedSnapshot(f"s{e}", (1, e)))
+    assert [s.snapshot_id for s in cache.add(CachedSnapshot("s8", (1, 8)))] == ["s2"]
+    assert cache.distances() == [0, 2, 1, 1]
+    assert [s.snapshot_id for s in cache.add(CachedSnapshot("s10", (1, 10)))] == ["s6"]
+    assert cache.distances() == [0, 2, 2, 1]
+    assert cache.advanced((1, 4)) == CachedSnapshot("s4", (1, 4))
+    assert cache.distances() == [0, 1]
 
 
 # --- events from an export and predicted UPDATE markers -------------------------------------------------
@@ -739,8 +853,9 @@ def test_uses_new_snapshot_cache_by_version() -> None:
 
 
 def test_snapshot_caches_reject_capacities_they_cannot_honour() -> None:
-    with pytest.raises(ConfigError, match="max_cached=1"):
-        NewSnapshotCache(lambda _a, _b: 1, 1)
+    """The new cache's constructor throws below 3 ("maxSnapshotToCache must be >= 3", docs §4.6)."""
+    with pytest.raises(ConfigError, match="max_cached=2"):
+        NewSnapshotCache(lambda _a, _b: 1, 2)
     with pytest.raises(ConfigError, match="max_cached=0"):
         OldSnapshotCache(0)
 

@@ -6,7 +6,13 @@ Topics (one scenario each, all in one DataFrame):
   1:3 T1, 1:4 normal" with T1 open, committed (marker 21 at 1:5) or aborted (marker 22 at 1:5);
 * ``cross``: ledgers 1 (3 entries), 2 (empty), 3 (open); T2 opens at 3:0 -> previous(3:0) = 1:2 (§1.3);
 * ``trimmed``: ledger 1 deleted, T3 opens at 2:0 of the first ledger -> previous = (2,-1) (§1.3);
-* ``two``: T1 at 1:1, T2 at 1:2, T1 committed at 1:4 -> T2 is now the oldest open: previous(1:2) = 1:1.
+* ``two``: T1 at 1:1, T2 at 1:2, T1 committed at 1:4 -> T2 is now the oldest open: previous(1:2) = 1:1;
+* ``deleted``: ledgers 1 (2 entries), 2 deleted (absent), 4 open; T4 opens at 4:0 -> previous = 1:1;
+* ``commit_empty``: ledgers 1 (3 entries), 2 (empty), 3 open; T1 at 1:1, T2 at 3:0, T1 committed at 3:1 ->
+  T2 is the oldest open: previous(3:0) = 1:2.
+
+``cross``, ``deleted`` and ``commit_empty`` are where the broker lines differ (docs §8.4): before PR
+#22024 (2.x, 3.0.x, 3.1.0-3.1.2, 3.2.0) the buffer writes ``(L, E-1)`` = ``(3,-1)`` / ``(4,-1)`` / ``(3,-1)``.
 """
 
 from __future__ import annotations
@@ -14,11 +20,14 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from chispa import assert_df_equality
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
 
 from pulsar_model.transactions import (
     long_open_transactions,
     max_read_positions,
+    max_read_uses_previous_position,
     transaction_states,
     transaction_visibility,
 )
@@ -33,7 +42,7 @@ ML = (
     "cluster string, topic string, current_ledger_id bigint, current_ledger_entries bigint, "
     f"current_ledger_size_bytes bigint, last_confirmed_entry {POS}, total_size_bytes bigint"
 )
-T1, T2, T3 = (0, 1), (0, 2), (1, 7)
+T1, T2, T3, T4 = (0, 1), (0, 2), (1, 7), (2, 3)
 N = None  # non-transactional
 
 
@@ -70,6 +79,16 @@ def _entries() -> list[tuple[Any, ...]]:
     add("two", (1, 3), T1, None)
     add("two", (1, 4), T1, 21)
     add("two", (1, 5), N, 12)  # a replicated-subscription snapshot marker
+    add("deleted", (1, 0), N, None)
+    add("deleted", (1, 1), N, None)
+    add("deleted", (4, 0), T4, None)
+    add("deleted", (4, 1), N, None)
+    add("commit_empty", (1, 0), N, None)
+    add("commit_empty", (1, 1), T1, None)
+    add("commit_empty", (1, 2), N, None)
+    add("commit_empty", (3, 0), T2, None)
+    add("commit_empty", (3, 1), T1, 21)
+    add("commit_empty", (3, 2), N, None)
     return rows
 
 
@@ -83,6 +102,11 @@ def _ledgers() -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
     mls.append(("c", _t("cross"), 3, 2, 200, (3, 1), 500))
     ledgers.append(("c", _t("trimmed"), 2, 0, 0))
     mls.append(("c", _t("trimmed"), 2, 2, 200, (2, 1), 200))
+    ledgers += [("c", _t("deleted"), 1, 2, 200), ("c", _t("deleted"), 4, 0, 0)]  # ledger 2 deleted
+    mls.append(("c", _t("deleted"), 4, 2, 200, (4, 1), 400))
+    ledgers += [("c", _t("commit_empty"), 1, 3, 300), ("c", _t("commit_empty"), 2, 0, 0)]
+    ledgers.append(("c", _t("commit_empty"), 3, 0, 0))
+    mls.append(("c", _t("commit_empty"), 3, 3, 300, (3, 2), 600))
     return ledgers, mls
 
 
@@ -116,6 +140,9 @@ EXPECTED_DISPATCH = {
     "cross": {(1, 0): DELIVERED, (1, 1): DELIVERED, (1, 2): DELIVERED, (3, 0): HELD, (3, 1): HELD},
     "trimmed": {(2, 0): HELD, (2, 1): HELD},
     "two": {(1, 0): DELIVERED, (1, 1): DELIVERED, (1, 2): HELD, (1, 3): HELD, (1, 4): HELD, (1, 5): HELD},
+    "deleted": {(1, 0): DELIVERED, (1, 1): DELIVERED, (4, 0): HELD, (4, 1): HELD},
+    "commit_empty": {(1, 0): DELIVERED, (1, 1): DELIVERED, (1, 2): DELIVERED}
+    | {(3, 0): HELD, (3, 1): HELD, (3, 2): HELD},
 }
 EXPECTED_MAX_READ = {
     "open": (1, 0),
@@ -124,6 +151,8 @@ EXPECTED_MAX_READ = {
     "cross": (1, 2),
     "trimmed": (2, -1),
     "two": (1, 1),
+    "deleted": (1, 1),
+    "commit_empty": (1, 2),
 }
 
 
@@ -161,6 +190,8 @@ def test_max_read_positions_counts_held_back_and_aborted(
         "cross": (1, "(0,2)", 2, 2),
         "trimmed": (1, "(1,7)", 2, 2),
         "two": (1, "(0,2)", 4, 4),
+        "deleted": (1, "(2,3)", 2, 2),
+        "commit_empty": (1, "(0,2)", 3, 3),
     }
     assert (rows["aborted"]["aborted_entries_skipped"], rows["aborted"]["aborted_messages_skipped"]) == (2, 4)
     assert rows["committed"]["aborted_messages_skipped"] == 0
@@ -194,6 +225,9 @@ def test_transaction_states_state_positions_counts_duration(
         ("trimmed", "(1,7)"): ("open", (2, 0), (2, 0), None, 1, 1, None),
         ("two", "(0,1)"): ("committed", (1, 1), (1, 3), (1, 4), 2, 2, 3000),
         ("two", "(0,2)"): ("open", (1, 2), (1, 2), None, 1, 1, None),
+        ("deleted", "(2,3)"): ("open", (4, 0), (4, 0), None, 1, 1, None),
+        ("commit_empty", "(0,1)"): ("committed", (1, 1), (1, 1), (3, 1), 1, 1, 20000),
+        ("commit_empty", "(0,2)"): ("open", (3, 0), (3, 0), None, 1, 1, None),
     }
     old = long_open_transactions(states, now_ms=30_000, threshold_ms=15_000).collect()
     # open T1 first published at 11 s (age 19 s), T2 of "two" at 12 s (18 s); too young: cross T2 at 30 s,
@@ -202,3 +236,90 @@ def test_transaction_states_state_positions_counts_duration(
         ("open", 19000),
         ("two", 18000),
     ]
+
+
+#: docs §8.4 per broker line: ``maxReadPosition`` while the oldest open transaction starts at ``(L, 0)``:
+#: ``(L, E-1)`` on 2.10.6, ``getPreviousPosition`` on 4.1.3 (the boundaries: the test below).
+BY_ENTRY_ID = {
+    "cross": (3, -1),
+    "deleted": (4, -1),
+    "commit_empty": (3, -1),
+    "trimmed": (2, -1),
+    "two": (1, 1),
+}
+BY_LEDGERS = {k: EXPECTED_MAX_READ[k] for k in BY_ENTRY_ID}
+LINE_VERSIONS = {"2.10.6": BY_ENTRY_ID, "4.1.3": BY_LEDGERS}
+
+
+def test_max_read_uses_previous_position_by_version() -> None:
+    """PR #22024 is in the 3.1.3 and 3.2.1 release notes and every 3.3+; 2.x and 3.0.x keep (L, E-1)."""
+    versions = ["2.10.6", "2.11.4", "3.0.7", "3.1.2", "3.1.3", "3.2.0", "3.2.1", "3.3.0", "4.0.8", "4.1.3"]
+    assert {v: max_read_uses_previous_position(v) for v in versions} == {
+        "2.10.6": False,
+        "2.11.4": False,
+        "3.0.7": False,
+        "3.1.2": False,
+        "3.1.3": True,
+        "3.2.0": False,
+        "3.2.1": True,
+        "3.3.0": True,
+        "4.0.8": True,
+        "4.1.3": True,
+    }
+
+
+def test_max_read_positions_per_version_line_after_empty_and_deleted_ledgers(
+    spark: SparkSession, frames: tuple[DataFrame, DataFrame, DataFrame]
+) -> None:
+    """docs §8.4: the oldest open transaction opens a ledger after an empty ledger (``cross``), after a
+    deleted one (``deleted``), or becomes the oldest when an older one commits (``commit_empty``). The
+    2.10 buffer (``handleTransactionMessage``/``updateMaxReadPosition``: ``(L, E-1)``) says ``(L, -1)``;
+    from PR #22024 the buffer asks ``getPreviousPosition``: the newest earlier non-empty ledger's last
+    entry. ``trimmed`` (no earlier ledger) and ``two`` (entry 1 > 0) agree on every line. The same entries
+    are held back on every line."""
+    entries, ledgers, mls = frames
+    names = list(BY_ENTRY_ID)
+    parts = [
+        max_read_positions(entries, ledgers, mls, pulsar_version=v).select(
+            F.lit(v).alias("pulsar_version"),
+            F.substring_index("topic", "/", -1).alias("name"),
+            "max_read_position",
+            "held_back_entries",
+        )
+        for v in LINE_VERSIONS
+    ]
+    got = parts[0]
+    for part in parts[1:]:
+        got = got.unionByName(part)
+    got = got.where(F.col("name").isin(*names))
+    held = {"cross": 2, "deleted": 2, "commit_empty": 3, "trimmed": 2, "two": 4}
+    expected = spark.createDataFrame(
+        [(v, n, want[n], held[n]) for v, want in LINE_VERSIONS.items() for n in names], schema=got.schema
+    )
+    assert_df_equality(got, expected, ignore_row_order=True)
+
+
+def test_transaction_visibility_from_entries_follows_the_version_line(
+    frames: tuple[DataFrame, DataFrame, DataFrame],
+) -> None:
+    """Without ledgers the 2.10 rule needs nothing but the first open position: ``(L, E-1)``; the
+    getPreviousPosition line falls back to the exported entries (the last one before ``(L, 0)``)."""
+    got = {
+        (v, r["topic"].rsplit("/", 1)[1]): (
+            r["max_read_position"]["ledger_id"],
+            r["max_read_position"]["entry_id"],
+        )
+        for v in ("2.10.6", "4.1.3")
+        for r in transaction_visibility(frames[0], pulsar_version=v)
+        .select("topic", "max_read_position")
+        .distinct()
+        .collect()
+    }
+    assert {k: p for k, p in got.items() if k[1] in ("cross", "deleted", "commit_empty")} == {
+        ("2.10.6", "cross"): (3, -1),
+        ("2.10.6", "deleted"): (4, -1),
+        ("2.10.6", "commit_empty"): (3, -1),
+        ("4.1.3", "cross"): (1, 2),
+        ("4.1.3", "deleted"): (1, 1),
+        ("4.1.3", "commit_empty"): (1, 2),
+    }

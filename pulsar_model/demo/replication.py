@@ -135,21 +135,23 @@ class NewSnapshotCache:
         d = 0 if not items else self.distance(items[-1].position, pos)
         items.append(_CachedSnapshot(pos, snapshot, d))
         if len(items) > self.max_cached:
-            best_i = 1
-            best: int | None = None
-            for i in range(1, len(items) - 1):  # first and last are never evicted
-                v = items[i].distance + items[i + 1].distance
-                if best is None or v < best:  # strict '<': the first index wins on ties
-                    best, best_i = v, i
+            # first and last are never evicted; smallest merged gap, the smaller position on ties
+            best_i = min(
+                range(1, len(items) - 1),
+                key=lambda i: (items[i].distance + items[i + 1].distance, items[i].position),
+            )
             gone = items.pop(best_i)
             self.evicted.append(gone.snapshot.snapshot_id)
-            items[best_i].distance = self.distance(items[best_i - 1].position, items[best_i].position)
+            # the broker adds the two stored gaps instead of measuring the merged one again
+            items[best_i].distance += gone.distance
 
     def advanced(self, md: Pos) -> Snapshot | None:
         last: Snapshot | None = None
         items = self._items
         while items and items[0].position <= md:
             last = items.pop(0).snapshot
+        if items:
+            items[0].distance = 0
         return last
 
     def __len__(self) -> int:

@@ -27,6 +27,7 @@ from typing import Literal, Protocol
 
 import mmh3
 
+from pulsar_model.transactions import max_read_uses_previous_position
 from pulsar_model.wire import codec as _codec
 from pulsar_model.wire.markers import Marker, MarkerType, Snapshot, TxnMarker
 
@@ -628,11 +629,18 @@ class TopicSim:
 
     # -- transactions (docs §8.3-8.4) ---------------------------------------------------------------
 
+    def _before_first_ongoing(self) -> Pos:
+        """The read limit before the oldest open transaction's first message, by broker line (docs §8.4)."""
+        first = next(iter(self.txn_ongoing.values()))
+        if max_read_uses_previous_position(self.cluster.version):
+            return self.prev(first)
+        return (first[0], first[1] - 1)
+
     def _txn_on_append(self, pos: Pos, txn: tuple[int, int] | None) -> None:
         if txn is not None:
             if txn not in self.txn_ongoing and txn not in self.txn_aborted:
                 self.txn_ongoing[txn] = pos
-            self.max_read = self.prev(next(iter(self.txn_ongoing.values())))
+            self.max_read = self._before_first_ongoing()
         elif not self.txn_ongoing:
             self.max_read = pos
 
@@ -644,7 +652,7 @@ class TopicSim:
         rec = self.add(t, MarkerContent(TxnMarker(int(kind)), t, None, txn), txn_buffer=False, notify=False)
         del self.txn_ongoing[txn]
         (self.txn_committed if commit else self.txn_aborted).add(txn)
-        self.max_read = self.lac if not self.txn_ongoing else self.prev(next(iter(self.txn_ongoing.values())))
+        self.max_read = self.lac if not self.txn_ongoing else self._before_first_ongoing()
         for listener in list(self.entry_listeners):
             listener(t, rec)  # dispatch may now proceed past the released entries
         return rec

@@ -7,11 +7,12 @@ and, when one comes back, the controller writes an UPDATE marker with that snaps
 
 * **old** (every release before PR #25044): sorted by ``local_message_id``; over capacity the smallest
   key (the oldest snapshot) goes; default capacity 10;
-* **new** (PR #25044: 4.0.9+ in the 4.0 line, 4.1.3+, every 4.2+): an ordered list with the distance to
-  the previous snapshot; over capacity the interior snapshot whose removal leaves the smallest merged gap
-  goes (first index on ties, first and last never); a snapshot at or before the newest cached one clears
-  the list; default capacity 30. The distance is the number of entries strictly between two positions,
-  ``ManagedLedgerImpl.getNumberOfEntries(Range.open(a, b))`` with the 4.x arithmetic of docs §1.7 (every
+* **new** (PR #25044: 4.0.9+ in the 4.0 line, 4.1.3+, every 4.2+): a linked list with the distance to
+  the previous snapshot; over capacity the interior snapshot with the smallest ``d[i] + d[i+1]`` goes
+  (the smaller position on ties, first and last never) and its gap is added to the next snapshot's
+  (not measured again); a snapshot at or before the newest cached one clears the list; capacity at least
+  3, default 30. The distance is the number of entries strictly between two positions,
+  ``ManagedLedger.getNumberOfEntries(Range.open(a, b))`` with the 4.x arithmetic of docs §1.7 (every
   release with the new cache has it), computed from the ``ledgers`` / ``managed_ledgers`` tables.
 
 The caches themselves (:class:`OldSnapshotCache`, :class:`NewSnapshotCache`) are plain Python so notebooks
@@ -63,6 +64,8 @@ DistanceMode = Literal["entries", "entry_id", "constant"]
 #: ``replicatedSubscriptionsSnapshotMaxCachedPerSubscription`` before / since PR #25044 (docs §4.2).
 MAX_CACHED_OLD: Final = 10
 MAX_CACHED_NEW: Final = 30
+#: The new cache's constructor throws below this capacity (PR #25044).
+MIN_CACHED_NEW: Final = 3
 CACHE_GENERATION_OLD: Final = "old"
 CACHE_GENERATION_NEW: Final = "new"
 OP_ADD: Final = "add"
@@ -96,7 +99,12 @@ _NO_DISTANCE: Final = (
 
 
 def uses_new_snapshot_cache(version: VersionLike) -> bool:
-    """True when ``version`` has PR #25044's snapshot cache (4.0.9+, 4.1.3+, 4.2+; docs §4.2, §4.6)."""
+    """True when ``version`` has PR #25044's snapshot cache (4.0.9+, 4.1.3+, 4.2+; docs §4.2, §4.6).
+
+    Evidence: the release notes of 4.0.9 and 4.1.3 (``apache/pulsar-site`` release-notes/versioned,
+    both 2026-02-19) list #25044, and the administration-geo page says the fix shipped in 4.0.9 and
+    4.1.3 and raised ``replicatedSubscriptionsSnapshotMaxCachedPerSubscription`` from 10 to 30.
+    """
     v = PulsarVersion.parse(version)
     if v >= _NEW_CACHE_RELEASE:
         return True
@@ -158,7 +166,7 @@ class OldSnapshotCache:
 @dataclass
 class _Slot:
     snapshot: CachedSnapshot
-    distance: int  # to the previous cached snapshot (0 for the first)
+    distance: int  # to the previous cached snapshot (0 for the head)
 
 
 class NewSnapshotCache:
@@ -166,17 +174,23 @@ class NewSnapshotCache:
 
     ``distance(a, b)`` measures the open range between two snapshot positions (the broker: entries
     strictly between them). ``add`` clears the list when the new position is not after the newest cached
-    one, appends with the distance to the previous snapshot and, over capacity, removes the interior
-    snapshot ``i`` (``1 <= i <= len-2``) minimising ``d[i] + d[i+1]`` (strict ``<``: the first index wins
-    ties) and recomputes the distance of the snapshot that moved into slot ``i``.
+    one and appends with the distance to the newest; over capacity it evicts one interior snapshot (never
+    the head or the tail): the one with the smallest ``d[i] + d[i+1]``, ties to the smaller position (the
+    broker keeps the interior snapshots in a set ordered by that sum, then by position, and takes the
+    first). The snapshot after the evicted one inherits the sum of both distances: the broker adds the two
+    stored gaps and does not ask the distance function again, so with the broker's entry count the merged
+    gap is one short per evicted snapshot, and the gaps it compares drift from the true ones.
+    ``advanced`` pops every snapshot at or before the mark-delete and zeroes the new head's distance.
     """
 
     def __init__(
         self, distance: Callable[[Position, Position], int], max_cached: int = MAX_CACHED_NEW
     ) -> None:
-        if max_cached < 2:
-            # With one slot there is no interior snapshot to evict; docs §4.6 does not say what happens.
-            raise ConfigError(f"max_cached={max_cached} is too small for the new snapshot cache; use >= 2.")
+        if max_cached < MIN_CACHED_NEW:
+            # the broker's constructor rejects it ("maxSnapshotToCache must be >= 3"), docs §4.6
+            raise ConfigError(
+                f"max_cached={max_cached} is too small for the new snapshot cache; use >= {MIN_CACHED_NEW}."
+            )
         self.max_cached = max_cached
         self.distance = distance
         self._slots: list[_Slot] = []
@@ -191,22 +205,26 @@ class NewSnapshotCache:
         d = 0 if not slots else self.distance(slots[-1].snapshot.position, snapshot.position)
         slots.append(_Slot(snapshot, d))
         if len(slots) > self.max_cached:
-            best_i, best = 1, slots[1].distance + slots[2].distance
-            for i in range(2, len(slots) - 1):
-                merged = slots[i].distance + slots[i + 1].distance
-                if merged < best:
-                    best_i, best = i, merged
-            removed.append(slots.pop(best_i).snapshot)
-            slots[best_i].distance = self.distance(
-                slots[best_i - 1].snapshot.position, slots[best_i].snapshot.position
-            )
+            removed.append(self._evict_one())
         return removed
+
+    def _evict_one(self) -> CachedSnapshot:
+        slots = self._slots
+        best_i = min(
+            range(1, len(slots) - 1),
+            key=lambda i: (slots[i].distance + slots[i + 1].distance, slots[i].snapshot.position),
+        )
+        gone = slots.pop(best_i)
+        slots[best_i].distance += gone.distance
+        return gone.snapshot
 
     def advanced(self, mark_delete: Position) -> CachedSnapshot | None:
         """``advancedMarkDeletePosition``: pop every snapshot ``<= mark_delete``; return the last."""
         last: CachedSnapshot | None = None
         while self._slots and self._slots[0].snapshot.position <= mark_delete:
             last = self._slots.pop(0).snapshot
+        if self._slots:
+            self._slots[0].distance = 0
         return last
 
     def __len__(self) -> int:
@@ -517,7 +535,8 @@ def replay_snapshot_cache(
     export). Events run in ``seq`` order per (cluster, topic, subscription) inside
     :func:`pulsar_model.grouped.map_groups` (one shuffle and sort; the cost is per event, not per group).
     The cache generation follows ``pulsar_version`` (old before PR #25044,
-    new in 4.0.9+/4.1.3+/4.2+); ``max_cached`` defaults to 10 (old) / 30 (new).
+    new in 4.0.9+/4.1.3+/4.2+); ``max_cached`` defaults to 10 (old) / 30 (new); the new cache refuses
+    fewer than 3 (:class:`ConfigError`), as the broker does.
 
     Output columns: the subscription key, ``seq``, ``mark_delete_position``, the snapshot the advance
     returned (``snapshot_id``, ``snapshot_local_position``, ``snapshot_clusters``; null when none, i.e.
@@ -535,10 +554,11 @@ def replay_snapshot_cache(
         raise ConfigError(f"distance={distance!r} is not one of 'entries', 'entry_id', 'constant'.")
     new_cache = uses_new_snapshot_cache(pulsar_version)
     cap = max_cached if max_cached is not None else (MAX_CACHED_NEW if new_cache else MAX_CACHED_OLD)
-    if cap < (2 if new_cache else 1):
+    floor = MIN_CACHED_NEW if new_cache else 1
+    if cap < floor:
         raise ConfigError(
             f"max_cached={cap} is too small for the {'new' if new_cache else 'old'} snapshot cache "
-            f"(use >= {2 if new_cache else 1})."
+            f"(use >= {floor})."
         )
     export_keys = [k for k in EXPORT_KEYS if k in events.columns]
     keys = ["cluster", "topic", "subscription", *export_keys]

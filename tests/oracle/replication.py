@@ -1,6 +1,7 @@
 """Plain-Python oracle of replicated subscriptions, written from docs §4.4-§4.7 only.
 
-* :class:`OldCache` / :class:`NewCache`: the two snapshot-cache generations of docs §4.6, literally;
+* :class:`OldCache` / :class:`NewCache`: the two snapshot-cache generations of docs §4.6 (the new one
+  with the broker's own data structures: a linked list and a lazily filled ordered set);
 * :func:`replay`: run add/advance events through one of them;
 * :class:`World`: a tiny discrete simulation of 2-4 clusters (full mesh) running the snapshot protocol of
   §4.4 (controller), §4.5 (builder) and §4.7 (replicator filtering). Replicators read every new local entry
@@ -10,6 +11,7 @@
 
 from __future__ import annotations
 
+import bisect
 import random
 from collections import deque
 from collections.abc import Callable, Sequence
@@ -59,41 +61,120 @@ class OldCache:
         return len(self.map)
 
 
+class _Node:
+    """One cached snapshot of :class:`NewCache`: a doubly linked list node with its gap to the previous."""
+
+    def __init__(self, snap: Snap, d: int) -> None:
+        self.snap = snap
+        self.d = d
+        self.prev: _Node | None = None
+        self.next: _Node | None = None
+
+    def key(self) -> tuple[int, Position]:
+        """Sort key of the eviction candidates: the gaps on both sides, then the position."""
+        return (self.d + (self.next.d if self.next is not None else 0), self.snap.pos)
+
+
 class NewCache:
-    """docs §4.6 pseudo-code of the PR #25044 cache, line by line."""
+    """docs §4.6 new cache, built the way the broker builds it: a linked list, and a set of the interior
+    nodes ordered by (own gap + next gap, position) that is filled lazily up to the node before the tail
+    when an eviction is due; the first node of the set goes, its gap is added to the next node's.
+    """
 
     def __init__(self, max_cached: int, dist: Callable[[Position, Position], int]) -> None:
+        if max_cached < 3:
+            raise ValueError("the new cache needs max_cached >= 3")
         self.max = max_cached
         self.dist = dist
-        self.list: list[list[Any]] = []  # [pos, snap, d]
+        self.head: _Node | None = None
+        self.tail: _Node | None = None
+        self.count = 0
+        self.last_sorted: _Node | None = None
+        self.sorted: list[tuple[tuple[int, Position], int, _Node]] = []  # (key, id, node), ascending
         self.evicted: list[str] = []
 
+    # -- the ordered set ------------------------------------------------------------------------------
+    def _check_keys(self) -> None:
+        """The broker's set finds nodes by their current key: none may change while the node is inside."""
+        assert all(k == n.key() for k, _i, n in self.sorted), "a key changed inside the ordered set"
+
+    def _set_add(self, node: _Node) -> None:
+        item = (node.key(), id(node), node)
+        if not any(n is node for _k, _i, n in self.sorted):
+            bisect.insort(self.sorted, item, key=lambda x: (x[0], x[1]))
+
+    def _set_remove(self, node: _Node) -> None:
+        self.sorted = [x for x in self.sorted if x[2] is not node]
+
     def add(self, s: Snap) -> None:
-        lst = self.list
-        if lst and s.pos <= lst[-1][0]:
-            self.evicted.extend(item[1].sid for item in lst)
-            lst.clear()
-        d = 0 if not lst else self.dist(lst[-1][0], s.pos)
-        lst.append([s.pos, s, d])
-        if len(lst) > self.max:
-            best = None
-            best_i = -1
-            for i in range(1, len(lst) - 1):
-                v = lst[i][2] + lst[i + 1][2]
-                if best is None or v < best:
-                    best, best_i = v, i
-            self.evicted.append(lst[best_i][1].sid)
-            del lst[best_i]
-            lst[best_i][2] = self.dist(lst[best_i - 1][0], lst[best_i][0])
+        self._check_keys()
+        if self.tail is not None and s.pos <= self.tail.snap.pos:
+            n = self.head
+            while n is not None:
+                self.evicted.append(n.snap.sid)
+                n = n.next
+            self.head = self.tail = self.last_sorted = None
+            self.count = 0
+            self.sorted = []
+        node = _Node(s, 0 if self.tail is None else self.dist(self.tail.snap.pos, s.pos))
+        if self.head is None:
+            self.head = self.tail = node
+        else:
+            assert self.tail is not None
+            self.tail.next, node.prev, self.tail = node, self.tail, node
+        self.count += 1
+        if self.count > self.max:
+            self._evict()
+
+    def _evict(self) -> None:
+        assert self.head is not None
+        cur = self.last_sorted.next if self.last_sorted is not None else self.head.next
+        while cur is not None and cur is not self.tail:
+            self._set_add(cur)
+            self.last_sorted = cur
+            cur = cur.next
+        self._check_keys()
+        victim = self.sorted[0][2]
+        self._set_remove(victim)
+        nxt, prv = victim.next, victim.prev
+        assert nxt is not None and prv is not None
+        if nxt is not self.tail:
+            self._set_remove(nxt)
+        if prv is not self.head:
+            self._set_remove(prv)
+        prv.next, nxt.prev = nxt, prv
+        self.count -= 1
+        if self.last_sorted is victim:
+            self.last_sorted = prv if prv is not self.head else None
+        nxt.d += victim.d
+        if nxt is not self.tail:
+            self._set_add(nxt)
+        if prv is not self.head:
+            self._set_add(prv)
+        self.evicted.append(victim.snap.sid)
 
     def advanced(self, p: Position) -> Snap | None:
-        last = None
-        while self.list and self.list[0][0] <= p:
-            last = self.list.pop(0)[1]
-        return last
+        self._check_keys()
+        found: _Node | None = None
+        cur = self.head
+        while cur is not None and cur.snap.pos <= p:
+            found = cur
+            if cur is self.last_sorted:
+                self.last_sorted = None
+            cur = cur.next
+            self.head = cur
+            if cur is not None:
+                self._set_remove(cur)
+            self.count -= 1
+        if self.head is None:
+            self.tail = None
+        else:
+            self.head.prev = None
+            self.head.d = 0
+        return None if found is None else found.snap
 
     def size(self) -> int:
-        return len(self.list)
+        return self.count
 
 
 @dataclass

@@ -5,6 +5,10 @@ event over a topic's appends (transactional data, commit/abort markers of docs �
 other markers), keeps the ledger map as docs §0.2 describes it (empty ledgers included) for
 ``getPreviousPosition`` (docs §1.3), and classifies every entry as a dispatcher would (docs §8.5).
 
+Two rules for "the position before the oldest open transaction's first message" (docs §8.4): the older
+lines (2.x, 3.0.x, 3.1.0-3.1.2, 3.2.0) subtract one from the entry id, ``(L, E-1)``; the newer ones ask
+``getPreviousPosition`` (docs §1.3). :func:`replay` takes the rule as ``before``.
+
 Modelling choices (the same ones docs §8.4 leaves to the reader):
 
 * a non-transaction marker (e.g. a replicated-subscription snapshot, type 12) is published like a normal
@@ -98,7 +102,19 @@ class OResult:
     dispatch: dict[Position, str]
 
 
-def replay(topic: OTopic) -> OResult:
+BEFORE_ENTRY_ID = "entry_id"
+BEFORE_PREVIOUS_POSITION = "previous_position"
+
+
+def before_first(ledgers: dict[int, int], p: Position, before: str) -> Position:
+    """The limit in front of ``p`` under rule ``before``: ``(L, E-1)`` or ``getPreviousPosition``."""
+    if before == BEFORE_ENTRY_ID:
+        return (p[0], p[1] - 1)
+    assert before == BEFORE_PREVIOUS_POSITION
+    return previous_position(ledgers, p)
+
+
+def replay(topic: OTopic, before: str = BEFORE_PREVIOUS_POSITION) -> OResult:
     """docs §8.4 line by line over ``topic.entries`` (in append order), then §8.5 on every entry."""
     ongoing: dict[TxnId, Position] = {}
     aborted: dict[TxnId, Position] = {}
@@ -109,7 +125,7 @@ def replay(topic: OTopic) -> OResult:
             assert e.txn is not None
             if e.txn not in ongoing and e.txn not in aborted:
                 ongoing[e.txn] = e.position
-            max_read = previous_position(topic.ledgers, next(iter(ongoing.values())))
+            max_read = before_first(topic.ledgers, next(iter(ongoing.values())), before)
         elif e.is_txn_marker:
             assert e.txn is not None
             ongoing.pop(e.txn, None)
@@ -119,7 +135,7 @@ def replay(topic: OTopic) -> OResult:
                 committed.setdefault(e.txn, e.position)
             first = next(iter(ongoing.values()), None)
             # "LAC if ongoing empty": the marker just written is the last entry added
-            max_read = e.position if first is None else previous_position(topic.ledgers, first)
+            max_read = e.position if first is None else before_first(topic.ledgers, first, before)
         elif not ongoing:
             max_read = e.position
     txns: dict[TxnId, OTxn] = {}
