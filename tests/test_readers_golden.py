@@ -254,7 +254,9 @@ FID_READER_ROWS = [
     _reader("narrow", "rollback-empty-closed-ledger", "earliest", rollback=10),
     _reader("narrow", "rollback-empty-closed-ledger-compacted", "earliest", rollback=10, compacted=True),
 ]
-FID_VERSIONS = {"210": V210, "307": "3.0.7", "404": "4.0.4", "new": NEW}
+#: frame of each version line: 4.1.3 answers them in ``reader_new``, the older lines in frames of their own
+FID_FRAMES = {"210": "fidelity_210", "307": "fidelity_307", "404": "fidelity_404", "new": "reader_new"}
+FID_VERSIONS = {"210": V210, "307": "3.0.7", "404": "4.0.4"}
 
 
 def _reset(topic: str, rid: str, t: int | None, cursor: str = "sub") -> tuple[Any, ...]:
@@ -305,7 +307,7 @@ def out(spark: SparkSession) -> dict[str, dict[tuple[str, str], dict[str, Any]]]
     )
     messages = spark.createDataFrame(MESSAGES_ROWS, MESSAGES)
     cursors = spark.createDataFrame(CURSOR_ROWS, CURSORS)
-    readers = spark.createDataFrame(READER_ROWS, READER_REQ)
+    readers = spark.createDataFrame(READER_ROWS + FID_READER_ROWS, READER_REQ)
     fid_readers = spark.createDataFrame(FID_READER_ROWS, READER_REQ)
     resets = spark.createDataFrame(RESET_ROWS, RESET_REQ)
     builders: dict[str, Callable[[], DataFrame]] = {
@@ -595,8 +597,8 @@ def test_reader_start_positions_fidelity_batch_index_on_single_message(out: dict
     expected = _expected_row(
         "fid-a", "fidelity", _fid_request("fid-a", "fidelity"), (1, 2), (1, 2), (1, 3), (1, 3, -1), None
     )
-    for tag in FID_VERSIONS:
-        assert out[f"fidelity_{tag}"][("fid-a", "fidelity")] == expected, tag
+    for tag, frame in FID_FRAMES.items():
+        assert out[frame][("fid-a", "fidelity")] == expected, tag
 
 
 def test_reader_start_positions_fidelity_rollback_search_fails(out: dict[str, Any]) -> None:
@@ -615,8 +617,8 @@ def test_reader_start_positions_fidelity_rollback_search_fails(out: dict[str, An
         (4, 0, -1),
         "ManagedLedgerException: reading entry 2:0 fails (no such entry)",
     )
-    for tag in FID_VERSIONS:
-        assert out[f"fidelity_{tag}"][("fid-b", "fidelity")] == expected, tag
+    for tag, frame in FID_FRAMES.items():
+        assert out[frame][("fid-b", "fidelity")] == expected, tag
 
 
 def test_reader_start_positions_rollback_from_empty_closed_ledger_start(out: dict[str, Any]) -> None:
@@ -625,12 +627,12 @@ def test_reader_start_positions_rollback_from_empty_closed_ledger_start(out: dic
     readCompacted rp = (3,-1).next, the same). 4.0.4 starts at entry 0 of the open ledger instead (its
     second-to-last rule), 2.10 and 3.0 at (3,0): they find 6:1 and reset after it (md 6:1, rp 6:2)."""
     for rid in ("rollback-empty-closed-ledger", "rollback-empty-closed-ledger-compacted"):
-        new = out["fidelity_new"][("narrow", rid)]
+        new = out["reader_new"][("narrow", rid)]
         assert state(new) == ((3, -1), (3, 0)), rid
         assert new["rollback_failure"] == "ManagedLedgerException: reading entry 4:-1 fails (no such entry)"
         assert mid(new["first_delivered"]) == (3, 0, -1) and new["error"] is None
         for tag in ("210", "307", "404"):
-            old = out[f"fidelity_{tag}"][("narrow", rid)]
+            old = out[FID_FRAMES[tag]][("narrow", rid)]
             assert state(old) == ((6, 1), (6, 2)), (tag, rid)
             assert old["rollback_failure"] is None and old["first_delivered"] is None, (tag, rid)
 
@@ -656,7 +658,7 @@ def test_reader_start_positions_rollback_other_failures_stay_errors(out: dict[st
     row = out["reader_new"][("hole", "rollback-not-exported")]
     assert row["error"].startswith("entries not exported for hole")
     assert state(row) == (None, None) and row["rollback_failure"] is None
-    assert all(r["rollback_failure"] is None for (t, _), r in out["reader_new"].items() if t != "fid-b")
+    assert all(r["rollback_failure"] is None for r in out["reader_new"].values() if not r["rollback_seconds"])
 
 
 def test_reset_cursor_by_time_plan_failed_read_is_an_error(out: dict[str, Any]) -> None:
