@@ -438,6 +438,7 @@ def reader_plans(
         "mark_delete_position",
         "read_position",
         "first_delivered",
+        "rollback_failure",
         "error",
     )
 

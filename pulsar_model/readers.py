@@ -6,7 +6,8 @@ Two transforms, both pure and lazy, one output row per request row (extra reques
   mapping of the start message id, including the one-entry step back, the LAC comparison, earliest/latest,
   ``readCompacted`` and the version-dependent mark-delete rule), which message the client application
   receives first (§7.3 client filtering of the start entry) and, with ``rollback_seconds > 0``, the
-  cursor reset by publish time that the broker performs instead;
+  cursor reset by publish time that the broker performs after creating the cursor from earliest (a read
+  of that search that fails is only logged: the reader keeps the earliest cursor, §7.5);
 * :func:`reset_cursor_by_time_plan` - dry run of ``pulsar-admin topics reset-cursor --time`` /
   ``PersistentSubscription.resetCursor(long timestamp)``.
 
@@ -254,6 +255,11 @@ class _BrokerError(Exception):
     """The broker would fail the operation (the message becomes the row's ``error``)."""
 
 
+class _ReadFailedError(_BrokerError):
+    """A read of the search fails (the entry does not exist): ``OpFindNewest.readEntryFailed`` reports it
+    through ``findEntryFailed``, so the reset fails as a completed, failed future (docs §7.5)."""
+
+
 @dataclass
 class _Topic:
     """One managed ledger as the search sees it (docs §0.2): listed ledgers, open ledger, LAC, and the
@@ -475,6 +481,8 @@ class _Found:
     md: Pos | None
     rp: Pos | None
     error: str | None
+    #: the error is a failed read of the search (a reader with a rollback is still created, docs §7.5)
+    read_failed: bool = False
 
 
 def _find_position_range(m: _Topic, t: int, rules: FindRules) -> tuple[Pos | None, Pos | None]:
@@ -519,7 +527,9 @@ def _find_newest(
 
     def matches(p: Pos) -> bool:
         if not m.exists(p):
-            raise _BrokerError(f"ManagedLedgerException: reading entry {p[0]}:{p[1]} fails (no such entry)")
+            raise _ReadFailedError(
+                f"ManagedLedgerException: reading entry {p[0]}:{p[1]} fails (no such entry)"
+            )
         ts = m.stamp(p)
         if ts is None:
             raise _BrokerError(f"{_NOT_EXPORTED} {topic}: entry {p[0]}:{p[1]} read by the search is missing")
@@ -609,7 +619,7 @@ def _reset_by_time(
         found = _find_newest(m, t, rules, acked, topic)
         target = (found[0], found[1] + 1) if found is not None else m.cursor_first()
     except _BrokerError as exc:
-        return _Found(None, linear, monotonic, None, None, str(exc))
+        return _Found(None, linear, monotonic, None, None, str(exc), isinstance(exc, _ReadFailedError))
     rp = target if m.is_valid(target) else m.next_valid(target)
     return _Found(found, linear, monotonic, m.previous(rp), rp, None)
 
@@ -642,6 +652,7 @@ _SEARCH_OUT = T.StructType(
         *[T.StructField(f"_pa_{p}_{s}", T.LongType()) for p in _POS_FIELDS for s in ("l", "e")],
         T.StructField("_pa_mono", T.BooleanType()),
         T.StructField("_pa_serr", T.StringType()),
+        T.StructField("_pa_rfail", T.BooleanType()),
     ]
 )
 _ARROW_TYPES = {T.StringType: pa.string(), T.LongType: pa.int64(), T.BooleanType: pa.bool_()}
@@ -690,7 +701,7 @@ def _search_fn(rules: FindRules) -> Callable[[pa.Table], pa.Table]:
             for name in _POS_FIELDS:
                 p = getattr(res, name)
                 row[f"_pa_{name}_l"], row[f"_pa_{name}_e"] = (None, None) if p is None else p
-            row["_pa_mono"], row["_pa_serr"] = res.monotonic, res.error
+            row["_pa_mono"], row["_pa_serr"], row["_pa_rfail"] = res.monotonic, res.error, res.read_failed
             out.append(row)
         return pa.Table.from_pylist(out, schema=_ARROW_OUT)
 
@@ -934,25 +945,31 @@ def reader_start_positions(
 
     * ``broker_start_position``: the start the broker hands to the cursor: the id stepped back one entry
       when ``ledger, entry >= 0`` (2.0: batched ids only), ``(-1,-1)`` for earliest, ``(MAX, MAX-1)`` for
-      latest; with rollback the Java client sends earliest;
+      latest; with rollback the Java client sends earliest (docs §7.2, §7.5);
     * ``mark_delete_position`` / ``read_position``: the ``NonDurableCursorImpl`` state. A start beyond LAC
       takes ``initial_position`` (``Latest``: ``md = LAC``, ``rp = nextValid(LAC)``; ``Earliest``:
       ``md = getFirstPosition()``, ``rp = nextValid(md)``); ledger -1 recovers from the first position;
       otherwise ``recover(start)``: ``rp = start.next`` with ``read_compacted`` else ``nextValid(start)``,
       ``md = previous(rp)`` (3.x, :func:`reader_md_is_previous_of_read`) or ``md = start`` (older).
-      With ``rollback_seconds > 0`` both come from the broker's reset by publish time at
+      With ``rollback_seconds > 0`` the cursor is created from earliest and then reset by publish time at
       ``managed_ledgers.exported_at - rollback_seconds * 1000`` (the search of
-      :func:`reset_cursor_by_time_plan` on a cursor without acknowledgements);
+      :func:`reset_cursor_by_time_plan` on a cursor without acknowledgements); when a read of that search
+      fails the broker only logs it and the positions stay those of the earliest cursor (docs §7.5);
     * ``first_delivered``: ``struct<ledger_id, entry_id, batch_index>`` of the first message the client
       application receives: the first ``messages`` row at or after ``read_position`` that is neither a
       marker nor a ``compacted_out`` slot and survives the client's filter of the start entry (``message_id``
-      only: a non-batched message is dropped unless ``inclusive``; batch indexes ``<= batch_index`` are
-      dropped, ``< batch_index`` with ``inclusive``). With rollback the Java client starts from earliest, so
-      nothing is filtered. Null when nothing would be delivered yet, when ``messages`` is None, on error.
-      Not modelled: compacted-ledger reads of ``read_compacted`` readers (§5.6), aborted transactions (§8),
-      the client's "latest + inclusive" fetch of the last message id (§13);
-    * ``error``: null, or why the broker refuses (unknown ``start_kind`` / ``initial_position``, null
-      ``start_message_id``, topic without managed ledger, no ledgers, failed time search, ...).
+      only, docs §7.3): in a batched entry the indexes ``<= batch_index`` are dropped (``< batch_index``
+      with ``inclusive``); the message of a non-batched entry is dropped unless ``inclusive``, whatever
+      batch index the start id carries. With rollback the Java client starts from earliest, so nothing is
+      filtered. Null when nothing would be delivered yet, when ``messages`` is None, on error. Not modelled:
+      compacted-ledger reads of ``read_compacted`` readers (§5.6), aborted transactions (§8), chunked
+      messages. "latest" with ``inclusive`` delivers nothing yet, as the Java client at creation (it only
+      seeks to the last message inside ``hasMessageAvailable()``, docs §7.3);
+    * ``rollback_failure``: null, or the failure of the reset by publish time that the broker logged while
+      it still created the reader (``rollback_seconds > 0`` only);
+    * ``error``: null, or why the subscribe fails (unknown ``start_kind`` / ``initial_position``, null
+      ``start_message_id``, topic without managed ledger, no ledgers, a rollback search that cannot be
+      answered from the export or never completes in the broker, ...).
 
     ``entries`` (optional keyword) supplies the entry timestamps of the rollback search (broker-entry
     timestamps included); without it they come from ``messages`` (publish times). ``basis`` (optional
@@ -977,11 +994,15 @@ def reader_start_positions(
     )
     df = env.with_ctx(df)
     sid, kind, ip = ref("_pa_sid"), ref("_pa_kind"), ref("_pa_ip")
-    is_mid = f"({kind} = '{START_MESSAGE_ID}')"
+    rolled = "(`_pa_rb` > 0)"
+    # ReaderBuilderImpl: a rollback duration makes the client subscribe from MessageId.earliest (docs §7.5)
+    df = df.select("*", E(f"IF({rolled}, '{START_EARLIEST}', {kind})").alias("_pa_ekind"))
+    ekind = ref("_pa_ekind")
+    is_mid = f"({ekind} = '{START_MESSAGE_ID}')"
     raw = case(
         (is_mid, pos_sql(fld(sid, "ledger_id"), fld(sid, "entry_id"))),
-        (f"{kind} = '{START_EARLIEST}'", pos_sql(str(EARLIEST[0]), str(EARLIEST[1]))),
-        (f"{kind} = '{START_LATEST}'", pos_sql(str(LATEST[0]), str(LATEST[1]))),
+        (f"{ekind} = '{START_EARLIEST}'", pos_sql(str(EARLIEST[0]), str(EARLIEST[1]))),
+        (f"{ekind} = '{START_LATEST}'", pos_sql(str(LATEST[0]), str(LATEST[1]))),
         otherwise=NULL_POS_SQL,
     )
     df = df.select("*", E(raw).alias("_pa_raw"))
@@ -1020,7 +1041,6 @@ def reader_start_positions(
         recovered_md = pp
     df = df.select("*", E(f"IF({beyond}, {pp}, {recovered_md})").alias("_pa_md0"))
     df = _with_rollback(df, requests, ledgers, managed_ledgers, messages, entries, rules)
-    rolled = "(`_pa_rb` > 0)"
     kind_error = (
         f"IF(coalesce({kind} IN ('{START_MESSAGE_ID}', '{START_EARLIEST}', '{START_LATEST}'), false), "
         f"{NULL_STRING}, concat('unknown start_kind ', coalesce({kind}, 'null'), "
@@ -1031,25 +1051,35 @@ def reader_start_positions(
         f"concat('unknown initial_position ', coalesce({ip}, 'null'), "
         f"'; expected {INITIAL_LATEST}|{INITIAL_EARLIEST}'))"
     )
-    null_id = f"{is_mid} AND ({fld(sid, 'ledger_id')} IS NULL OR {fld(sid, 'entry_id')} IS NULL)"
+    mid_requested = f"({kind} = '{START_MESSAGE_ID}')"
+    null_id = f"{mid_requested} AND ({fld(sid, 'ledger_id')} IS NULL OR {fld(sid, 'entry_id')} IS NULL)"
+    # a failed read of the rollback search is only logged by PersistentTopic.resetSubscriptionCursor: the
+    # reader keeps the cursor created from its start (docs §7.5); any other failure fails the subscribe
+    reset_failed = f"({rolled} AND `_pa_rb_rfail`)"
     error = _coalesce_sql(
         MISSING_TOPIC_SQL,
         kind_error,
         _err_if(null_id, "start_message_id (ledger_id, entry_id) is null for start_kind 'message_id'"),
         ip_error,
         _err_if(f"{LAC} IS NULL", _NO_LAC),
-        f"IF({rolled}, `_pa_rb_err`, {NULL_STRING})",
-        _err_if(f"NOT {rolled} AND (`_pa_p` IS NULL OR `_pa_rp0` IS NULL)", _NO_FIRST_POSITION),
+        _err_if("`_pa_p` IS NULL OR `_pa_rp0` IS NULL", _NO_FIRST_POSITION),
+        f"IF({rolled} AND NOT `_pa_rb_rfail`, `_pa_rb_err`, {NULL_STRING})",
     )
-    earliest = pos_sql(str(EARLIEST[0]), str(EARLIEST[1]))
+    reset = f"({rolled} AND NOT {reset_failed})"
     df = df.select(
         "*",
         E(error).alias("_pa_err"),
-        E(f"IF({rolled}, {earliest}, `_pa_start`)").alias("_pa_bstart"),
-        E(f"IF({rolled}, `_pa_rb_md`, `_pa_md0`)").alias("_pa_md"),
-        E(f"IF({rolled}, `_pa_rb_rp`, `_pa_rp0`)").alias("_pa_rp"),
+        E(f"IF({reset}, `_pa_rb_md`, `_pa_md0`)").alias("_pa_md"),
+        E(f"IF({reset}, `_pa_rb_rp`, `_pa_rp0`)").alias("_pa_rp"),
     )
-    added = ["broker_start_position", "mark_delete_position", "read_position", "first_delivered", "error"]
+    added = [
+        "broker_start_position",
+        "mark_delete_position",
+        "read_position",
+        "first_delivered",
+        "rollback_failure",
+        "error",
+    ]
     ok = "(`_pa_err` IS NULL)"
     if messages is None:
         delivered = F.lit(None).cast(MESSAGE_ID_SQL_TYPE)
@@ -1057,10 +1087,11 @@ def reader_start_positions(
         df, delivered = _first_delivered(df, messages, requests)
     return df.select(
         *_keep(requests.columns, added),
-        E(f"IF({ok}, `_pa_bstart`, {NULL_POS_SQL})").alias("broker_start_position"),
+        E(f"IF({ok}, `_pa_start`, {NULL_POS_SQL})").alias("broker_start_position"),
         E(f"IF({ok}, `_pa_md`, {NULL_POS_SQL})").alias("mark_delete_position"),
         E(f"IF({ok}, `_pa_rp`, {NULL_POS_SQL})").alias("read_position"),
         F.when(E(ok), delivered).alias("first_delivered"),
+        E(f"IF({ok} AND {reset_failed}, `_pa_rb_err`, {NULL_STRING})").alias("rollback_failure"),
         F.col("_pa_err").alias("error"),
     )
 
@@ -1074,18 +1105,25 @@ def _with_rollback(
     entries: DataFrame | None,
     rules: FindRules,
 ) -> DataFrame:
-    """Add ``_pa_rb_md``, ``_pa_rb_rp``, ``_pa_rb_err``: the reset by publish time of rollback requests.
+    """Add ``_pa_rb_md``, ``_pa_rb_rp``, ``_pa_rb_err``, ``_pa_rb_rfail``: the reset by publish time of
+    rollback requests.
 
-    ``getNonDurableSubscription`` resets the fresh cursor to ``now - rollback_seconds * 1000`` (docs §7.2);
-    "now" is the export time. The search branch is only built when the requests have the column.
+    ``getNonDurableSubscription`` resets the fresh cursor to ``now - rollback_seconds * 1000`` (docs §7.5);
+    "now" is the export time. ``_pa_rb_rfail`` is true when the error is a failed read of the search: the
+    broker only logs it and keeps the cursor it created. The search branch is only built when the requests
+    have the column.
     """
-    none = [E(NULL_POS_SQL).alias("_pa_rb_md"), E(NULL_POS_SQL).alias("_pa_rb_rp")]
+    none = [
+        E(NULL_POS_SQL).alias("_pa_rb_md"),
+        E(NULL_POS_SQL).alias("_pa_rb_rp"),
+    ]
+    no_read_failure = F.lit(False).alias("_pa_rb_rfail")
     if "rollback_seconds" not in requests.columns:
-        return df.select("*", *none, F.lit(None).cast("string").alias("_pa_rb_err"))
+        return df.select("*", *none, F.lit(None).cast("string").alias("_pa_rb_err"), no_read_failure)
     stamps = entries if entries is not None else messages
     if stamps is None:
         message = "rollback_seconds needs the entries or messages of the topic (their publish times)"
-        return df.select("*", *none, F.lit(message).alias("_pa_rb_err"))
+        return df.select("*", *none, F.lit(message).alias("_pa_rb_err"), no_read_failure)
     # keys from the raw requests (not from ``df``): the search must not re-run the cursor mapping's plan
     rollback = F.col("rollback_seconds").cast("long")
     keys = requests.where(rollback > 0).select(
@@ -1097,39 +1135,91 @@ def _with_rollback(
         E(_pos_of("md")).alias("_pa_rb_md"),
         E(_pos_of("rp")).alias("_pa_rb_rp"),
         F.col("_pa_serr").alias("_pa_rb_err"),
+        F.coalesce(F.col("_pa_rfail"), F.lit(False)).alias("_pa_rb_rfail"),
     )
     # one row per requested (topic, rollback): few, so broadcast instead of shuffling the requests again
-    return df.join(F.broadcast(found), on=[*KEY, "_pa_rb"], how="left")
+    joined = df.join(F.broadcast(found), on=[*KEY, "_pa_rb"], how="left")
+    return joined.select(
+        *[F.col(f"`{c}`") for c in joined.columns if c != "_pa_rb_rfail"],
+        F.coalesce(F.col("_pa_rb_rfail"), F.lit(False)).alias("_pa_rb_rfail"),
+    )
 
 
 def _first_delivered(df: DataFrame, messages: DataFrame, requests: DataFrame) -> tuple[DataFrame, Column]:
     """The first message the client keeps (docs §7.3): one seek for the first message at or after a key.
 
-    The key is the read position; for a reader that filters (``message_id``, no rollback) and reads the
-    start entry ``(L, E)`` first (``rp = (L, E)``: the broker's step back), it is ``(L, E, bi + 1)``
-    (exclusive) or ``(L, E, bi)`` (inclusive) instead, which drops the non-batched message of ``(L, E)``
-    unless inclusive (``bi = -1``) and the batch indexes the client drops. When the read position lies past
-    the start entry nothing of it is read, so nothing is filtered. Simplification: a batched start id
-    (``bi >= 0``) pointing at a non-batched entry, which clients do not produce, loses that entry when
-    inclusive.
+    The key is the read position. A reader that filters (``message_id`` without rollback) and reads its start
+    entry ``(L, E)`` first (``rp = (L, E)``: the broker's step back) seeks from a key inside that entry
+    instead, chosen by how ``ConsumerImpl`` treats the entry: a batched entry keeps the indexes after the
+    start id's batch index (``bi + 1``; from ``bi`` when inclusive), a non-batched one keeps its message only
+    when inclusive, whatever batch index the start id carries (``isPriorEntryIndex`` compares entry ids). An
+    entry is batched when its messages carry batch indexes (``num_messages_in_batch`` present); that is
+    looked up per requested start entry. A read position past the start entry reads nothing of it; one
+    before it only happens for a start beyond LAC, whose entry is not in the export.
     """
     # the requested topics are few next to the messages: broadcast (a sort-merge semi join shuffled the
     # whole message dump first, tier l: 48M messages for 2.3M kept)
     view = _messages_view(messages, F.broadcast(requests.select(*KEY).distinct()))
+    df = _with_start_entry_batched(df, view, requests)
     rp, sid = ref("_pa_rp"), ref("_pa_sid")
     at_start = (
-        f"(`_pa_kind` = '{START_MESSAGE_ID}' AND NOT (`_pa_rb` > 0) "
+        f"(`_pa_ekind` = '{START_MESSAGE_ID}' "
         f"AND {fld(rp, 'ledger_id')} = {fld(sid, 'ledger_id')} "
         f"AND {fld(rp, 'entry_id')} = {fld(sid, 'entry_id')})"
     )
-    bi = fld(sid, "batch_index")
+    # BIGINT before the + 1: a batch index of Integer.MAX_VALUE must not overflow under ANSI
+    bi = f"CAST({fld(sid, 'batch_index')} AS BIGINT)"
+    batched_from = f"IF(`_pa_incl`, {bi}, {bi} + 1)"
+    single_from = f"IF(`_pa_incl`, {NOT_BATCHED}, {NOT_BATCHED + 1})"
     threshold = _message_key_sql(
-        fld(sid, "ledger_id"), fld(sid, "entry_id"), f"IF(`_pa_incl`, {bi}, {bi} + 1)"
+        fld(sid, "ledger_id"), fld(sid, "entry_id"), f"IF(`_pa_start_batched`, {batched_from}, {single_from})"
     )
     from_rp = _message_key_sql(fld(rp, "ledger_id"), fld(rp, "entry_id"), str(_INT_MIN))
     key = f"IF(`_pa_err` IS NOT NULL, NULL, IF(coalesce({at_start}, false), {threshold}, {from_rp}))"
     df = _seek(df, E(key), view, "_pa_first", mode="ceil")
     return df, E(f"CAST(`_pa_first` AS {MESSAGE_ID_SQL_TYPE})")
+
+
+def _with_start_entry_batched(df: DataFrame, view: DataFrame, requests: DataFrame) -> DataFrame:
+    """Add ``_pa_start_batched``: the start id's entry holds a batch (false when it has no message).
+
+    The start entries come from the raw requests (few), the messages of those entries from a broadcast semi
+    join of the message view: no shuffle of the messages, and the cursor mapping's plan is not re-run.
+    """
+    if "start_message_id" not in requests.columns:
+        return df.select("*", F.lit(False).alias("_pa_start_batched"))
+    sid = _start_message_id(requests)
+    starts = (
+        requests.where(F.col("start_kind").cast("string") == START_MESSAGE_ID)
+        .select(*KEY, sid["ledger_id"].alias("_pa_bl"), sid["entry_id"].alias("_pa_be"))
+        .where(F.col("_pa_bl").isNotNull() & F.col("_pa_be").isNotNull())
+        .distinct()
+    )
+    entries = (
+        view.select(
+            *KEY,
+            F.col("_key.l").alias("_pa_bl"),
+            F.col("_key.e").alias("_pa_be"),
+            (F.col("_key.b") >= 0).alias("_pa_bb"),
+        )
+        .join(F.broadcast(starts), on=[*KEY, "_pa_bl", "_pa_be"], how="left_semi")
+        .groupBy(*KEY, "_pa_bl", "_pa_be")
+        .agg(F.max("_pa_bb").alias("_pa_bb"))
+        .select(*[F.col(c).alias(f"_pa_bk_{c}") for c in KEY], "_pa_bl", "_pa_be", "_pa_bb")
+    )
+    s = F.col("_pa_sid")
+    # renamed keys: the lookup descends from the requests too, a join on shared names would be ambiguous
+    cond = (
+        (F.col("cluster") == F.col("_pa_bk_cluster"))
+        & (F.col("topic") == F.col("_pa_bk_topic"))
+        & (s["ledger_id"] == F.col("_pa_bl"))
+        & (s["entry_id"] == F.col("_pa_be"))
+    )
+    joined = df.join(F.broadcast(entries), on=cond, how="left")
+    return joined.select(
+        *[F.col(f"`{c}`") for c in df.columns],
+        F.coalesce(F.col("_pa_bb"), F.lit(False)).alias("_pa_start_batched"),
+    )
 
 
 # --- reset-cursor by publish time ---------------------------------------------------------------------------

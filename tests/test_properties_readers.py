@@ -4,7 +4,10 @@ Each hypothesis example is 30-45 random topics (managed-ledger states from tests
 deleted and empty ledgers, ``(L,-1)`` and past-the-end positions, sparse ledger ids, no open ledger, LAC in
 a trimmed ledger) with random publish times (ties, out-of-order runs, broker-entry timestamps), ledger
 close times, batched / non-batched / marker messages, entries missing from the export, and reader /
-reset requests. Every version is run on the same frames, unioned and collected in one Spark action.
+reset requests: start ids carrying any batch index on any entry (batched, single messages, markers,
+positions that do not exist, ``Integer.MAX_VALUE``), rollbacks reaching before the first entry, and
+rollback searches that fail on a read (an empty first ledger, a narrowed start ``(L,-1)`` in an empty
+closed ledger). Every version is run on the same frames, unioned and collected in one Spark action.
 
 Versions: 2.8.0 (2.x-old arithmetic, reader ``md = p``, classic search asking the cursor), 2.10.6 (3.x
 arithmetic, cursor ``hasMoreEntries``), 3.0.7 (ledger ``hasMoreEntries``), 4.0.4 (closed-range search,
@@ -206,9 +209,10 @@ def _reader_requests(draw: st.DrawFn, state: S.MLState, case: TimeCase) -> o.Rea
     start: tuple[int, int, int] | None = None
     if kind == "message_id":
         p = draw(S.positions(state))
-        size = batches.get(p)
-        # batch indexes only for batched entries (clients never send one for a non-batched entry)
-        bi = -1 if size is None else draw(st.integers(-1, size))
+        # any batch index on any entry: a batch index survives a re-publish or a hand-built id, so it also
+        # reaches non-batched entries, markers and positions that do not exist
+        size = batches.get(p, 1)
+        bi = draw(st.one_of(st.just(-1), st.integers(0, size + 1), st.just(2**31 - 1)))
         start = (p[0], p[1], bi)
     span = max(1, (case.exported_ms - BASE_MS) // 1000 + 2)
     rollback = draw(st.one_of(st.just(0), st.just(0), st.integers(1, span)))
@@ -347,7 +351,14 @@ def test_reader_start_positions_and_reset_cursor_by_time_plan_match_oracle(
             v,
             entries=f["entries"],
             ledger_close_clock_skew_ms=SKEW_MS,
-        ).select("request_id", "mark_delete_position", "read_position", "first_delivered", "error")
+        ).select(
+            "request_id",
+            "mark_delete_position",
+            "read_position",
+            "first_delivered",
+            "rollback_failure",
+            "error",
+        )
     for v in RESET_VERSIONS:
         frames[f"reset {v}"] = R.reset_cursor_by_time_plan(
             f["resets"], f["cursors"], f["ledgers"], f["mls"], f["entries"], v,
@@ -372,6 +383,7 @@ def _reader_mismatches(out: dict[str, list[dict[str, Any]]], cases: list[TimeCas
                 S.pos(r["mark_delete_position"]),
                 S.pos(r["read_position"]),
                 _mid(r["first_delivered"]),
+                r["rollback_failure"] is not None,
                 r["error"] is not None,
             )
             for r in out[f"reader {v}"]
@@ -382,7 +394,13 @@ def _reader_mismatches(out: dict[str, list[dict[str, Any]]], cases: list[TimeCas
                 res = o.reader_start(
                     case.state.ml, req, v, case.messages, stamps, case.exported_ms, case.closed_at, SKEW_MS
                 )
-                expected = (res.mark_delete, res.read_position, res.first_delivered, res.error is not None)
+                expected = (
+                    res.mark_delete,
+                    res.read_position,
+                    res.first_delivered,
+                    res.rollback_failed,
+                    res.error is not None,
+                )
                 got = actual.get(S.request_id(i, j), "<missing row>")
                 if got != expected:
                     mismatches.append((f"reader {v}", i, f"{req}", expected, got))
@@ -498,6 +516,7 @@ def test_reset_search_function_matches_oracle_without_spark(case: TimeCase) -> N
                 at("md"),
                 at("rp"),
                 row["_pa_serr"] is not None,
+                row["_pa_rfail"],
             )
             expected = (
                 res.found,
@@ -506,5 +525,6 @@ def test_reset_search_function_matches_oracle_without_spark(case: TimeCase) -> N
                 res.mark_delete,
                 res.read_position,
                 res.error is not None,
+                res.error is o.OracleReadError,  # a failed read, not an entry missing from the export
             )
             assert actual == expected, f"version={v} request={key} error={row['_pa_serr']}\n{case.describe()}"

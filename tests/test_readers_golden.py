@@ -135,7 +135,44 @@ PMF = Topic(
 LASTDEL = Topic("lastdel", [], 5, 4, (5, 3), _times([(5, e) for e in range(4)], [1000, 2000, 3000, 4000]))
 # an entry of the searched range is missing from the export
 HOLE = Topic("hole", [], 9, 4, (9, 3), _times([(9, e) for e in range(4)], [1000, 2000, 3000, 4000]))
-TOPICS = [R1, R5, ODD, EVEN, SHUFFLED, PMF, LASTDEL, HOLE]
+# fidelity/reader_batch_index_on_single_message.json: L1 closed (5 entries, 1:2 a 5-message batch), L2 open
+# (3 entries, 2:0 a marker), LAC 2:2.
+FA = 1_700_000_000_000
+FID_A_POS = [(1, e) for e in range(5)] + [(2, e) for e in range(3)]
+FID_A = Topic(
+    "fid-a",
+    [(1, 5, FA + 5500)],
+    2,
+    3,
+    (2, 2),
+    _times(FID_A_POS, [FA + t for t in (1000, 2000, 3000, 4000, 5000, 6500, 7500, 8500)]),
+    exported_ms=FA + 18_500,
+)
+# fidelity/reader_rollback_search_fails.json: an empty closed first ledger 2, ledger 4 closed with 3 entries,
+# ledger 5 open with 2; "now" 1700000016000.
+FID_B_POS = [(4, 0), (4, 1), (4, 2), (5, 0), (5, 1)]
+FID_B = Topic(
+    "fid-b",
+    [(2, 0, FA + 500), (4, 3, FA + 4000)],
+    5,
+    2,
+    (5, 1),
+    _times(FID_B_POS, [FA + t for t in (1500, 2500, 3500, 5000, 6000)]),
+    exported_ms=FA + 16_000,
+)
+# 4.0.5+ narrowing starts at the last entry of the last ledger closed before t - skew: the empty closed
+# ledger 4 gives (4,-1), a position no read can return.
+NARROW_POS = [(3, 0), (3, 1), (3, 2), (6, 0), (6, 1)]
+NARROW = Topic(
+    "narrow",
+    [(3, 3, 3500), (4, 0, 4000)],
+    6,
+    2,
+    (6, 1),
+    _times(NARROW_POS, [1000, 2000, 3000, 5000, 6000]),
+    exported_ms=100_000,
+)
+TOPICS = [R1, R5, ODD, EVEN, SHUFFLED, PMF, LASTDEL, HOLE, FID_A, FID_B, NARROW]
 
 MESSAGES_ROWS = [
     ("c", "r1", 1, 0, -1, None, False, 1000),
@@ -147,6 +184,16 @@ MESSAGES_ROWS = [
     ("c", "r1", 2, 1, -1, None, False, 7000),
     ("c", "r1", 2, 2, -1, None, False, 8000),
     *[("c", "r5", 2, e, -1, None, False, 1000 * (e + 1)) for e in range(3)],
+    # fidelity/reader_batch_index_on_single_message.json ("batch_size" 5 at 1:2, "marker_type" 12 at 2:0)
+    *[
+        ("c", "fid-a", p[0], p[1], i, 12 if p == (2, 0) else None, False, FID_A.publish[p])
+        for p in FID_A_POS
+        for i in (range(5) if p == (1, 2) else [-1])
+    ],
+    *[("c", "fid-b", p[0], p[1], -1, None, False, FID_B.publish[p]) for p in FID_B_POS],
+    *[("c", "narrow", p[0], p[1], -1, None, False, NARROW.publish[p]) for p in NARROW_POS],
+    # hole: the search range's entry 9:1 is missing from the export
+    *[("c", "hole", 9, e, -1, None, False, HOLE.publish[(9, e)]) for e in (0, 2, 3)],
 ]
 
 
@@ -184,7 +231,32 @@ READER_ROWS = [
     _reader("r1", "bogus-initial", "earliest", initial="Sideways"),
     _reader("r1", "null-id", "message_id"),
     _reader("nope", "missing-topic", "earliest"),
+    # ConsumerImpl's start filter, every batch-index / batched-entry combination (1:2 batched, 1:3 single)
+    _reader("r1", "single-bi-inclusive", "message_id", (1, 3, 3), inclusive=True),
+    _reader("r1", "single-bi-exclusive", "message_id", (1, 3, 3)),
+    _reader("r1", "single-inclusive", "message_id", (1, 3, -1), inclusive=True),
+    _reader("r1", "batch-no-bi-exclusive", "message_id", (1, 2, -1)),
+    _reader("r1", "batch-no-bi-inclusive", "message_id", (1, 2, -1), inclusive=True),
+    _reader("r1", "batch-bi-past-end-inclusive", "message_id", (1, 2, 7), inclusive=True),
+    _reader("r1", "batch-bi-int-max", "message_id", (1, 2, 2**31 - 1)),
+    _reader("r1", "marker-bi-inclusive", "message_id", (2, 0, 1), inclusive=True),
+    _reader("r1", "compacted-single-bi-inclusive", "message_id", (1, 4, 0), inclusive=True, compacted=True),
+    _reader("r1", "latest-inclusive", "latest", inclusive=True),
+    # a rollback whose search fails on a read: the message id is replaced by earliest as well
+    _reader("fid-b", "rollback-message-id", "message_id", (4, 1, -1), rollback=3),
+    _reader("hole", "rollback-not-exported", "earliest", rollback=5),
 ]
+
+#: Both fidelity cases and the other rollback reads that fail, run on every version line.
+FID_READER_ROWS = [
+    _reader("fid-a", "fidelity", "message_id", (1, 3, 3), inclusive=True),
+    _reader("fid-b", "fidelity", "earliest", rollback=3),
+    _reader("narrow", "rollback-empty-closed-ledger", "earliest", rollback=10),
+    _reader("narrow", "rollback-empty-closed-ledger-compacted", "earliest", rollback=10, compacted=True),
+]
+#: frame of each version line: 4.1.3 answers them in ``reader_new``, the older lines in frames of their own
+FID_FRAMES = {"210": "fidelity_210", "307": "fidelity_307", "404": "fidelity_404", "new": "reader_new"}
+FID_VERSIONS = {"210": V210, "307": "3.0.7", "404": "4.0.4"}
 
 
 def _reset(topic: str, rid: str, t: int | None, cursor: str = "sub") -> tuple[Any, ...]:
@@ -204,6 +276,7 @@ RESET_ROWS = [
     _reset("odd", "no-cursor", 2500, cursor="ghost"),
     _reset("odd", "null-time", None),
     _reset("nope", "missing-topic", 2500),
+    _reset("fid-b", "first-ledger-empty", FA + 13_000),  # the fidelity rollback, asked through the admin API
 ]
 
 CURSOR_ROWS = [
@@ -234,7 +307,8 @@ def out(spark: SparkSession) -> dict[str, dict[tuple[str, str], dict[str, Any]]]
     )
     messages = spark.createDataFrame(MESSAGES_ROWS, MESSAGES)
     cursors = spark.createDataFrame(CURSOR_ROWS, CURSORS)
-    readers = spark.createDataFrame(READER_ROWS, READER_REQ)
+    readers = spark.createDataFrame(READER_ROWS + FID_READER_ROWS, READER_REQ)
+    fid_readers = spark.createDataFrame(FID_READER_ROWS, READER_REQ)
     resets = spark.createDataFrame(RESET_ROWS, RESET_REQ)
     builders: dict[str, Callable[[], DataFrame]] = {
         "reader_new": partial(R.reader_start_positions, readers, ledgers, mls, messages, NEW),
@@ -243,6 +317,10 @@ def out(spark: SparkSession) -> dict[str, dict[tuple[str, str], dict[str, Any]]]
             R.reader_start_positions, readers.drop("rollback_seconds"), ledgers, mls, None, V301
         ),
     }
+    for tag, version in FID_VERSIONS.items():
+        builders[f"fidelity_{tag}"] = partial(
+            R.reader_start_positions, fid_readers, ledgers, mls, messages, version
+        )
     for tag, version in (("new", NEW), ("210", V210)):
         builders[f"reset_{tag}"] = partial(
             R.reset_cursor_by_time_plan,
@@ -468,3 +546,156 @@ def test_reset_cursor_by_time_plan_reports_missing_entries_and_errors(out: dict[
     assert rows[("odd", "null-time")]["error"] == "timestamp_ms is null"
     assert "no managed_ledgers row" in rows[("nope", "missing-topic")]["error"]
     assert rows[("nope", "missing-topic")]["individually_deleted"] is None
+
+
+# --- fidelity cases: Pulsar's own code disagreed with the library (docs §7.3, §7.5) -------------------------
+
+
+def _expected_row(
+    topic: str,
+    rid: str,
+    request: tuple[Any, ...],
+    start: Pos,
+    md: Pos,
+    rp: Pos,
+    first: tuple[int, int, int] | None,
+    rollback_failure: str | None,
+) -> dict[str, Any]:
+    """A whole output row of ``reader_start_positions`` (the request columns carried, then the answer)."""
+    names = [c.split()[0] for c in READER_REQ.split(", ")]
+    row = dict(zip(names, request, strict=True))
+    sid = row["start_message_id"]
+    row["start_message_id"] = (
+        None if sid is None else dict(zip(("ledger_id", "entry_id", "batch_index"), sid, strict=True))
+    )
+
+    def p(value: Pos) -> dict[str, int]:
+        return {"ledger_id": value[0], "entry_id": value[1]}
+
+    return {
+        **row,
+        "broker_start_position": p(start),
+        "mark_delete_position": p(md),
+        "read_position": p(rp),
+        "first_delivered": None
+        if first is None
+        else dict(zip(("ledger_id", "entry_id", "batch_index"), first, strict=True)),
+        "rollback_failure": rollback_failure,
+        "error": None,
+    }
+
+
+def _fid_request(topic: str, rid: str) -> tuple[Any, ...]:
+    return next(r for r in FID_READER_ROWS if r[1] == topic and r[2] == rid)
+
+
+def test_reader_start_positions_fidelity_batch_index_on_single_message(out: dict[str, Any]) -> None:
+    """fidelity/reader_batch_index_on_single_message.json: "batch index 3 on non-batched 1:3, inclusive: the
+    client keeps it (isPriorEntryIndex)" - broker start 1:2, md 1:2, rp 1:3, first received 1:3 (batch
+    index -1). ConsumerImpl sends a message without batch metadata down the single-message path, which
+    compares entry ids only; every version line answers the same (the filter is the client's)."""
+    expected = _expected_row(
+        "fid-a", "fidelity", _fid_request("fid-a", "fidelity"), (1, 2), (1, 2), (1, 3), (1, 3, -1), None
+    )
+    for tag, frame in FID_FRAMES.items():
+        assert out[frame][("fid-a", "fidelity")] == expected, tag
+
+
+def test_reader_start_positions_fidelity_rollback_search_fails(out: dict[str, Any]) -> None:
+    """fidelity/reader_rollback_search_fails.json: "first ledger empty: the search reads (2,0) and fails;
+    the reader is created anyway" - broker start (-1,-1), md (2,-1), rp 4:0, first received 4:0; the
+    reset's failure ("BookKeeper read of 2:0 failed") is only logged by resetSubscriptionCursor. The search
+    range is not narrowed on any line (60 s skew: no ledger closed before t - skew), so 2.10, 3.0 and 4.x
+    all read (2,0) first."""
+    expected = _expected_row(
+        "fid-b",
+        "fidelity",
+        _fid_request("fid-b", "fidelity"),
+        (-1, -1),
+        (2, -1),
+        (4, 0),
+        (4, 0, -1),
+        "ManagedLedgerException: reading entry 2:0 fails (no such entry)",
+    )
+    for tag, frame in FID_FRAMES.items():
+        assert out[frame][("fid-b", "fidelity")] == expected, tag
+
+
+def test_reader_start_positions_rollback_from_empty_closed_ledger_start(out: dict[str, Any]) -> None:
+    """4.0.5+ narrowing (apache/pulsar#24219) starts the search at (4,-1), the "last entry" of the empty
+    ledger 4 closed before t - skew: that read fails, the reader stays at earliest (md (3,-1), rp 3:0; with
+    readCompacted rp = (3,-1).next, the same). 4.0.4 starts at entry 0 of the open ledger instead (its
+    second-to-last rule), 2.10 and 3.0 at (3,0): they find 6:1 and reset after it (md 6:1, rp 6:2)."""
+    for rid in ("rollback-empty-closed-ledger", "rollback-empty-closed-ledger-compacted"):
+        new = out["reader_new"][("narrow", rid)]
+        assert state(new) == ((3, -1), (3, 0)), rid
+        assert new["rollback_failure"] == "ManagedLedgerException: reading entry 4:-1 fails (no such entry)"
+        assert mid(new["first_delivered"]) == (3, 0, -1) and new["error"] is None
+        for tag in ("210", "307", "404"):
+            old = out[FID_FRAMES[tag]][("narrow", rid)]
+            assert state(old) == ((6, 1), (6, 2)), (tag, rid)
+            assert old["rollback_failure"] is None and old["first_delivered"] is None, (tag, rid)
+
+
+def test_reader_start_positions_rollback_ignores_message_id_and_failure_keeps_earliest(
+    out: dict[str, Any],
+) -> None:
+    """ReaderBuilderImpl.createAsync: a rollback duration makes the client subscribe from earliest, so a
+    failed search leaves the earliest cursor whatever start id was asked, and nothing is filtered."""
+    row = out["reader_new"][("fid-b", "rollback-message-id")]
+    assert pos(row["broker_start_position"]) == (-1, -1)
+    assert state(row) == ((2, -1), (4, 0))
+    assert mid(row["first_delivered"]) == (4, 0, -1)
+    assert (
+        row["rollback_failure"].startswith("ManagedLedgerException: reading entry 2:0")
+        and row["error"] is None
+    )
+
+
+def test_reader_start_positions_rollback_other_failures_stay_errors(out: dict[str, Any]) -> None:
+    """Only a failed read is logged and forgiven; a search the export cannot answer (entry 9:1 of the range
+    missing) is an error with no positions, and readers without rollback never report a reset failure."""
+    row = out["reader_new"][("hole", "rollback-not-exported")]
+    assert row["error"].startswith("entries not exported for hole")
+    assert state(row) == (None, None) and row["rollback_failure"] is None
+    assert all(r["rollback_failure"] is None for r in out["reader_new"].values() if not r["rollback_seconds"])
+
+
+def test_reset_cursor_by_time_plan_failed_read_is_an_error(out: dict[str, Any]) -> None:
+    """The same search through the admin reset (PersistentSubscription.resetCursor(long)) fails the call:
+    only the reader's rollback path swallows the failure (2.10 reads (2,0) first)."""
+    row = out["reset_210"][("fid-b", "first-ledger-empty")]
+    assert row["error"] == "ManagedLedgerException: reading entry 2:0 fails (no such entry)"
+    assert state(row) == (None, None)
+
+
+# --- ConsumerImpl's start filter: every batch-index / entry-kind combination (docs §7.3) --------------------
+
+
+@pytest.mark.parametrize(
+    ("rid", "first"),
+    [
+        ("single-bi-inclusive", (1, 3, -1)),  # isPriorEntryIndex: 3 < 3 is false -> kept
+        ("single-bi-exclusive", (1, 4, -1)),  # 3 <= 3 -> dropped, the next entry
+        ("single-inclusive", (1, 3, -1)),
+        ("batch-no-bi-exclusive", (1, 2, 0)),  # isPriorBatchIndex(i): i <= -1 never holds: whole batch
+        ("batch-no-bi-inclusive", (1, 2, 0)),
+        ("batch-bi-past-end-inclusive", (1, 3, -1)),  # every index of the 5-message batch is prior to 7
+        ("batch-bi-int-max", (1, 3, -1)),  # Integer.MAX_VALUE + 1 stays a BIGINT (ANSI)
+        ("marker-bi-inclusive", (2, 1, -1)),  # a marker is never dispatched, whatever the filter says
+        ("compacted-single-bi-inclusive", (1, 4, -1)),  # readCompacted: rp = p.next = the start entry
+    ],
+)
+def test_reader_start_positions_client_filter_of_the_start_entry(
+    out: dict[str, Any], rid: str, first: tuple[int, int, int]
+) -> None:
+    row = out["reader_new"][("r1", rid)]
+    assert mid(row["first_delivered"]) == first
+    assert row["error"] is None and row["rollback_failure"] is None
+
+
+def test_reader_start_positions_latest_inclusive_delivers_nothing_yet(out: dict[str, Any]) -> None:
+    """latest + startMessageIdInclusive: the Java client subscribes from latest (isSameEntry never holds for
+    (MAX, MAX)); only hasMessageAvailable() seeks to the last message (apache/pulsar#10483, PIP-150)."""
+    row = out["reader_new"][("r1", "latest-inclusive")]
+    assert state(row) == ((2, 2), (2, 3)) and row["first_delivered"] is None

@@ -350,20 +350,28 @@ class ReaderStart:
     read_position: Position | None
     first_delivered: MessageId | None
     error: type[OracleError] | None
+    #: the reset of a rollback failed on a read: logged by the broker, the reader kept its first cursor
+    rollback_failed: bool = False
+
+
+def _sent_start(req: ReaderRequest) -> MessageId:
+    """The start id on the wire: ReaderBuilderImpl replaces it by MessageId.earliest when a rollback
+    duration is set; no start id at all means latest (PersistentTopic.getNonDurableSubscription)."""
+    if req.start_kind not in ("message_id", "earliest", "latest"):
+        raise OracleRequestError(f"start kind {req.start_kind}")
+    if req.start_kind == "message_id" and req.start_id is None:
+        raise OracleRequestError("null start id")
+    if req.rollback_seconds > 0 or req.start_kind == "earliest":
+        return (-1, -1, -1)
+    if req.start_kind == "latest":
+        return (LATEST[0], LATEST[1], -1)
+    assert req.start_id is not None
+    return req.start_id
 
 
 def _cursor_state(ml: ManagedLedger, req: ReaderRequest, rules: Rules) -> tuple[Position, Position]:
     fam = rules.position_family
-    if req.start_kind == "message_id":
-        if req.start_id is None:
-            raise OracleRequestError("null start id")
-        ledger, entry, batch = req.start_id
-    elif req.start_kind == "earliest":
-        ledger, entry, batch = -1, -1, -1
-    elif req.start_kind == "latest":
-        ledger, entry, batch = LATEST[0], LATEST[1], -1
-    else:
-        raise OracleRequestError(f"start kind {req.start_kind}")
+    ledger, entry, batch = _sent_start(req)
     if req.initial_position not in ("Latest", "Earliest"):
         raise OracleRequestError(f"initial position {req.initial_position}")
     if ledger >= 0 and entry >= 0 and (rules.steps_back_all or batch >= 0):
@@ -392,15 +400,19 @@ def _cursor_state(ml: ManagedLedger, req: ReaderRequest, rules: Rules) -> tuple[
 
 
 def _client_keeps(msg: Message, req: ReaderRequest) -> bool:
-    """ConsumerImpl: only messages of the start id's entry are filtered (docs §7.3)."""
-    if req.start_kind != "message_id" or req.rollback_seconds > 0 or req.start_id is None:
-        return True
-    ledger, entry, batch = req.start_id
+    """ConsumerImpl.messageReceived: only messages of the start id's entry are filtered (docs §7.3).
+
+    A message without batch index took the single-message path, where isPriorEntryIndex compares the entry
+    id only (equal here, so: dropped unless inclusive); a batch slot is compared by isPriorBatchIndex with
+    the start id's batch index (-1 for an id without one).
+    """
+    ledger, entry, batch = _sent_start(req)
     if (msg.ledger, msg.entry) != (ledger, entry):
         return True
-    if msg.batch_index < 0:  # a non-batched message: entry <= start (exclusive) / entry < start (inclusive)
+    if msg.batch_index < 0:
         return req.inclusive
-    return msg.batch_index >= batch if req.inclusive else msg.batch_index > batch
+    prior = msg.batch_index < batch if req.inclusive else msg.batch_index <= batch
+    return not prior
 
 
 def reader_start(
@@ -414,6 +426,7 @@ def reader_start(
     skew: int | None = 60_000,
 ) -> ReaderStart:
     rules = rules_for(version)
+    rollback_failed = False
     try:
         if ml is None:
             raise OracleRequestError("no managed ledger")
@@ -424,10 +437,14 @@ def reader_start(
             reset = reset_cursor_by_time(
                 ml, exported_ms - req.rollback_seconds * 1000, stamps, version, closed_at, skew
             )
-            if reset.error is not None:
+            if reset.error is OracleReadError:
+                # PersistentTopic.resetSubscriptionCursor: the failed future is only logged
+                rollback_failed = True
+            elif reset.error is not None:
                 raise reset.error("rollback search failed")
-            assert reset.mark_delete is not None and reset.read_position is not None
-            mark, read = reset.mark_delete, reset.read_position
+            else:
+                assert reset.mark_delete is not None and reset.read_position is not None
+                mark, read = reset.mark_delete, reset.read_position
     except OracleError as exc:
         return ReaderStart(None, None, None, type(exc))
     first: MessageId | None = None
@@ -438,4 +455,4 @@ def reader_start(
             if _client_keeps(msg, req):
                 first = (msg.ledger, msg.entry, msg.batch_index)
                 break
-    return ReaderStart(mark, read, first, None)
+    return ReaderStart(mark, read, first, None, rollback_failed)
