@@ -164,8 +164,8 @@ def _double_value(v: Json) -> float:
 
 
 _JAVA_DOUBLE_RE: Final = re.compile(
-    r"([+-]?)(?:(NaN)|(Infinity)|(0[xX](?:[0-9a-fA-F]+\.?[0-9a-fA-F]*|\.[0-9a-fA-F]+)[pP][+-]?[0-9]+)"
-    r"|((?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?))[fFdD]?"
+    r"([+-]?)(?:(NaN)|(Infinity)|(?:(0[xX](?:[0-9a-fA-F]+\.?[0-9a-fA-F]*|\.[0-9a-fA-F]+)[pP][+-]?[0-9]+)"
+    r"|((?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?))[fFdD]?)"
 )
 
 
@@ -692,64 +692,91 @@ def _children(s: Schema) -> Iterator[Schema]:
 
 
 def _resolve_placeholders(main: Schema, ctx: _Context) -> Schema:
-    """Replace forward-reference placeholders by the named types (``SchemaResolver``), then re-check what
-    Avro's resolving copy re-checks: union branches, and every field default when defaults are validated.
+    """Replace forward-reference placeholders by the named types, re-checking what Avro's resolving copy
+    (``SchemaResolver.ResolvingVisitor`` driven by ``Schemas.visit``) re-checks: union branches, and every
+    field default against its resolved type when defaults are validated.
 
-    Avro copies the named types in definition order, depth first; a field is rebuilt (and its default
-    validated) when its record's copy is finished, while the records enclosing it are still fieldless."""
+    The copy is replayed step by step because it decides which defaults fail: a record's copy gets its
+    fields (and its defaults are validated) after its children, while the copies of the records above it
+    have none yet, so an object default that reaches such a record throws. A placeholder starts a nested
+    traversal of its target when the target has no copy yet, and that traversal can finish records an
+    outer traversal started."""
+    if isinstance(main, Record) and main.unresolved is not None:
+        raise AvroSchemaError(f"Unknown schema: {main.unresolved}")
+    via_placeholder: set[tuple[int, int]] = set()  # (parent id, child slot) that held a placeholder
 
-    def target(s: Schema) -> Schema:
+    def target(parent: Schema, slot: int, s: Schema) -> Schema:
         if isinstance(s, Record) and s.unresolved is not None:
             found = ctx.named.get(s.unresolved)
             if found is None:
                 raise AvroSchemaError(f"Undefined schema: {s.unresolved}")
+            via_placeholder.add((id(parent), slot))
             return found
         return s
 
-    if isinstance(main, Record) and main.unresolved is not None:
-        raise AvroSchemaError(f"Unknown schema: {main.unresolved}")
     seen: set[int] = set()
-    stack: list[Schema] = [*ctx.named.values(), main]
-    while stack:
-        s = stack.pop()
+    pending: list[Schema] = [*ctx.named.values(), main]
+    while pending:
+        s = pending.pop()
         if id(s) in seen:
             continue
         seen.add(id(s))
         if isinstance(s, Record):
-            for f in s.get_fields():
-                f.schema = target(f.schema)
+            for i, f in enumerate(s.get_fields()):
+                f.schema = target(s, i, f.schema)
         elif isinstance(s, Array):
-            s.items = target(s.items)
+            s.items = target(s, 0, s.items)
         elif isinstance(s, Map):
-            s.values = target(s.values)
+            s.values = target(s, 0, s.values)
         elif isinstance(s, Union):
-            s.types = [target(t) for t in s.types]
-        stack.extend(_children(s))
+            s.types = [target(s, i, t) for i, t in enumerate(s.types)]
+        pending.extend(_children(s))
 
-    done: set[int] = set()
+    copied: set[int] = set()  # schemas with a copy (records: from the moment the fieldless copy exists)
+    fieldless: set[int] = set()  # records whose copy has no fields yet
 
-    def copy(s: Schema, building: frozenset[int]) -> None:
+    def finish(s: Schema) -> None:
         if isinstance(s, Record):
-            if id(s) in done or id(s) in building:
-                return
-            inner = building | {id(s)}
-            for f in s.get_fields():
-                copy(f.schema, inner)
-            if ctx.validate_defaults:
-                for f in s.get_fields():
-                    _validate_default(f.name, f.schema, f.default, inner)
-            done.add(id(s))
+            if id(s) in fieldless:
+                if ctx.validate_defaults:
+                    building = frozenset(fieldless)
+                    for f in s.get_fields():
+                        _validate_default(f.name, f.schema, f.default, building)
+                fieldless.discard(id(s))
         elif isinstance(s, Union):
-            for t in s.types:
-                copy(t, building)
             _check_union(s.types)
-        elif isinstance(s, Array):
-            copy(s.items, building)
-        elif isinstance(s, Map):
-            copy(s.values, building)
+        copied.add(id(s))
 
-    for root in [*ctx.named.values(), main]:
-        copy(root, frozenset())
+    def visit(start: Schema) -> None:
+        visited: set[int] = set()
+        stack: list[tuple[Schema, bool, bool]] = [(start, False, False)]  # (schema, after?, placeholder?)
+        while stack:
+            s, after, placeholder = stack.pop()
+            if after:
+                finish(s)
+            elif placeholder:
+                if id(s) not in copied:
+                    visit(s)
+            elif id(s) in visited or not isinstance(s, Record | Array | Map | Union):
+                if not isinstance(s, Record | Array | Map | Union):
+                    copied.add(id(s))
+            else:
+                visited.add(id(s))
+                if isinstance(s, Record) and id(s) not in copied:
+                    copied.add(id(s))
+                    fieldless.add(id(s))
+                stack.append((s, True, False))
+                # Java pushes the fields last-first (the first field is visited first) and the union
+                # branches first-first (the last branch is visited first).
+                children = list(_children(s))
+                order = range(len(children) - 1, -1, -1) if isinstance(s, Record) else range(len(children))
+                for i in order:
+                    stack.append((children[i], False, (id(s), i) in via_placeholder))
+
+    for root in ctx.named.values():
+        visit(root)
+    if not isinstance(main, Named):
+        visit(main)
     if isinstance(main, Named):
         return ctx.named.get(main.full_name, main)
     return main

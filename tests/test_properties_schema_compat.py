@@ -209,6 +209,25 @@ EDGE_PAIRS: dict[str, tuple[Any, Any]] = {
         _r("T", _f("a", "int")),
         _r("T", _f("a", "int"), _f("r", _r("S", _f("x", "int"), _f("y", "int")), default={"x": 1})),
     ),
+    # Avro's resolving copy: the walk from a forward reference finishes the copy of the outer record first
+    # (the default is valid), and an object default reaching a record still being copied throws.
+    "copy-finishes-outer-record": (
+        _r(
+            "Inner",
+            _f("c", _r("Order", _f("y", {"type": "map", "values": "Inner"})), default={"y": {}}),
+            ns="n",
+        ),
+        _r(
+            "Inner",
+            _f("c", _r("Order", _f("y", {"type": "map", "values": "Inner"}))),
+            _f("z", "int", default=0),
+            ns="n",
+        ),
+    ),
+    "recursive-object-default": (
+        _r("R", _f("x", ["null", _r("Item", _f("b", "R", default={}), ns="p")], default=None), ns="n"),
+        _r("R", _f("x", "null", default=None), ns="n"),
+    ),
     "comments": (
         "/* c */ " + json.dumps(_r("T", _f("a", "int"))),
         json.dumps(_r("T", _f("a", "long"))) + " // c",
