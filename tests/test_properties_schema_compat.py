@@ -1,4 +1,4 @@
-"""Property tests: the schema verdicts are Apache Avro's (Java) and Pulsar's registry's (docs §9.4-§9.8).
+"""Property tests: the schema verdicts are Apache Avro's (Java) and Pulsar's registry's (docs §9.2-§9.8).
 
 The oracle is the real Avro 1.12.1 library in the SparkSession's JVM (py4j), driven by
 tests/oracle/schema_registry.py (the broker's registration path around it); the histories come from
@@ -8,7 +8,8 @@ and fields, renames, namespace changes, docs, re-uploads, deletions, and a few s
 
 * pairs, no DataFrame: :func:`parse_schema` (defaults validated or not), :func:`schemas_equal` and
   :func:`can_read` in both directions against ``Schema.Parser``, ``Schema.equals`` and
-  ``SchemaValidatorBuilder().canReadStrategy()``;
+  ``SchemaValidatorBuilder().canReadStrategy()``, for random (old, evolved) pairs and for the hand-made
+  corner pairs of ``EDGE_PAIRS``;
 * histories, one DataFrame per example (every history under all nine strategies, one topic each):
   every ``registration_verdicts`` row against ``putSchemaIfAbsent`` with the Java validators, and every
   ``compatibility_matrix`` row against Java's ``canRead``.
