@@ -244,7 +244,8 @@ def run_schema_stage(
 
     The strategy is resolved per topic by :func:`pulsar_model.schema_compat.effective_strategies` with no
     topic/namespace policy (none is exported) and ``broker_strategy`` (broker ``schemaCompatibilityStrategy``,
-    default FULL), by the cluster's version. Returns (rows per table, table versions).
+    default FULL), and the registry's rules (how an identical version is found) by the cluster's version.
+    Returns (rows per table, table versions).
     """
     day = {"export_date": run_date}
     versions_df = read_day(tables, "schema_versions", day)
@@ -255,7 +256,7 @@ def run_schema_stage(
         def run(part: DataFrame, version: str) -> dict[str, DataFrame]:
             topics = part.select(*_TOPIC).distinct()
             strategies = effective_strategies(topics, broker_strategy, version)
-            verdicts = registration_verdicts(part, strategies).join(
+            verdicts = registration_verdicts(part, strategies, pulsar_version=version).join(
                 strategies.select(*_TOPIC, "strategy_source"), on=list(_TOPIC), how="left"
             )
             return {"schema_verdicts": verdicts, "schema_compatibility": compatibility_matrix(part)}

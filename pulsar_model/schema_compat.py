@@ -7,25 +7,25 @@
 * :func:`compatibility_matrix` – every ordered pair of versions: can the reader version read data written
   with the writer version, with the reasons.
 
-Avro and Avro-format JSON schemas are checked with the Apache Avro library's reader/writer checker
-(``avro.compatibility.ReaderWriterCompatibilityChecker``), never with hand-written rules. Schemas are
-parsed with name validation (docs §9.2). The per-topic replay runs in
-:func:`~pulsar_model.grouped.map_groups` (``mapInPandas`` over the versions sorted by topic).
+AVRO and Avro-format JSON schemas are decided the way the broker decides them: Apache Avro's Java rules
+(``Schema.Parser``, ``Schema.equals``, the ``SchemaValidatorBuilder`` strategies over the resolving
+grammar), re-stated in plain Python by :mod:`pulsar_model.schema_avro` and checked against the Java
+library itself by the property tests (docs §9.5-§9.8). The per-topic replay runs in
+:func:`~pulsar_model.grouped.map_groups` (``mapInPandas`` over the versions sorted by topic): no JVM call,
+the same answers on every executor.
 
-Not modelled: Protobuf/primitive structural checks (same type = compatible), legacy Jackson-format JSON
-schemas (reported as ``not_checked``), the consumer-side check and ``is_allow_auto_update_schema``.
+Not modelled: the Protobuf-native and key/value checkers (their versions are judged like the types the
+broker has no checker for: only ALWAYS_INCOMPATIBLE refuses), the consumer-side check and
+``is_allow_auto_update_schema``.
 """
 
 from __future__ import annotations
 
-import functools
+import hashlib
 import json
 from collections.abc import Sequence
 from typing import Final
 
-import avro.compatibility as avro_compat
-import avro.errors as avro_errors
-import avro.schema as avro_schema
 import pandas as pd
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
@@ -34,6 +34,8 @@ from pyspark.sql import types as T
 from pulsar_model import DEFAULT_PULSAR_VERSION
 from pulsar_model.errors import ConfigError, ContractError
 from pulsar_model.grouped import map_groups
+from pulsar_model.schema_avro import AvroSchemaError, Schema, parse_schema, schemas_equal
+from pulsar_model.schema_avro import can_read as avro_can_read
 from pulsar_model.versions import PulsarVersion, VersionLike
 
 __all__ = [
@@ -41,6 +43,7 @@ __all__ = [
     "can_read",
     "compatibility_matrix",
     "effective_strategies",
+    "identity_by_parsed_schema",
     "registration_verdicts",
     "resolve_strategy",
 ]
@@ -81,8 +84,16 @@ AUTO_UPDATE_TO_STRATEGY: Final = {
 }
 #: 2.5: the auto-update policy's default when the namespace set none (docs §9.3).
 AUTO_UPDATE_DEFAULT_2_5: Final = "Full"
-#: Schema types whose definitions are Avro schemas checked by the Avro library (docs §9.2).
+#: Schema types whose compatibility the broker checks with Avro's validators (docs §9.2, §9.8).
 AVRO_TYPES: Final = ("AVRO", "JSON")
+#: Schema types the registry compares by parsed Avro schema when it looks for an identical version (§9.2).
+AVRO_PARSED_TYPES: Final = ("AVRO", "JSON", "PROTOBUF")
+#: apache/pulsar PR #9612 (label release/2.7.1) made ``getSchemaVersionBySchemaData`` compare AVRO, JSON and
+#: PROTOBUF versions by parsed schema (``Schema.equals``) and type; before, the SHA-256 of the bytes alone
+#: decided (docs §9.2).
+IDENTITY_BY_PARSED_SCHEMA_SINCE: Final = PulsarVersion(2, 7, 1)
+#: Jackson ``JsonSchema`` type ids: a JSON schema in the legacy (pre-Avro) format (docs §9.8).
+_JACKSON_SCHEMA_TYPES: Final = ("object", "array", "string", "number", "integer", "boolean", "null", "any")
 
 _TRANSITIVE = (BACKWARD_TRANSITIVE, FORWARD_TRANSITIVE, FULL_TRANSITIVE)
 _CHECKS_NEW_READS_OLD = (BACKWARD, BACKWARD_TRANSITIVE, FULL, FULL_TRANSITIVE)
@@ -194,82 +205,185 @@ def effective_strategies(
 # --- Avro checks ----------------------------------------------------------------------------------------
 
 
-@functools.lru_cache(maxsize=4096)
-def _parse(definition: str) -> avro_schema.Schema:
-    return avro_schema.parse(definition, validate_names=True)
+def identity_by_parsed_schema(pulsar_version: VersionLike = DEFAULT_PULSAR_VERSION) -> bool:
+    """Does the registry find an identical version by parsed schema (True) or by bytes (docs §9.2)?"""
+    return PulsarVersion.parse(pulsar_version) >= IDENTITY_BY_PARSED_SCHEMA_SINCE
 
 
-def _parse_or_none(definition: str | None) -> avro_schema.Schema | None:
-    if definition is None:
-        return None
-    try:
-        return _parse(definition)
-    except (avro_errors.AvroException, json.JSONDecodeError, TypeError, ValueError, KeyError):
-        return None
+def _checker_parse(definition: str) -> Schema:
+    """``AvroSchemaBasedCompatibilityCheck``'s parser: Pulsar's name validator, defaults not validated."""
+    return parse_schema(definition, validate_defaults=False)
+
+
+def _first_line(e: Exception) -> str:
+    return str(e).splitlines()[0][:300] if str(e) else type(e).__name__
 
 
 def can_read(reader: str, writer: str) -> tuple[bool, list[str]]:
-    """Can Avro schema ``reader`` read data written with ``writer``? ``(ok, reasons)`` (docs §9.2).
+    """Can Avro schema ``reader`` read data written with ``writer``? ``(ok, reasons)`` (docs §9.7).
 
-    Reasons are ``<incompatibility type> at <location>: <detail>`` from the Avro library's checker.
+    The broker's answer (``ValidateMutualRead.canRead(writer, reader)`` of Avro 1.12.1). Reasons name the
+    failure and where it is, e.g. ``missing_required_field at Event: reader field(s) b have no default
+    ...``, ``incompatible_schema_types at Event.a: writer string cannot be read as int``; a schema that
+    does not parse gives ``invalid_schema: ...``.
     """
-    checker = avro_compat.ReaderWriterCompatibilityChecker()  # type: ignore[no-untyped-call]
-    result = checker.get_compatibility(_parse(reader), _parse(writer))
-    ok = result.compatibility is avro_compat.SchemaCompatibilityType.compatible
-    if ok:
-        return True, []
-    kinds = sorted({i.value for i in result.incompatibilities})
-    details = ", ".join(sorted(str(m) for m in result.messages))
-    locations = ", ".join(sorted(str(x) for x in result.locations))
-    return False, [f"{kind} at {locations}: {details}" for kind in kinds]
+    try:
+        r, w = _checker_parse(reader), _checker_parse(writer)
+    except AvroSchemaError as e:
+        return False, [f"invalid_schema: {_first_line(e)}"]
+    result = avro_can_read(w, r)
+    return result.ok, list(result.reasons)
+
+
+def _is_jackson_json_schema(definition: str | None) -> bool:
+    """A JSON schema in the legacy Jackson ``JsonSchema`` format (``{"type": "object", ...}``)."""
+    try:
+        node = json.loads(definition or "")
+    except ValueError:
+        return False
+    return isinstance(node, dict) and node.get("type") in _JACKSON_SCHEMA_TYPES
+
+
+def _sha(definition: str | None) -> bytes:
+    return hashlib.sha256((definition or "").encode("utf-8")).digest()
 
 
 # --- registration replay (§9.2) -------------------------------------------------------------------------
 
-
-def _identical(type_a: str, def_a: str | None, type_b: str, def_b: str | None) -> bool:
-    """Registry identity: parsed schemas equal and same type (Avro/JSON), else same text and type."""
-    if type_a != type_b:
-        return False
-    if type_a in AVRO_TYPES:
-        pa_, pb_ = _parse_or_none(def_a), _parse_or_none(def_b)
-        if pa_ is not None and pb_ is not None:
-            return bool(pa_ == pb_)
-    return def_a == def_b
+_Version = tuple[int, str, str | None]  # (version, schema type, definition)
 
 
-def _pair_check(
-    new_type: str, new_def: str | None, old_type: str, old_def: str | None, strategy: str
-) -> list[str]:
-    """Reasons why ``new`` fails ``strategy`` against one existing version (empty = passes)."""
-    if new_type != old_type:
-        return [f"type_changed: {old_type} -> {new_type}"]
-    if new_def == old_def:
-        return []
-    if new_type not in AVRO_TYPES:
-        return []  # no structural check modelled for this type
-    new_s, old_s = _parse_or_none(new_def), _parse_or_none(old_def)
-    if new_s is None or old_s is None:
-        return ["not_checked: not an Avro-format schema"] if new_type == "JSON" else ["invalid_schema"]
+class _RefusedError(Exception):
+    """The registration fails before or outside the compatibility check (a schema the broker's parsers
+    throw on, a version it cannot compare): the broker answers with an error, the version is refused."""
+
+
+def _validate_data(stype: str, definition: str | None) -> str | None:
+    """``StructSchemaDataValidator`` on a new AVRO/JSON version: why it is refused, or None (docs §9.2)."""
+    if stype not in AVRO_TYPES:
+        return None
+    try:
+        schema = _checker_parse(definition or "")
+    except AvroSchemaError as e:
+        if stype == "JSON" and _is_jackson_json_schema(definition):
+            return None
+        return f"invalid_schema: {_first_line(e)}"
+    if stype == "AVRO" and schema.type == "union":
+        return "invalid_schema: Avro schema typed [UNION] is not supported"
+    return None
+
+
+def _identical_version(
+    stype: str, definition: str | None, live: Sequence[_Version], by_parsed_schema: bool
+) -> int | None:
+    """``getSchemaVersionBySchemaData``: the first live version identical to the new one (docs §9.2).
+
+    AVRO/JSON/PROTOBUF versions are parsed with default validation on, the new one first and then each
+    live version oldest first until one is equal; a parse failure on the way raises :class:`_RefusedError`.
+    """
+    if not by_parsed_schema:
+        return next((v for v, _, d in live if d == definition), None)
+    if stype not in AVRO_PARSED_TYPES:
+        return next((v for v, t, d in live if t == stype and _sha(d) == _sha(definition)), None)
+    try:
+        new = parse_schema(definition or "", validate_defaults=True)
+    except AvroSchemaError as e:
+        raise _RefusedError(f"invalid_schema: the registry cannot parse it: {_first_line(e)}") from None
+    for v, t, d in live:
+        if t in AVRO_PARSED_TYPES:
+            try:
+                old = parse_schema(d or "", validate_defaults=True)
+            except AvroSchemaError as e:
+                raise _RefusedError(
+                    f"v{v}: invalid_schema: the registry cannot parse it: {_first_line(e)}"
+                ) from None
+            if t == stype and schemas_equal(new, old):
+                return v
+        elif t == stype and _sha(d) == _sha(definition):
+            return v
+    return None
+
+
+def _avro_reasons(new: Schema, old: Schema, strategy: str) -> list[str]:
+    """Why ``new`` fails ``strategy`` against ``old`` (empty = passes), in the validator's order."""
     reasons: list[str] = []
-    if strategy in _CHECKS_NEW_READS_OLD:
-        ok, why = can_read(str(new_def), str(old_def))
-        reasons += [] if ok else [f"new cannot read old: {w}" for w in why]
     if strategy in _CHECKS_OLD_READS_NEW:
-        ok, why = can_read(str(old_def), str(new_def))
-        reasons += [] if ok else [f"old cannot read new: {w}" for w in why]
+        reasons += [f"old cannot read new: {r}" for r in avro_can_read(new, old).reasons]
+    if strategy in _CHECKS_NEW_READS_OLD:
+        reasons += [f"new cannot read old: {r}" for r in avro_can_read(old, new).reasons]
     return reasons
 
 
-def _verdicts(pdf: pd.DataFrame, strategy: str) -> list[dict[str, object]]:
+def _check(stype: str, definition: str | None, targets: Sequence[_Version], strategy: str) -> list[str]:
+    """``SchemaCompatibilityCheck.checkCompatible`` of the new version's type against ``targets``
+    (newest first); reasons per failing version, empty when compatible (docs §9.2, §9.8)."""
+    if stype not in AVRO_TYPES:
+        # No checker for this type: the registry's default one refuses only under ALWAYS_INCOMPATIBLE.
+        return [f"strategy {strategy} rejects every new schema"] if strategy == ALWAYS_INCOMPATIBLE else []
+    try:
+        olds = [(v, _checker_parse(d or "")) for v, _, d in targets]
+        new = _checker_parse(definition or "")
+    except AvroSchemaError as e:
+        return [f"invalid_schema: {_first_line(e)}"]
+    if strategy not in _CHECKS_NEW_READS_OLD + _CHECKS_OLD_READS_NEW:
+        return [f"strategy {strategy} rejects every schema that is not identical to an existing one"]
+    return [f"v{v}: {r}" for v, old in olds for r in _avro_reasons(new, old, strategy)]
+
+
+def _register(
+    stype: str, definition: str | None, live: Sequence[_Version], strategy: str, by_parsed_schema: bool
+) -> dict[str, object]:
+    """What ``putSchemaIfAbsent`` answers for a new version on a topic whose live versions are ``live``."""
+    invalid = _validate_data(stype, definition)
+    if invalid is not None:
+        return {"verdict": INCOMPATIBLE, "checked_versions": [], "reasons": [invalid]}
+    if not live:
+        return {"verdict": ACCEPTED_FIRST, "checked_versions": [], "reasons": []}
+    try:
+        same = _identical_version(stype, definition, live, by_parsed_schema)
+    except _RefusedError as e:
+        return {"verdict": INCOMPATIBLE, "checked_versions": [], "reasons": [str(e)]}
+    if same is not None:
+        return {
+            "verdict": ACCEPTED_IDENTICAL,
+            "identical_to_version": same,
+            "checked_versions": [],
+            "reasons": [],
+        }
+    if strategy in _TRANSITIVE:
+        checked = [v for v, _, _ in reversed(live)]
+        other = next(((v, t) for v, t, _ in live if t != stype), None)
+        if other is not None:
+            reasons = [f"v{other[0]}: type_changed: {other[1]} -> {stype}"]
+        else:
+            reasons = _check(stype, definition, list(reversed(live)), strategy)
+    elif strategy == ALWAYS_COMPATIBLE:
+        checked, reasons = [], []
+    else:
+        latest = live[-1]
+        checked = [latest[0]]
+        if latest[1] != stype:
+            reasons = [f"v{latest[0]}: type_changed: {latest[1]} -> {stype}"]
+        elif _sha(latest[2]) == _sha(definition):
+            reasons = []
+        else:
+            reasons = _check(stype, definition, [latest], strategy)
+    return {
+        "verdict": INCOMPATIBLE if reasons else COMPATIBLE,
+        "checked_versions": checked,
+        "reasons": reasons,
+    }
+
+
+def _verdicts(pdf: pd.DataFrame, strategy: str, by_parsed_schema: bool) -> list[dict[str, object]]:
     pdf = pdf.sort_values("version", kind="stable")
-    existing: list[tuple[int, str, str | None]] = []
+    live: list[_Version] = []
     out: list[dict[str, object]] = []
     for version, stype, definition, deleted in zip(
         pdf["version"], pdf["schema_type"], pdf["definition"], pdf["is_deleted"], strict=True
     ):
         if bool(deleted):
-            existing = []  # candidates are the versions after the last deletion
+            live = []  # trimDeletedSchemaAndGetList: only the versions after the last deletion count
             continue
         definition = None if definition is None or pd.isna(definition) else str(definition)
         row: dict[str, object] = {
@@ -278,27 +392,9 @@ def _verdicts(pdf: pd.DataFrame, strategy: str) -> list[dict[str, object]]:
             "strategy": strategy,
             "identical_to_version": None,
         }
-        same = [v for v, t, d in existing if _identical(str(stype), definition, t, d)]
-        checked: list[int] = []
-        reasons: list[str] = []
-        if not existing:
-            verdict, reasons = ACCEPTED_FIRST, []
-        elif same:
-            verdict = ACCEPTED_IDENTICAL
-            row["identical_to_version"] = same[0]
-        elif strategy == ALWAYS_COMPATIBLE:
-            verdict = COMPATIBLE
-        elif strategy in (ALWAYS_INCOMPATIBLE, UNDEFINED):
-            verdict, reasons = INCOMPATIBLE, [f"strategy {strategy} rejects every new different schema"]
-        else:
-            targets = list(reversed(existing)) if strategy in _TRANSITIVE else [existing[-1]]
-            for v, t, d in targets:
-                checked.append(v)
-                reasons += [f"v{v}: {r}" for r in _pair_check(str(stype), definition, t, d, strategy)]
-            verdict = INCOMPATIBLE if reasons else COMPATIBLE
-        row.update(verdict=verdict, checked_versions=checked, reasons=reasons)
+        row.update(_register(str(stype), definition, live, strategy, by_parsed_schema))
         out.append(row)
-        existing.append((int(version), str(stype), definition))
+        live.append((int(version), str(stype), definition))
     return out
 
 
@@ -342,49 +438,69 @@ def registration_verdicts(
     schema_versions: DataFrame,
     strategies: DataFrame | None = None,
     default_strategy: str = BROKER_DEFAULT_STRATEGY,
+    pulsar_version: VersionLike = DEFAULT_PULSAR_VERSION,
 ) -> DataFrame:
     """Replay ``putSchemaIfAbsent`` for every version of each topic, oldest first (docs §9.2, §11.21).
 
     One row per non-deleted version: ``strategy`` (from ``strategies`` = ``cluster, topic, strategy``, e.g.
     :func:`effective_strategies`; else ``default_strategy``), ``verdict`` = ``accepted_first`` (nothing
-    registered since the last deletion), ``accepted_identical`` (``identical_to_version`` is returned; no
-    check, even under ALWAYS_INCOMPATIBLE), ``compatible`` or ``incompatible``; ``checked_versions``
-    (latest only, or all newest-first for transitive strategies) and ``reasons``. Each version is judged
-    as if registered now under the strategy, after all earlier versions. Pure and lazy.
+    registered since the last deletion), ``accepted_identical`` (an equal schema of the same type is
+    registered since the last deletion: ``identical_to_version`` is returned, no check, even under
+    ALWAYS_INCOMPATIBLE; equal = Avro's ``Schema.equals`` from 2.7.1 on, which ignores docs, aliases and
+    formatting, the same bytes before), ``compatible`` or ``incompatible``; ``checked_versions`` (the
+    latest only, or all newest-first for transitive strategies; none when nothing was checked) and
+    ``reasons`` (which version, which direction, which field or type, docs §9.7). A version the broker's
+    parsers throw on (an invalid default, a name it rejects, a union at the top of an AVRO schema) is
+    ``incompatible`` with an ``invalid_schema`` reason. Each version is judged as if registered now under
+    the strategy, after all earlier versions. Pure and lazy.
     """
     if default_strategy not in STRATEGIES:
         raise ConfigError(
             f"Unknown default strategy {default_strategy!r}; use one of {', '.join(STRATEGIES)}"
         )
+    by_parsed_schema = identity_by_parsed_schema(pulsar_version)
     keys = _keys(schema_versions)
     source = _with_strategy(schema_versions, keys, strategies, default_strategy)
     key_fields = [f for f in source.schema.fields if f.name in keys]
 
     def per_topic(pdf: pd.DataFrame) -> list[dict[str, object]]:
-        return _verdicts(pdf, str(pdf["strategy"].iloc[0]))
+        return _verdicts(pdf, str(pdf["strategy"].iloc[0]), by_parsed_schema)
 
     schema = T.StructType([*key_fields, *_VERDICT_FIELDS])
     return map_groups(source, keys, per_topic, schema, order=("version",))
 
 
+def _pair_reasons(reader: _Version, writer: _Version) -> list[str]:
+    """Why ``reader`` cannot read data written with ``writer`` (empty = it can), docs §9.7."""
+    _, rt, rd = reader
+    _, wt, wd = writer
+    if rt != wt:
+        return [f"type_changed: {wt} -> {rt}"]
+    if rt not in AVRO_TYPES or rd == wd:
+        return []
+    if rt == "JSON" and (_is_jackson_json_schema(rd) or _is_jackson_json_schema(wd)):
+        return ["not_checked: not an Avro-format schema"]
+    return can_read(rd or "", wd or "")[1]
+
+
 def _matrix(pdf: pd.DataFrame) -> list[dict[str, object]]:
     live = pdf[~pdf["is_deleted"].astype(bool)].sort_values("version")
     rows: list[dict[str, object]] = []
-    items: Sequence[tuple[int, str, str | None]] = [
+    items: Sequence[_Version] = [
         (int(v), str(t), None if d is None or pd.isna(d) else str(d))
         for v, t, d in zip(live["version"], live["schema_type"], live["definition"], strict=True)
     ]
-    for rv, rt, rd in items:
-        for wv, wt, wd in items:
-            if rv == wv:
+    for reader in items:
+        for writer in items:
+            if reader[0] == writer[0]:
                 continue
-            reasons = _pair_check(rt, rd, wt, wd, BACKWARD)  # BACKWARD = the reader (new) reads the writer
+            reasons = _pair_reasons(reader, writer)
             rows.append(
                 {
-                    "reader_version": rv,
-                    "writer_version": wv,
+                    "reader_version": reader[0],
+                    "writer_version": writer[0],
                     "can_read": not reasons,
-                    "reasons": [r.replace("new cannot read old: ", "") for r in reasons],
+                    "reasons": reasons,
                 }
             )
     return rows
@@ -392,11 +508,12 @@ def _matrix(pdf: pd.DataFrame) -> list[dict[str, object]]:
 
 def compatibility_matrix(schema_versions: DataFrame) -> DataFrame:
     """Every ordered pair of live versions of each topic: can ``reader_version`` read data written with
-    ``writer_version``? (docs §9.2; Avro checker for AVRO/JSON, same type otherwise.)
+    ``writer_version``? (docs §9.7; Avro's resolution for AVRO/JSON, same type otherwise.)
 
     One row per (cluster, topic[, export], reader_version, writer_version), reader != writer, deleted
-    versions excluded; ``reasons`` names each failure (``reader_field_missing_default_value``,
-    ``type_mismatch``, ``type_changed``, ...). Both directions of a pair are two rows. Pure and lazy.
+    versions excluded; ``reasons`` names each failure and where it is (``missing_required_field at
+    Event: ...``, ``incompatible_schema_types at Event.a: ...``, ``names_dont_match``, ``type_changed``,
+    ``invalid_schema``, ...). Both directions of a pair are two rows. Pure and lazy.
     """
     keys = _keys(schema_versions)
     source = schema_versions.select(*keys, "version", "schema_type", "definition", "is_deleted")
