@@ -7,6 +7,10 @@ EXPORT ?= demo-export
 WAREHOUSE ?= warehouse
 TIER ?= s
 PYTEST_ARGS ?=
+# The transform tests that compare whole results (goldens) or compare with a plain-Python oracle (properties).
+GOLDEN_AND_PROPERTY_TESTS = $(sort $(wildcard tests/test_*golden*.py tests/test_properties_*.py) \
+	tests/test_backlog_exact.py tests/test_pinning.py tests/test_quota_policy.py tests/test_quota_time_direct.py \
+	tests/test_schema_compat.py)
 
 .DEFAULT_GOAL := help
 .PHONY: help venv run demo ingest nightly test test-long test-runtime dist test-fast lint format typecheck proto bench report clean check-java
@@ -39,6 +43,8 @@ ingest: check-java $(STAMP) ## ingest $(EXPORT) into $(WAREHOUSE)
 
 test: check-java $(STAMP) ## run the test suite (what CI runs, with the cluster/notebook runtime tests; long ones excluded)
 	$(PY) -m pytest -q -m "not long" $(PYTEST_ARGS)
+	@echo "golden and property tests again with spark.sql.ansi.enabled=false (Spark's default is true)"
+	PULSAR_TEST_ANSI=false $(PY) -m pytest -q -m "not long" $(PYTEST_ARGS) $(GOLDEN_AND_PROPERTY_TESTS)
 
 test-long: check-java $(STAMP) ## the long end-to-end tests CI leaves out (demo pipelines, tens of minutes)
 	$(PY) -m pytest -q -m long $(PYTEST_ARGS)
