@@ -86,9 +86,10 @@ from pulsar_model.ingest.pipeline import INPUT_TABLES
 
 __all__ = ["TABLES", "TIERS", "TierFrames", "TierSpec", "generate_tier", "tier_frames"]
 
-#: Tables :func:`generate_tier` writes, in write order: the ingest's input tables (no quarantine: the
-#: generated rows are all valid) and the plans stage's request table.
-TABLES: Final = (*(t for t in INPUT_TABLES if t != "quarantine"), "plan_requests")
+#: Tables :func:`generate_tier` writes, in write order: the ingest's input tables (no quarantine and no
+#: parser notes: the generated rows are all valid and nothing is assumed about them) and the plans
+#: stage's request table.
+TABLES: Final = (*(t for t in INPUT_TABLES if t not in ("quarantine", "ingest_notes")), "plan_requests")
 
 _MARKER_NAMES: Final = {
     10: "REPLICATED_SUBSCRIPTION_SNAPSHOT_REQUEST",

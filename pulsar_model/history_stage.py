@@ -174,7 +174,9 @@ def subscription_history(
         )
         aggs = [
             F.sum("_target").cast("int").alias("replication_targets"),
-            F.element_at(severity, F.min("_severity")).alias("replication_status"),
+            # try_element_at: under ANSI, Spark 4.1's element_at of a literal array at a NULL index (a key
+            # without replication rows) returns the array's last element instead of null.
+            F.try_element_at(severity, F.min("_severity")).alias("replication_status"),
             *_max_of(tuple(_REPLICATION_COLUMNS.values())),
         ]
         pieces.append((frame, aggs))

@@ -85,6 +85,7 @@ def _run_log(run_id: str, stages: tuple[str, ...]) -> list[Row]:
             "rows_in": {"stats-internal": 4},
             "rows_accepted": {"stats-internal": 3},
             "rows_quarantined": {"stats-internal": 1},
+            "rows_noted": {"stats-internal": 2},
             "rows_out": None,
             "table_versions": {"ledgers": 2, "cursors": 3},
             "pulsar_version": "4.1.3",
