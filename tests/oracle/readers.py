@@ -84,11 +84,12 @@ class Rules:
 
 def rules_for(version: str) -> Rules:
     base = semantics_for_version(version)
-    four_x = _from(version, (4, 2, 0), {(4, 0): 8, (4, 1): 2})
-    closed = _from(version, (4, 1, 0), {(4, 0): 3})
+    four_x = base.count_family == "4x"
+    # docs §7.5: the ranged search with #23919 from 4.0.3 and 3.3.7; last-entry start from 4.0.5 and 3.3.7
+    closed = _from(version, (4, 1, 0), {(4, 0): 3, (3, 3): 7})
     narrowing: Narrowing = "none"
     if closed:
-        narrowing = "last_entry" if _from(version, (4, 1, 0), {(4, 0): 5}) else "first_entry"
+        narrowing = "last_entry" if _from(version, (4, 1, 0), {(4, 0): 5, (3, 3): 7}) else "first_entry"
     return Rules(
         version=version,
         position_family=base.position_family,
