@@ -10,6 +10,7 @@ Version mapping (``tests.oracle.managed_ledger.semantics_for_version``, one swit
   currentLedgerEntries guard, NPE in deleted ledgers, ``lastKey()+1``, no LAC clamp);
 * ``2.10.6`` -> the newer isValid order (#21248), the §1.9 loop with guard, clamp, deleted ledgers as
   empty (#14481) and the ``lastKey()`` fallback (#17971) but no unread guard (3.0.0+);
+* ``2.11.2`` -> the 2.x isValid order (#21248 came with 2.11.3) with the 2.10.6 loop;
 * ``3.0.7`` -> the 3.x loop and the 2.x/3.x ``getNumberOfEntries``;
 * ``4.1.3`` -> 3.x/4.x loop and the 4.x ``getNumberOfEntries`` (IllegalArgumentException when lower > upper).
 """
@@ -27,10 +28,10 @@ from pyspark.sql import SparkSession
 from tests.oracle import managed_ledger as o
 from tests.oracle import strategies as S
 
-POSITION_AFTER_N_VERSIONS = ["2.8.0", "2.10.6", "3.0.7", "4.1.3"]
+POSITION_AFTER_N_VERSIONS = ["2.8.0", "2.10.6", "2.11.2", "3.0.7", "4.1.3"]
 RANGE_VERSIONS = ["2.10.6", "3.0.7", "4.1.3"]
-SKIP_VERSIONS = ["2.10.6", "3.0.7", "4.1.3"]
-VALIDITY_VERSIONS = ["2.8.0", "3.0.7", "4.1.3"]
+SKIP_VERSIONS = ["2.10.6", "2.11.2", "3.0.7", "4.1.3"]
+VALIDITY_VERSIONS = ["2.8.0", "2.11.2", "3.0.7", "4.1.3"]
 
 #: Each property is one Spark job per example over every version; the transforms cost 10-25 s a job here.
 pytestmark = [pytest.mark.slow, pytest.mark.filterwarnings("ignore:Generating overly large repr")]
