@@ -19,20 +19,26 @@ entry; ``from``/``to`` are a window over the topic (materialised: an aggregation
 ``(cluster, topic)`` so all of it shares one shuffle: one topic is processed by one task (Spark spills
 large partitions).
 
-Two compactor generations are modelled (docs §5.4, §11 item 15, §12 item 10), selected by version:
+What reaches the compactor and what it does with it changed in four pull requests, each a flag of
+:class:`CompactorSemantics` with its own boundary (docs §5.4, evidence in each predicate's docstring):
 
-* ``current`` (``AbstractTwoPhaseCompactor`` / ``PublishingOrderCompactor``): markers are skipped,
-  key-less messages are kept iff ``topicCompactionRetainNullKey``, a batch counts as deleted in phase one
-  iff **all** its messages were deleted;
-* ``old`` (``TwoPhaseCompactor`` ≈2.10/2.11 before the fixes): markers are copied (they have no key),
-  key-less messages are always kept, a batch counts as deleted if **any** message was deleted – which can
-  shrink ``from``/``to`` and lose the survivors of batches outside the range (docs §12 item 10).
+* apache/pulsar#16205 (:func:`compaction_subscription_ignores_individual_acks`): before it the dispatcher
+  acknowledged a marker or an aborted transactional entry individually on the ``__compaction``
+  subscription, which accepts cumulative acknowledgements only: the read failed and the compaction timed
+  out (``failure`` = ``compactor_ack_rejected``);
+* apache/pulsar#21718 (:func:`dispatcher_delivers_markers_to_compaction`): before it the dispatcher
+  filtered markers out for ``__compaction`` too, so the compactor never saw them; when the topic's last
+  entry (phase one's target) was one, phase one timed out (``failure`` = ``phase_one_timeout``). From it
+  markers are delivered and the compactor treats them as deleted. Aborted transactional messages are
+  filtered for ``__compaction`` by every line;
+* apache/pulsar#20980 (:func:`batch_deleted_only_when_all_deleted`): a batch counts as deleted in phase one
+  when **all** its messages were deleted; before it when **any** was, which can shrink ``from``/``to`` and
+  lose the survivors of batches outside the range (docs §12 item 10);
+* apache/pulsar#21578 (:func:`has_retain_null_key_option`, PIP-318): key-less messages are kept iff
+  ``topicCompactionRetainNullKey`` (default ``false`` from 3.2.0, ``true`` on the maintenance lines);
+  before it they are always kept.
 
-Version boundaries (docs §5.2 gives only the copies read; the rest is from the PR labels, assumed):
-PR #20980 (batch "all deleted", key-less not extracted; release/2.10.6, release/2.11.3), PR #21578
-(PIP-318 ``topicCompactionRetainNullKey``, 3.2.0 default ``false``; back-ported with default ``true`` to
-branch-3.1 as 3.1.2, branch-2.11 as 2.11.4, branch-2.10 per the docs) and PR #21718 (markers; release/2.10.6,
-release/2.11.4). The current generation is assumed from 2.10.6, 2.11.4, 3.0.2, 3.1.2 and every 3.2.0+.
+No compactor of any line writes a marker to the compacted ledger.
 """
 
 from __future__ import annotations
@@ -54,17 +60,22 @@ from pulsar_model.contracts import contract
 from pulsar_model.errors import ConfigError
 from pulsar_model.grouped import map_groups
 from pulsar_model.quota.policy import is_system_topic, namespace_of, partitioned_topic_of
-from pulsar_model.versions import PulsarVersion, VersionLike
+from pulsar_model.versions import PulsarVersion, VersionLike, _since
 
 __all__ = [
     "COMPACTED_ENTRY_RECORD_SCHEMA",
     "COMPACTION_CURSOR",
+    "FAILURE_ACK_REJECTED",
+    "FAILURE_PHASE_ONE_TIMEOUT",
     "MESSAGE_ID_TYPE",
     "NON_BATCHED_INDEX",
     "STAGE_COLUMNS",
+    "TXN_ABORT_MARKER",
     "CompactionPhases",
     "CompactionThresholds",
     "CompactorSemantics",
+    "MarkerDispatch",
+    "batch_deleted_only_when_all_deleted",
     "compact",
     "compacted_entry_records",
     "compacted_ledger",
@@ -73,9 +84,12 @@ __all__ = [
     "compaction_horizons",
     "compaction_phases",
     "compaction_rows",
+    "compaction_subscription_ignores_individual_acks",
     "compaction_summary",
     "compaction_trigger",
     "compactor_semantics",
+    "dispatcher_delivers_markers_to_compaction",
+    "has_retain_null_key_option",
     "message_id",
     "trigger_rule",
     "with_uncompressed_size_flag",
@@ -94,12 +108,29 @@ MESSAGE_ID_TYPE = T.StructType(
     ]
 )
 
-#: First release of each maintenance line that carries the current compactor (see the module docstring).
-_CURRENT_COMPACTOR_BACKPORTS: dict[tuple[int, int], int] = {(2, 10): 6, (2, 11): 4, (3, 0): 2, (3, 1): 2}
 #: PIP-318 made ``topicCompactionRetainNullKey=false`` the default from this release (docs §5.2).
 _RETAIN_NULL_KEY_FALSE_SINCE = PulsarVersion(3, 2, 0)
+#: ``MarkerType.TXN_ABORT``: the marker that ends an aborted transaction (docs §8.3).
+TXN_ABORT_MARKER = 22
 
-Generation = Literal["old", "current"]
+#: How the dispatcher treats a marker entry read for the ``__compaction`` subscription (docs §5.4).
+MarkerDispatch = Literal["ack_fails", "filtered", "delivered"]
+#: ``failure`` codes of :func:`compaction_horizons` / :func:`compaction_summary` (docs §5.4).
+FAILURE_ACK_REJECTED = "compactor_ack_rejected"
+FAILURE_PHASE_ONE_TIMEOUT = "phase_one_timeout"
+_FAILURE_TEXT = {
+    FAILURE_ACK_REJECTED: (
+        "the dispatcher acknowledges a marker or aborted transactional entry individually on the "
+        "__compaction subscription, which accepts cumulative acknowledgements only "
+        "(IllegalArgumentException, fixed by apache/pulsar#16205): the read stalls and phase one times out; "
+        "nothing is written and the horizon does not move"
+    ),
+    FAILURE_PHASE_ONE_TIMEOUT: (
+        "the topic's last entry, phase one's target, is a marker or an aborted transactional message the "
+        "dispatcher never delivers to __compaction (markers: fixed by apache/pulsar#21718): phase one times "
+        "out; nothing is written and the horizon does not move"
+    ),
+}
 
 #: Compactor.COMPACTION_SUBSCRIPTION: the cursor whose mark-delete is the last horizon (docs §5.2, §5.6).
 COMPACTION_CURSOR = "__compaction"
@@ -132,44 +163,92 @@ def _conform(df: DataFrame, table: str) -> DataFrame:
     )
 
 
+def compaction_subscription_ignores_individual_acks(version: VersionLike) -> bool:
+    """The dispatcher no longer acknowledges the entries it filters on the ``__compaction`` subscription.
+
+    apache/pulsar#16205 "Fix compaction subscription acknowledge Marker msg issue" (labels release/2.8.4,
+    2.9.4, 2.10.2; cherry-picks #16918 for 2.8.4 and #16348 for 2.9.4; merged June 2022, before the
+    branch-2.11 cut). Before it (``Hongten/pulsar-2.10.1-code-study@c597d51``
+    ``AbstractBaseDispatcher.filterEntriesForConsumer``) a marker, a transaction marker or an aborted
+    transactional message was acknowledged with ``AckType.Individual`` and ``CompactorSubscription``
+    rejects every non-cumulative ack (``checkArgument``, ``apache/pulsar@005f29a``). 2.10.2 from the label
+    only (no 2.10.2 release notes in the index).
+    """
+    return _since(version, (2, 11, 0), {(2, 8): 4, (2, 9): 4, (2, 10): 2})
+
+
+def dispatcher_delivers_markers_to_compaction(version: VersionLike) -> bool:
+    """The dispatcher delivers server-only markers (transaction markers included) to ``__compaction``.
+
+    apache/pulsar#21718 "Avoid compaction task stuck when the last message to compact is a marker" (merged
+    2023-12-13): in the release notes of 3.0.3 and 3.1.3 (``apache/pulsar-site`` ``release-notes/versioned``)
+    and in 3.2.0 from master; the dispatcher copies with it (an index copy of ``AbstractBaseDispatcher``
+    with ``isTxnAborted(txnId, position)``, and ``3pacccccc/pulsar@01b1beb`` of 4.x) keep markers for a
+    cursor named ``__compaction``. The PR carries labels release/2.10.6 and release/2.11.4, but the release
+    notes of 2.10.6 and 2.11.4 do not list it (the closed, unmerged apache/pulsar#21951 carries the same
+    two labels): assumed absent from every 2.10.x and 2.11.x.
+    """
+    return _since(version, (3, 2, 0), {(3, 0): 3, (3, 1): 3})
+
+
+def batch_deleted_only_when_all_deleted(version: VersionLike) -> bool:
+    """Phase one flags a batch deleted when all its messages were deleted (else when any was).
+
+    apache/pulsar#20980 "Fix message loss during topic compaction": in the release notes of 2.10.6, 2.11.3,
+    3.0.2 and 3.1.1; every 3.2.0+. The "all" rule in ``nikhil-ctds/ds-pulsar@b17e71c`` (a 3.x
+    ``TwoPhaseCompactor``) and the 4.x ``AbstractTwoPhaseCompactor``; "any" in ``apache/pulsar@bb0abb4``.
+    """
+    return _since(version, (3, 2, 0), {(2, 10): 6, (2, 11): 3, (3, 0): 2, (3, 1): 1})
+
+
+def has_retain_null_key_option(version: VersionLike) -> bool:
+    """``topicCompactionRetainNullKey`` exists (PIP-318); without it key-less messages are always kept.
+
+    apache/pulsar#21578: in the release notes of 2.10.6, 2.11.3, 3.0.3 (with its cherry-pick #21662) and
+    3.1.2; 3.2.0 made the default ``false`` (docs §5.2).
+    """
+    return _since(version, (3, 2, 0), {(2, 10): 6, (2, 11): 3, (3, 0): 3, (3, 1): 2})
+
+
 @dataclass(frozen=True)
 class CompactorSemantics:
-    """The version-dependent switches of the compactor (docs §5.4, §5.5, §11 item 15)."""
+    """The version-dependent switches of the compactor, one per pull request (docs §5.4, §5.5)."""
 
-    generation: Generation
+    marker_dispatch: MarkerDispatch
+    batch_deleted_when_all: bool
+    retain_null_key_option: bool
     retain_null_key: bool
 
     @property
-    def skips_markers(self) -> bool:
-        """Current compactors treat marker entries as deleted and never write them (§5.4)."""
-        return self.generation == "current"
-
-    @property
-    def batch_deleted_when_all(self) -> bool:
-        """Phase one flags a batch deleted iff all (current) vs any (old) of its messages were deleted."""
-        return self.generation == "current"
-
-    @property
     def keeps_null_key(self) -> bool:
-        """Key-less messages survive: always in the old compactor, else per ``retain_null_key``."""
-        return self.generation == "old" or self.retain_null_key
+        """Key-less messages survive: always without the PIP-318 option, else per ``retain_null_key``."""
+        return self.retain_null_key or not self.retain_null_key_option
 
 
 def compactor_semantics(
     pulsar_version: VersionLike = DEFAULT_PULSAR_VERSION, retain_null_key: bool | None = None
 ) -> CompactorSemantics:
-    """Select the compactor generation for ``pulsar_version``; ``retain_null_key=None`` = broker default.
+    """The compactor switches of ``pulsar_version``; ``retain_null_key=None`` = the broker default.
 
     The broker default of ``topicCompactionRetainNullKey`` is ``false`` from 3.2.0 and ``true`` on the
-    maintenance lines that received the back-port (docs §5.2). The old compactor has no such option and
-    always keeps key-less messages, whatever ``retain_null_key`` says.
+    maintenance lines that received the back-port (docs §5.2). A version without the option always keeps
+    key-less messages, whatever ``retain_null_key`` says.
     """
     v = PulsarVersion.parse(pulsar_version)
-    first_patch = _CURRENT_COMPACTOR_BACKPORTS.get(v.line)
-    current = v >= _RETAIN_NULL_KEY_FALSE_SINCE or (first_patch is not None and v.patch >= first_patch)
+    if dispatcher_delivers_markers_to_compaction(v):
+        dispatch: MarkerDispatch = "delivered"
+    elif compaction_subscription_ignores_individual_acks(v):
+        dispatch = "filtered"
+    else:
+        dispatch = "ack_fails"
     if retain_null_key is None:
         retain_null_key = v < _RETAIN_NULL_KEY_FALSE_SINCE
-    return CompactorSemantics(generation="current" if current else "old", retain_null_key=retain_null_key)
+    return CompactorSemantics(
+        marker_dispatch=dispatch,
+        batch_deleted_when_all=batch_deleted_only_when_all_deleted(v),
+        retain_null_key_option=has_retain_null_key_option(v),
+        retain_null_key=retain_null_key,
+    )
 
 
 # --- column helpers ------------------------------------------------------------------------------------
@@ -241,12 +320,15 @@ def _is_empty(columns: list[str]) -> Column:
     return empty
 
 
+_TXN = ["txnid_most_bits", "txnid_least_bits"]
+
+
 def _read_set(messages: DataFrame, start_positions: DataFrame | None) -> DataFrame:
     """Messages phase one reads: strictly after the topic's start position (the ``__compaction``
     cursor's mark-delete), or all of them when the topic has no start (docs §5.4)."""
     optional = [
         c
-        for c in ("is_null_value", "marker_type", "compacted_out", "has_uncompressed_size")
+        for c in ("is_null_value", "marker_type", "compacted_out", "has_uncompressed_size", *_TXN)
         if c in messages.columns
     ]
     base = messages.select(
@@ -262,6 +344,9 @@ def _read_set(messages: DataFrame, start_positions: DataFrame | None) -> DataFra
         base = base.withColumn("marker_type", F.lit(None).cast("int"))
     if "compacted_out" not in optional:
         base = base.withColumn("compacted_out", F.lit(False))
+    for c in _TXN:
+        if c not in optional:
+            base = base.withColumn(c, F.lit(None).cast("long"))
     if start_positions is None:
         return base
     starts = start_positions.select(*_TOPIC, as_position(F.col("position")).alias("_start"))
@@ -271,23 +356,41 @@ def _read_set(messages: DataFrame, start_positions: DataFrame | None) -> DataFra
 
 
 #: Read columns that only feed phase one's flags: not carried into the (materialised) rows.
-_NOT_CARRIED = frozenset({"_slot_deleted", "is_null_value", "has_uncompressed_size"})
+_NOT_CARRIED = frozenset({"_slot_deleted", "is_null_value", "has_uncompressed_size", *_TXN})
 
 
 def _phase_one(read: DataFrame, sem: CompactorSemantics) -> DataFrame:
     """Per read message: phase-one flags, the key's final latest id, and whether the message survives.
 
-    Adds ``is_marker``, ``is_keyed``, ``is_empty``, ``survives`` (written as a message, not a
-    placeholder, if its entry is inside the phase-two range), ``entry_deleted`` (phase-one flag of the
-    whole entry), ``entry_survives`` (the entry has at least one surviving message) and ``slots``; plus
-    ``first_of_entry`` (the row with the entry's lowest batch index) and ``first_of_key`` (the keyed row
-    with the key's lowest message id), computed by the same two windows so that per-topic entry and key
-    counts are plain sums (no ``count_distinct``, whose row expansion made the summary 5x the compaction).
+    Adds ``is_marker``, ``is_aborted`` (a transactional message whose transaction's abort marker is in the
+    topic), ``hidden`` (the dispatcher never delivers the entry to ``__compaction``: an aborted message in
+    every line, a marker before apache/pulsar#21718), ``acks_fail`` (the dispatcher acknowledges the entry
+    individually on ``__compaction``, which fails before apache/pulsar#16205), ``is_keyed``, ``is_empty``,
+    ``survives`` (written as a message, not a placeholder, if its entry is inside the phase-two range),
+    ``entry_deleted`` (phase-one flag of the whole entry), ``entry_survives`` (the entry has at least one
+    surviving message) and ``slots``; plus ``first_of_entry`` (the row with the entry's lowest batch index)
+    and ``first_of_key`` (the keyed row with the key's lowest message id), computed by the same windows so
+    that per-topic entry and key counts are plain sums (no ``count_distinct``, whose row expansion made the
+    summary 5x the compaction). Markers and aborted messages are deleted entries in phase one: hidden ones
+    never reach it, delivered markers are skipped (docs §5.4).
     """
     is_marker = F.col("marker_type").isNotNull()
+    # The input is partitioned by topic, so a window over (topic, transaction) needs no shuffle.
+    by_txn = Window.partitionBy(*_TOPIC, *_TXN)
+    abort_seen = F.max((F.col("marker_type") == F.lit(TXN_ABORT_MARKER)).cast("int")).over(by_txn)
+    is_aborted = (
+        F.col("txnid_most_bits").isNotNull()
+        & F.col("txnid_least_bits").isNotNull()
+        & ~is_marker
+        & F.coalesce(abort_seen == 1, F.lit(False))
+    )
+    read = read.select("*", is_marker.alias("is_marker"), is_aborted.alias("is_aborted"))
+    is_marker, is_aborted = F.col("is_marker"), F.col("is_aborted")
+    hidden = is_aborted | (is_marker & F.lit(sem.marker_dispatch != "delivered"))
+    acks_fail = (is_aborted | is_marker) & F.lit(sem.marker_dispatch == "ack_fails")
     compacted_out = F.coalesce(F.col("compacted_out"), F.lit(False))
     is_batch = F.col("batch_index") >= 0
-    is_keyed = F.col("key").isNotNull() & ~is_marker
+    is_keyed = F.col("key").isNotNull() & ~is_marker & ~is_aborted
     is_empty = _is_empty(read.columns)
     mid = message_id(F.col("ledger_id"), F.col("entry_id"), F.col("batch_index"))
 
@@ -299,24 +402,20 @@ def _phase_one(read: DataFrame, sem: CompactorSemantics) -> DataFrame:
     first_of_key = is_keyed & (F.min(F.when(is_keyed, mid)).over(by_key) == mid)
 
     # A message that counts as deleted in phase one (batched: compacted_out slots are skipped).
-    if sem.generation == "current":
-        slot_deleted = F.when(is_marker, True).when(is_keyed, is_empty).otherwise(not sem.retain_null_key)
-    else:
-        slot_deleted = F.when(is_keyed, is_empty).otherwise(False)
-    slot_deleted = slot_deleted & ~compacted_out
-
-    keyless_kept = F.lit(sem.keeps_null_key)
-    marker_kept = F.lit(not sem.skips_markers)
+    slot_deleted = (
+        F.when(is_marker | is_aborted, True).when(is_keyed, is_empty).otherwise(F.lit(not sem.keeps_null_key))
+    ) & ~compacted_out
     survives = (
         F.when(compacted_out, False)
-        .when(is_marker, marker_kept)
-        .when(~is_keyed, keyless_kept)
+        .when(is_marker | is_aborted, False)
+        .when(~is_keyed, F.lit(sem.keeps_null_key))
         .otherwise(F.coalesce(latest_id == mid, F.lit(False)) & ~is_empty)
     )
 
     flagged = read.select(
         "*",
-        is_marker.alias("is_marker"),
+        hidden.alias("hidden"),
+        acks_fail.alias("acks_fail"),
         is_keyed.alias("is_keyed"),
         is_empty.alias("is_empty"),
         _value_empty(read.columns).alias("value_empty"),
@@ -329,7 +428,7 @@ def _phase_one(read: DataFrame, sem: CompactorSemantics) -> DataFrame:
     slots = F.count(F.lit(1)).over(by_entry)
     deleted_slots = F.sum(F.col("_slot_deleted").cast("int")).over(by_entry)
     batch_deleted = (deleted_slots == slots) if sem.batch_deleted_when_all else (deleted_slots > 0)
-    entry_deleted = F.when(F.col("is_marker") & F.lit(sem.skips_markers), True).otherwise(
+    entry_deleted = F.when(F.col("is_marker") | F.col("is_aborted"), True).otherwise(
         F.when(F.col("is_batch"), batch_deleted).otherwise(F.col("_slot_deleted"))
     )
     return flagged.select(
@@ -341,21 +440,48 @@ def _phase_one(read: DataFrame, sem: CompactorSemantics) -> DataFrame:
     )
 
 
+def _entry_and_hidden() -> Column:
+    """``struct(pos, hidden)`` of a read row; its maximum over a topic is the last entry's."""
+    pos = position(F.col("ledger_id"), F.col("entry_id"))
+    return F.struct(pos.alias("pos"), F.col("hidden").alias("hidden"))
+
+
+def _failure(any_ack_fails: Column, last: Column) -> Column:
+    """The ``failure`` text of a topic (docs §5.4): ``any_ack_fails`` = some read entry is acknowledged
+    individually on ``__compaction`` (before #16205); ``last`` = :func:`_entry_and_hidden` of the last
+    read entry (its maximum over the topic)."""
+    return F.when(
+        F.coalesce(any_ack_fails, F.lit(False)),
+        F.lit(f"{FAILURE_ACK_REJECTED}: {_FAILURE_TEXT[FAILURE_ACK_REJECTED]}"),
+    ).when(
+        F.coalesce(last["hidden"], F.lit(False)),
+        F.lit(f"{FAILURE_PHASE_ONE_TIMEOUT}: {_FAILURE_TEXT[FAILURE_PHASE_ONE_TIMEOUT]}"),
+    )
+
+
 def _topic_ranges(flagged: DataFrame) -> DataFrame:
-    """Per topic with something to read: ``horizon``, ``from_position``, ``to_position`` (docs §5.4).
+    """Per topic with something to read: ``horizon``, ``from_position``, ``to_position``, ``failure``
+    (docs §5.4); the three positions are null when the compaction fails (nothing is acknowledged).
 
     An aggregation over phase one's rows; they are hash-partitioned by topic, so it needs no shuffle.
     """
     pos = position(F.col("ledger_id"), F.col("entry_id"))
     kept = F.when(~F.col("entry_deleted"), pos)
     agg = flagged.groupBy(*_TOPIC).agg(
-        F.max(pos).alias("_last"), F.min(kept).alias("_first"), F.max(kept).alias("_to")
+        F.max(pos).alias("_last"),
+        F.min(kept).alias("_first"),
+        F.max(kept).alias("_to"),
+        F.max(F.col("acks_fail").cast("int")).alias("_acks_fail"),
+        F.max(_entry_and_hidden()).alias("_last_entry"),
     )
+    failure = _failure(F.col("_acks_fail") == 1, F.col("_last_entry"))
+    ok = failure.isNull()
     return agg.select(
         *_TOPIC,
-        _entry_id_of(F.col("_last")).alias("horizon"),
-        _entry_id_of(F.coalesce(F.col("_first"), F.col("_last"))).alias("from_position"),
-        _entry_id_of(F.coalesce(F.col("_to"), F.col("_last"))).alias("to_position"),
+        F.when(ok, _entry_id_of(F.col("_last"))).alias("horizon"),
+        F.when(ok, _entry_id_of(F.coalesce(F.col("_first"), F.col("_last")))).alias("from_position"),
+        F.when(ok, _entry_id_of(F.coalesce(F.col("_to"), F.col("_last")))).alias("to_position"),
+        failure.alias("failure"),
     )
 
 
@@ -374,8 +500,12 @@ def compaction_horizons(
     last message id when phase one starts (batch index dropped; the ``__compaction`` cursor is
     acknowledged up to it), ``from``/``to`` the first/last entry phase one did not flag as deleted (both
     fall back to the horizon when every entry was deleted). All three are null when there is nothing to
-    read after the start position. ``start_positions``: ``cluster, topic, position`` (the
-    ``__compaction`` cursor's mark-delete); topics without a row start at the beginning of the topic.
+    read after the start position, and when the broker's compaction of the topic fails: ``failure`` then
+    says why (``compactor_ack_rejected: ...`` before apache/pulsar#16205 when a marker or an aborted
+    transactional message is read; ``phase_one_timeout: ...`` when the last entry is one the dispatcher
+    never delivers to ``__compaction``; docs §5.4), else it is null. ``start_positions``: ``cluster,
+    topic, position`` (the ``__compaction`` cursor's mark-delete); topics without a row start at the
+    beginning of the topic.
     ``rows``: :func:`compaction_rows` of the same arguments, when already computed; ``ranges``:
     :attr:`CompactionPhases.ranges` of them (used instead of ``rows``, without reading the rows again).
     """
@@ -396,6 +526,11 @@ def compaction_horizons(
     return _conform(topics.distinct().join(ranges, _TOPIC, "left"), "compaction_horizons")
 
 
+def _position_of(mid: Column) -> Column:
+    """The entry position of a message id; null stays null (a failed compaction has no range)."""
+    return F.when(mid.isNotNull(), position(mid["ledger_id"], mid["entry_id"]))
+
+
 def _phase_two(flagged: DataFrame, ranges: DataFrame | None = None) -> DataFrame:
     """Add the topic's ``from_position``/``to_position`` and ``written`` (the row is a slot of an entry
     written to the compacted ledger, docs §5.5) to phase one's rows.
@@ -410,8 +545,10 @@ def _phase_two(flagged: DataFrame, ranges: DataFrame | None = None) -> DataFrame
         kept = F.when(~F.col("entry_deleted"), pos)
         by_topic = Window.partitionBy(*_TOPIC)
         last = F.max(pos).over(by_topic)
-        from_pos = F.coalesce(F.min(kept).over(by_topic), last)
-        to_pos = F.coalesce(F.max(kept).over(by_topic), last)
+        last_entry = F.max(_entry_and_hidden()).over(by_topic)
+        ok = _failure(F.max(F.col("acks_fail").cast("int")).over(by_topic) == 1, last_entry).isNull()
+        from_pos = F.when(ok, F.coalesce(F.min(kept).over(by_topic), last))
+        to_pos = F.when(ok, F.coalesce(F.max(kept).over(by_topic), last))
         ranged = flagged.select(
             "*",
             _entry_id_of(from_pos).alias("from_position"),
@@ -424,13 +561,14 @@ def _phase_two(flagged: DataFrame, ranges: DataFrame | None = None) -> DataFrame
             *_TOPIC,
             "from_position",
             "to_position",
-            position(F.col("from_position")["ledger_id"], F.col("from_position")["entry_id"]).alias("_from"),
-            position(F.col("to_position")["ledger_id"], F.col("to_position")["entry_id"]).alias("_to"),
+            _position_of(F.col("from_position")).alias("_from"),
+            _position_of(F.col("to_position")).alias("_to"),
         )
         # Shuffled hash join: both sides keep phase one's partitioning by topic, the cached rows lose
         # the window's sort order (a sort-merge join re-sorted every row: tier m, ~20 s per table).
         ranged = flagged.join(bounds.hint("shuffle_hash"), _TOPIC, "inner")
-    in_range = (pos >= F.col("_from")) & (pos <= F.col("_to"))
+    # A failed compaction (null range) writes nothing.
+    in_range = F.coalesce((pos >= F.col("_from")) & (pos <= F.col("_to")), F.lit(False))
     return ranged.select(
         *flagged.columns,
         "from_position",
@@ -497,9 +635,10 @@ def compaction_rows(
     The shared intermediate of :func:`compaction_horizons`, :func:`compacted_ledger`, :func:`compact` and
     :func:`compaction_summary`: each takes it as ``rows=`` instead of recomputing the three windows of
     phase one (the compaction stage materialises it once per broker version and derives all three tables
-    from it). Columns: the read columns plus phase one's flags (``is_marker, is_keyed, is_empty,
-    value_empty, is_batch, survives, first_of_key, slots, entry_deleted, entry_survives,
-    first_of_entry``) and phase two's ``from_position, to_position, written``. Pure and lazy.
+    from it). Columns: the read columns plus phase one's flags (``is_marker, is_aborted, hidden,
+    acks_fail, is_keyed, is_empty, value_empty, is_batch, survives, first_of_key, slots, entry_deleted,
+    entry_survives, first_of_entry``) and phase two's ``from_position, to_position, written`` (``written``
+    is false for every row of a topic whose compaction fails). Pure and lazy.
     """
     return compaction_phases(messages, retain_null_key, pulsar_version, start_positions).rows
 
@@ -528,9 +667,11 @@ def compacted_ledger(
     Entries keep their original ``(ledger_id, entry_id)``; a written batch keeps all its slots, the
     slots that do not survive are placeholders with ``compacted_out = true`` (``key`` and
     ``payload_size_bytes`` are those of the original message, the placeholder itself is empty); a batch
-    without survivors is not written. Only entries in ``[from_position, to_position]`` are written.
-    Columns: ``cluster, topic, ledger_id, entry_id, batch_index, key, payload_size_bytes, marker_type,
-    compacted_out, batch_size`` (slots of the written entry, ``1`` when not batched). ``rows``:
+    without survivors is not written. Only entries in ``[from_position, to_position]`` are written, and
+    nothing when the compaction fails (``failure`` of :func:`compaction_horizons`); markers and aborted
+    transactional messages never are (docs §5.4). Columns: ``cluster, topic, ledger_id, entry_id,
+    batch_index, key, payload_size_bytes, marker_type`` (always null), ``compacted_out, batch_size`` (slots
+    of the written entry, ``1`` when not batched). ``rows``:
     :func:`compaction_rows` of the same arguments, when already computed.
     """
     rows = _compacted(messages, retain_null_key, pulsar_version, start_positions, rows)
@@ -557,13 +698,15 @@ def compact(
     """One row per message retained in the compacted ledger, with its original id (docs §5.4-§5.5).
 
     ``messages`` needs ``cluster, topic, ledger_id, entry_id, batch_index, key, payload_size_bytes``
-    (``compacted_out``, ``marker_type``, ``is_null_value`` are used when present). A keyed message is
-    retained iff it is the latest message of its key and not empty; an empty keyed message (a tombstone:
-    ``payload_size_bytes <= 0`` or ``is_null_value``) deletes its key. Key-less messages are retained
-    iff ``retain_null_key`` (the broker default of ``pulsar_version`` when ``None``; old compactors always
-    retain them), markers only by the old compactor. Retained batch messages keep their ``batch_index``
-    (placeholders are in :func:`compacted_ledger`, counted in ``batch_size``). ``start_positions``: see
-    :func:`compaction_horizons`. Pure and lazy.
+    (``compacted_out``, ``marker_type``, ``is_null_value``, ``txnid_most_bits``, ``txnid_least_bits`` are
+    used when present). A keyed message is retained iff it is the latest message of its key and not
+    empty; an empty keyed message (a tombstone: ``payload_size_bytes <= 0`` or ``is_null_value``) deletes
+    its key. Key-less messages are retained iff ``retain_null_key`` (the broker default of
+    ``pulsar_version`` when ``None``; versions before PIP-318 always retain them). Markers and messages of
+    aborted transactions (an abort marker with the same transaction id in the topic) are never retained and
+    never touch the key map; a topic whose compaction fails retains nothing (docs §5.4). Retained batch
+    messages keep their ``batch_index`` (placeholders are in :func:`compacted_ledger`, counted in
+    ``batch_size``). ``start_positions``: see :func:`compaction_horizons`. Pure and lazy.
     """
     return compacted_ledger(messages, retain_null_key, pulsar_version, start_positions).where(
         ~F.col("compacted_out")
@@ -594,9 +737,7 @@ def compacted_reader_view(
     read_seq, ledger_id, entry_id, batch_index, key, payload_size_bytes, source``.
     """
     if compacted is None:
-        limit = horizons.select(
-            *_TOPIC, position(F.col("horizon")["ledger_id"], F.col("horizon")["entry_id"]).alias("_hz")
-        )
+        limit = horizons.select(*_TOPIC, _position_of(F.col("horizon")).alias("_hz"))
         up_to_horizon = messages.join(limit, _TOPIC, "inner").where(
             position(F.col("ledger_id"), F.col("entry_id")) <= F.col("_hz")
         )
@@ -604,7 +745,7 @@ def compacted_reader_view(
     hz = horizons.select(*_TOPIC, "horizon")
     st = starts.select(*_TOPIC, "reader_id", as_position(F.col("start_position")).alias("_start"))
     st = st.join(hz, _TOPIC, "left")
-    hz_pos = position(F.col("horizon")["ledger_id"], F.col("horizon")["entry_id"])
+    hz_pos = _position_of(F.col("horizon"))
     pos = position(F.col("ledger_id"), F.col("entry_id"))
     uses_compacted = F.col("horizon").isNotNull() & (hz_pos >= F.col("_start"))
 
@@ -697,16 +838,18 @@ def compaction_summary(
     null value), ``tombstones_never_removed`` (those of them the compactor writes as values because their
     size includes the metadata, docs §5.4 / §12 item 16: every later compaction keeps them again),
     ``null_key_messages`` with ``null_key_kept`` / ``null_key_dropped``, ``markers``; before/after:
-    ``entries_before`` / ``messages_before`` / ``payload_bytes_before`` (markers and placeholders
-    excluded from the message and byte counts) and ``entries_after`` / ``messages_after`` /
-    ``payload_bytes_after`` of the compacted ledger; ``payload_bytes_saved`` and ``savings_ratio``
-    (saved / before; null when nothing was read). Payload bytes are uncompressed message sizes.
+    ``entries_before`` / ``messages_before`` / ``payload_bytes_before`` (markers, placeholders and
+    messages of aborted transactions excluded from the message, key and byte counts) and
+    ``entries_after`` / ``messages_after`` / ``payload_bytes_after`` of the compacted ledger;
+    ``payload_bytes_saved`` and ``savings_ratio`` (saved / before; null when nothing was read); ``failure``
+    as in :func:`compaction_horizons` (a failed compaction writes and saves nothing: the after-counts and
+    the savings are 0). Payload bytes are uncompressed message sizes.
     ``trigger``: :func:`compaction_trigger` output; with it the grain is one row per trigger row (every
     managed ledger), topics without messages read get zero counts; without it the trigger columns are null.
     ``rows``: :func:`compaction_rows` of the same arguments, when already computed.
     """
     rows = _compacted(messages, retain_null_key, pulsar_version, start_positions, rows)
-    is_msg = ~F.col("is_marker") & ~F.coalesce(F.col("compacted_out"), F.lit(False))
+    is_msg = ~F.col("is_marker") & ~F.col("is_aborted") & ~F.coalesce(F.col("compacted_out"), F.lit(False))
     keyless = is_msg & ~F.col("is_keyed")
     kept = F.col("written") & F.col("survives") & ~F.col("is_marker")
     keyed_empty = is_msg & F.col("is_keyed") & F.col("value_empty")
@@ -730,9 +873,15 @@ def compaction_summary(
         F.sum(F.when(kept, F.col("payload_size_bytes")).otherwise(0)).alias("payload_bytes_after"),
         total(kept & F.col("is_keyed")).alias("live_keys"),
         total(kept & ~F.col("is_keyed")).alias("null_key_kept"),
+        F.max(F.col("acks_fail").cast("int")).alias("_acks_fail"),
+        F.max(_entry_and_hidden()).alias("_last_entry"),
     )
     zero = F.lit(0).cast("long")
-    saved = F.col("payload_bytes_before") - F.coalesce(F.col("payload_bytes_after"), zero)
+    failure = _failure(F.col("_acks_fail") == 1, F.col("_last_entry"))
+    # A failed compaction writes nothing and saves nothing.
+    saved = F.when(
+        failure.isNull(), F.col("payload_bytes_before") - F.coalesce(F.col("payload_bytes_after"), zero)
+    ).otherwise(zero)
     summary = joined.select(
         *_TOPIC,
         "distinct_keys",
@@ -753,9 +902,10 @@ def compaction_summary(
         F.when(F.col("payload_bytes_before") > 0, saved / F.col("payload_bytes_before")).alias(
             "savings_ratio"
         ),
+        failure.alias("failure"),
     )
     if trigger is not None:
-        counts = [c for c in summary.columns if c not in (*_TOPIC, "savings_ratio")]
+        counts = [c for c in summary.columns if c not in (*_TOPIC, "savings_ratio", "failure")]
         extra = [c for c in trigger.columns if c not in summary.columns or c in _TOPIC]
         joined_trigger = trigger.select(*extra).join(summary, _TOPIC, "left")
         summary = joined_trigger.select(
@@ -1045,8 +1195,8 @@ def compacted_entry_records(compacted: DataFrame, messages: DataFrame, entries: 
     payload) that the ingest decodes back to the same messages. A batch keeps its slot count; a slot
     that did not survive is an empty ``compacted_out`` placeholder without key (§5.5
     ``rebatchMessage``). The tables never hold payload bytes, so every payload is written as zero bytes
-    of the recorded (uncompressed) size with the entry's original compression; marker entries (copied
-    only by the old compactor) are not written (their payload is in ``markers``, not re-encoded here).
+    of the recorded (uncompressed) size with the entry's original compression; ``compacted`` never holds a
+    marker entry (docs §5.4), and marker rows are skipped should a caller pass any.
     Pure and lazy (one pass of :func:`~pulsar_model.grouped.map_groups`: per-row, not per-entry, cost).
     """
     entry_key = [*_TOPIC, "ledger_id", "entry_id"]

@@ -19,7 +19,8 @@ Version boundaries (read with the project's search tool; "assumed" where no rele
 
 * ring for non-partitioned topics: apache/pulsar PR #19502 (merged 2023-03, after 2.11 was cut) -> 3.0.0;
 * ``activeConsumerFailoverConsistentHashing`` (PIP-392, PR #23584, Nov 2024, cherry-picked to branch-3.0,
-  3.3 and 4.0) -> assumed 3.0.8, 3.3.3, 4.0.1 and every 4.1+;
+  3.3 and 4.0) -> 3.0.8, 3.3.3, 4.0.1 (each of those release notes lists #23584, ``apache/pulsar-site``
+  ``release-notes/versioned``) and every 4.1+;
 * new ``TopicName.getPartitionIndex`` (PR #10902, merged 2021-06-11) -> assumed 2.9.0 (the old
   specification says "≤ ~2.6" for the old rule, which this code keeps for every version before 2.9.0);
 * "first in arrival order" for non-partitioned topics: PR #4604 (2.4.2). Releases before 2.4.2 sorted
@@ -70,7 +71,7 @@ NON_NEGATIVE_INT_MASK: Final = 0x7FFFFFFF
 NON_PARTITIONED: Final = -1
 
 #: PIP-392 (``activeConsumerFailoverConsistentHashing``): first minor release carrying it, and the first
-#: patch of each release line it was cherry-picked to (PR #23584; patch numbers assumed, see module doc).
+#: patch of each release line it was cherry-picked to (PR #23584; the patches' release notes, see module doc).
 _PIP392_RELEASE: Final = PulsarVersion(4, 1, 0)
 _PIP392_BACKPORTS: Final = {(3, 0): 8, (3, 3): 3, (4, 0): 1}
 

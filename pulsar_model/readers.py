@@ -191,10 +191,14 @@ def find_reads_from_ledger(version: VersionLike) -> bool:
 def find_searches_closed_range(version: VersionLike) -> bool:
     """``asyncFindNewestMatching(.., start, end, ..)`` with ``max = count([start, end])``.
 
-    apache/pulsar#22792 (release/4.0.3); older brokers search from ``(first ledger, 0)`` with
-    ``max = numberOfEntries - 1``.
+    apache/pulsar#22792 with its fix apache/pulsar#23919: both in 4.0.3 and in 3.3.7 (release notes of 4.0.3
+    and 3.3.7, ``apache/pulsar-site`` ``release-notes/versioned``; 3.3.7 also lists #24219); every 4.1+.
+    #22792 alone first shipped in 4.0.2 (4.0.2 release notes; issue apache/pulsar#23910 reports its
+    earliest-reset regression on 4.0.2, fixed by #23919; the PR's release/4.0.3 label is wrong): 4.0.2 runs
+    a search this module does not model and is answered as 4.0.1 (docs §7.5). Older brokers search from
+    ``(first ledger, 0)`` with ``max = numberOfEntries - 1``.
     """
-    return _since(version, (4, 1, 0), {(4, 0): 3})
+    return _since(version, (4, 1, 0), {(4, 0): 3, (3, 3): 7})
 
 
 def find_narrows_by_ledger_close_time(version: VersionLike) -> Literal["none", "first_entry", "last_entry"]:
@@ -202,11 +206,12 @@ def find_narrows_by_ledger_close_time(version: VersionLike) -> Literal["none", "
 
     ``first_entry`` (4.0.3, apache/pulsar#22792 and #23919): start at entry 0 of the last ledger closed
     before ``ts - skew`` (then moved to the last ledger seen when the one before it closed before that);
-    ``last_entry`` (4.0.5+, apache/pulsar#24219 "search less entries"): start at that ledger's last entry.
+    ``last_entry`` (4.0.5+ and 3.3.7+, apache/pulsar#24219 "search less entries", listed in the 4.0.5 and
+    3.3.7 release notes): start at that ledger's last entry.
     """
     if not find_searches_closed_range(version):
         return "none"
-    return "last_entry" if _since(version, (4, 1, 0), {(4, 0): 5}) else "first_entry"
+    return "last_entry" if _since(version, (4, 1, 0), {(4, 0): 5, (3, 3): 7}) else "first_entry"
 
 
 def _find_clamps_check_last(version: VersionLike) -> bool:

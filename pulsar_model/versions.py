@@ -20,8 +20,12 @@ Evidence used (read with the project's search tool):
 * apache/pulsar PR #21248 "Reader can set read-pos to a deleted ledger" (new ``isValidPosition``),
   labels release/2.10.6, release/2.11.3, release/3.0.2.
 * apache/pulsar PR #24938 (new ``getNumberOfEntries``; quotes v4.0.7 as still having the old code) and
-  its fix PR #25037 (Nov/Dec 2025).
-* apache/pulsar PR #25089 "Fix cursor backlog size to account for individual acks" (Dec 2025).
+  its fix PR #25037 (Nov/Dec 2025); PR #25089 "Fix cursor backlog size to account for individual acks"
+  (Dec 2025). All three are listed in the release notes of 4.0.9 and 4.1.3 (``apache/pulsar-site``
+  ``release-notes/versioned/pulsar-4.0.9.md`` and ``pulsar-4.1.3.md``, both 2026-02-19) and in neither
+  4.0.8 nor 4.1.2 (2025-11-17).
+* apache/pulsar PR #6700 "Improve backlogSize stats in the topic" (label release/2.5.2): the whole-ledger
+  ``==`` shortcut of ``consumedLedgerSize``.
 * apache/pulsar ManagedCursorImpl 2.x copy: reset to *latest* = ``LAC.next``; 3.x/master copies:
   ``getNextValidPosition(LAC)``.
 """
@@ -235,9 +239,15 @@ def uses_new_valid_position(version: VersionLike) -> bool:
 def uses_4x_entry_count(version: VersionLike) -> bool:
     """The validating 4.x ``getNumberOfEntries`` (PR #24938 + fix #25037; v4.0.7 still had the old code).
 
-    Assumed: first in 4.0.8 / 4.1.2 (the patch releases after the merge) and every 4.2+.
+    First in 4.0.9 and 4.1.3: the release notes of those two patches list both PRs, those of 4.0.8 and
+    4.1.2 list neither (``apache/pulsar-site`` ``release-notes/versioned/pulsar-4.0.9.md``,
+    ``pulsar-4.1.3.md``, ``pulsar-4.0.8.md``, ``pulsar-4.1.2.md``); every 4.2+ from master (the form read
+    in ``oneby-wang/pulsar@f1cf81d`` and ``Technoboy-/pulsar@5a5e79f``). 4.0.8 and 4.1.2 carry
+    apache/pulsar#24852 ("Fix ``getNumberOfEntries`` may point to deleted ledger"), which by its
+    description makes a range inside one deleted ledger count 0; its code was not found in any copy, so
+    those two patches keep the plain arithmetic here (docs §1.7).
     """
-    return _since(version, (4, 2, 0), {(4, 0): 8, (4, 1): 2})
+    return _since(version, (4, 2, 0), {(4, 0): 9, (4, 1): 3})
 
 
 # --- cursor counts (docs §1.8) -------------------------------------------------------------------------
@@ -261,15 +271,26 @@ def reset_latest_uses_next_valid(version: VersionLike) -> bool:
 # --- backlog size (docs §2) ----------------------------------------------------------------------------
 
 
-def consumed_size_generation(version: VersionLike) -> int:
-    """``consumedLedgerSize`` generation (§2.2): 1 up to 2.8, 2 for 2.9/2.10 (``==``), 3 from 2.11 (``<=``).
+#: apache/pulsar#6700 (label release/2.5.2) added the ``entries == e + 1`` whole-ledger shortcut.
+_CONSUMED_WHOLE_LEDGER_SINCE = PulsarVersion(2, 5, 2)
+#: The ``entries <= e + 1`` form (docs §2.2): on master in 2023, after the branch-2.11 cut; assumed 3.0.0.
+_CONSUMED_AT_OR_PAST_LAST_SINCE = PulsarVersion(3, 0, 0)
 
-    The brief says "v3 3.x+"; 2.11 is assumed to share the 3.0 code (it was branched after 2.10).
+
+def consumed_size_generation(version: VersionLike) -> int:
+    """``consumedLedgerSize`` generation (§2.2): 1 before 2.5.2, 2 (``==``) up to 2.11.x, 3 (``<=``) from 3.0.
+
+    Generation 2 came with apache/pulsar#6700 (label release/2.5.2). The ``==`` form is in the 2.10.1
+    source (``Hongten/pulsar-2.10.1-code-study@c597d51``), in a 2023 maintenance-branch copy without
+    apache/pulsar#19017 (``xrayw/pulsar@51f3daf``) and in master of early 2023 (``coderzc/pulsar@15da040``,
+    after the PIP-188 ``asyncMigrate``, before apache/pulsar#19444), so branch-2.11 (cut from master in
+    2022) has it in every 2.11.x. The ``<=`` form is in ``apache/pulsar@3f8bb4b`` (3.x) and every 4.x copy;
+    the PR that made the change was not found, so 3.0.0 as its first release is assumed.
     """
     v = PulsarVersion.parse(version)
-    if v < PulsarVersion(2, 9, 0):
+    if v < _CONSUMED_WHOLE_LEDGER_SINCE:
         return 1
-    if v < PulsarVersion(2, 11, 0):
+    if v < _CONSUMED_AT_OR_PAST_LAST_SINCE:
         return 2
     return 3
 
@@ -306,7 +327,8 @@ def slowest_cursor_tie_known_from_export(version: VersionLike) -> bool:
 def size_since_mark_delete_subtracts_individual_acks(version: VersionLike) -> bool:
     """Master ``getEstimatedSizeSinceMarkDeletePosition`` subtracts individually acked entries (§2.5).
 
-    PR #25089 (merged Dec 2025); assumed in 4.0.9 / 4.1.3 and 4.2+.
+    PR #25089 (merged Dec 2025): listed in the release notes of 4.0.9 and 4.1.3 (``apache/pulsar-site``
+    ``release-notes/versioned/pulsar-4.0.9.md``, ``pulsar-4.1.3.md``), not in 4.0.8 / 4.1.2; every 4.2+.
     """
     return _since(version, (4, 2, 0), {(4, 0): 9, (4, 1): 3})
 

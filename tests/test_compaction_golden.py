@@ -4,8 +4,11 @@ Every scenario is one topic of ONE messages DataFrame built with the ``messages`
 fixture runs every transform once and collects everything in ONE Spark action (rows as JSON), then each
 test reads its rows. Message values are written down per id (``VALUES``) so that assertions read like
 docs/semantics: ``[("key0", "m0"), ("key4", "m4")]``. Ledger 10 holds the entries (scenario 1 rolls over to
-ledger 12). "new" = Pulsar 4.1.3 (current compactor, ``topicCompactionRetainNullKey=false``),
-"old" = 2.10.0 (``TwoPhaseCompactor`` before PR #20980: markers copied, key-less kept, batch "any").
+ledger 12). "new" = Pulsar 4.1.3 (markers delivered to the compactor and skipped, batch "all",
+``topicCompactionRetainNullKey=false``), "filtered" = 2.11.4 (the dispatcher still filters markers for
+``__compaction``, before PR #21718; batch "all", key-less kept by the PIP-318 back-port default),
+"old" = 2.10.0 (before PR #16205: the dispatcher's individual ack of a marker fails the compaction; batch
+"any", key-less always kept) - docs §5.4.
 """
 
 from __future__ import annotations
@@ -25,16 +28,19 @@ from pulsar_model import compaction as C
 from pulsar_model.contracts import spark_schema
 
 CLUSTER = "c1"
-NEW, OLD = "4.1.3", "2.10.0"
+NEW, FILTERED, OLD = "4.1.3", "2.11.4", "2.10.0"
 POS = "struct<ledger_id:bigint,entry_id:bigint>"
 SNAPSHOT_MARKER = 12  # REPLICATED_SUBSCRIPTION_SNAPSHOT (docs §4.3)
+TXN_COMMIT, TXN_ABORT = 21, 22  # transaction end markers (docs §8.3)
+T1, T2 = (1, 1), (1, 2)  # (txnid_most_bits, txnid_least_bits)
 EARLIEST = (-1, -1)
 
 # Java ``new Random(0).nextInt(10)`` twenty times, as CompactionTest.testCompaction draws its keys
 # (checked against an implementation of java.util.Random's LCG in test_testcompaction_key_sequence).
 TEST_COMPACTION_KEYS = [0, 8, 9, 7, 5, 3, 1, 1, 9, 4, 7, 7, 3, 2, 5, 4, 4, 5, 1, 0]
 
-# Entry = ("single", key, value) | ("batch", [(key, value), ...]) | ("marker",); value None = null value.
+# Entry = ("single", key, value[, txn]) | ("batch", [(key, value), ...]) | ("marker"[, type, txn]);
+# value None = null value; a marker without a type is a replicated-subscription snapshot.
 Entry = tuple[Any, ...]
 SCENARIOS: dict[str, list[Entry]] = {
     # §5.8.1 testCompaction: 20 non-batched messages, key "key<j>" from Random(0), value my-message-key-j
@@ -74,13 +80,24 @@ SCENARIOS: dict[str, list[Entry]] = {
     ],
     # §5.8.5 testFirstMessageRetained
     "first-retained": [("single", "key1", "m1"), ("single", "key2", "m2"), ("single", "key2", "m3")],
-    # §5.4 markers: skipped (deleted) by current compactors, copied by the old one
+    # §5.4 markers: skipped (deleted) when delivered (#21718), invisible when filtered, and the last one
+    # never arrives when filtered; before #16205 any marker fails the compaction
     "markers": [
         ("marker",),
         ("single", "key1", "a"),
         ("marker",),
         ("single", "key1", "b"),
         ("marker",),
+    ],
+    "markers-mid": [("marker",), ("single", "key1", "a"), ("marker",), ("single", "key1", "b")],
+    # §5.4 transactions: 10:1 belongs to T1, aborted at 10:3, so k1 keeps 10:0's value; T2 commits
+    "txn-aborted": [
+        ("single", "k1", "x"),
+        ("single", "k1", "a", T1),
+        ("single", "k2", "b", T2),
+        ("marker", TXN_ABORT, T1),
+        ("marker", TXN_COMMIT, T2),
+        ("single", "k3", "c"),
     ],
     # §5.4 start point: the __compaction cursor's mark-delete (10:0 and 10:2 below)
     "start-mid": [("single", "keyA", "v1"), ("single", "keyA", "v2"), ("single", "keyB", "v3")],
@@ -141,13 +158,23 @@ def scenario_rows(name: str, entries: Sequence[Entry]) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
     for (lid, eid), entry in zip(_entry_ids(name, len(entries)), entries, strict=True):
         if entry[0] == "single":
-            rows.append(_message_row(name, lid, eid, -1, 1, entry[1], entry[2]))
+            row = _message_row(name, lid, eid, -1, 1, entry[1], entry[2])
+            if len(entry) > 3:
+                row.update(txnid_most_bits=entry[3][0], txnid_least_bits=entry[3][1])
+            rows.append(row)
         elif entry[0] == "batch":
             for i, (key, value) in enumerate(entry[1]):
                 rows.append(_message_row(name, lid, eid, i, len(entry[1]), key, value))
         else:
             row = _message_row(name, lid, eid, -1, 1, None, "<marker>")
             row.update(marker_type=SNAPSHOT_MARKER, producer_name="pulsar.marker")
+            if len(entry) > 1:
+                row.update(
+                    marker_type=entry[1],
+                    producer_name="pulsar.txn.marker",
+                    txnid_most_bits=entry[2][0],
+                    txnid_least_bits=entry[2][1],
+                )
             rows.append(row)
     return rows
 
@@ -193,12 +220,18 @@ def results(spark: SparkSession) -> dict[str, list[dict[str, Any]]]:
             "new-retain",
         ),
         _tag(C.compact(messages, pulsar_version=OLD, start_positions=starts), "old"),
+        _tag(C.compact(messages, pulsar_version=FILTERED, start_positions=starts), "filtered"),
         _tag(C.compaction_horizons(messages, pulsar_version=NEW, start_positions=starts), "horizons-new"),
         _tag(C.compaction_horizons(messages, pulsar_version=OLD, start_positions=starts), "horizons-old"),
+        _tag(
+            C.compaction_horizons(messages, pulsar_version=FILTERED, start_positions=starts),
+            "horizons-filtered",
+        ),
         _tag(view_after, "view-after"),
         _tag(C.compacted_reader_diff(messages, view_after, readers), "diff-after"),
         _tag(C.compacted_reader_view(early, no_horizons, readers, empty_ledger), "view-before"),
         _tag(C.compaction_summary(messages, pulsar_version=NEW, start_positions=starts), "summary-new"),
+        _tag(C.compaction_summary(messages, pulsar_version=OLD, start_positions=starts), "summary-old"),
     ]
     union = outputs[0]
     for df in outputs[1:]:
@@ -245,6 +278,16 @@ def horizon(results: dict[str, list[dict[str, Any]]], output: str, name: str) ->
         k: (None if row.get(k) is None else tuple(row[k].values()))
         for k in ("horizon", "from_position", "to_position")
     }
+
+
+def failure_code(results: dict[str, list[dict[str, Any]]], output: str, name: str) -> str | None:
+    """The code of the topic's ``failure`` (``<code>: <reason>``), None when the compaction completes."""
+    (row,) = [r for r in results[output] if r["topic"] == topic(name)]
+    text = row.get("failure")
+    return None if text is None else str(text).split(":", 1)[0]
+
+
+NO_RANGE = {"horizon": None, "from_position": None, "to_position": None}
 
 
 # ---------------------------------------------------------------------------------------- §5.8.1
@@ -454,21 +497,87 @@ def test_compact_first_message_retained(results: dict[str, list[dict[str, Any]]]
 # ---------------------------------------------------------------------------------------- §5.4 edges
 
 
-def test_compact_markers_skipped_by_current_copied_by_old(results: dict[str, list[dict[str, Any]]]) -> None:
-    """§5.4: markers count as deleted (newer compactors), from/to skip them; the old compactor copies them."""
+def test_compact_markers_never_written_delivered_ones_skipped(
+    results: dict[str, list[dict[str, Any]]],
+) -> None:
+    """§5.4: "From #21718 the dispatcher delivers markers to __compaction and the compactors treat them as
+    deleted: never written, never setting from/to" - no line writes a marker."""
     assert kv(results, "new", "markers") == [("key1", "b")]
     assert horizon(results, "horizons-new", "markers") == {
         "horizon": (10, 4, -1),
         "from_position": (10, 1, -1),
         "to_position": (10, 3, -1),
     }
-    assert kv(results, "old", "markers") == [
-        (None, "<marker>"),
-        (None, "<marker>"),
-        ("key1", "b"),
-        (None, "<marker>"),
-    ]
-    assert horizon(results, "horizons-old", "markers")["from_position"] == (10, 0, -1)
+    assert failure_code(results, "horizons-new", "markers") is None
+    for output in ("new", "filtered", "old"):
+        assert not [r for r in results[output] if r.get("marker_type") is not None], output
+
+
+def test_compact_filtered_markers_are_invisible_but_a_trailing_one_times_out(
+    results: dict[str, list[dict[str, Any]]],
+) -> None:
+    """§5.4: "Before apache/pulsar#21718 ... the raw reader never receives them. A marker in the middle of
+    the range is invisible (neither kept nor counted in from/to); a marker at the very end makes phase one
+    wait for last until the read times out, so the compaction fails" (2.11.4)."""
+    assert kv(results, "filtered", "markers-mid") == [("key1", "b")]
+    assert horizon(results, "horizons-filtered", "markers-mid") == {
+        "horizon": (10, 3, -1),
+        "from_position": (10, 1, -1),
+        "to_position": (10, 3, -1),
+    }
+    assert failure_code(results, "horizons-filtered", "markers-mid") is None
+    assert horizon(results, "horizons-filtered", "markers") == NO_RANGE
+    assert failure_code(results, "horizons-filtered", "markers") == C.FAILURE_PHASE_ONE_TIMEOUT
+    assert kv(results, "filtered", "markers") == []
+    # the same trailing marker is delivered by 4.1.3 and skipped: that compaction completes
+    assert failure_code(results, "horizons-new", "all-deleted") is None
+
+
+def test_compact_marker_before_pr_16205_fails_the_compaction(
+    results: dict[str, list[dict[str, Any]]],
+) -> None:
+    """§5.4: "Before apache/pulsar#16205 (release/2.8.4, 2.9.4, 2.10.2) even filtering failed:
+    acknowledging the marker individually on the CompactorSubscription threw IllegalArgumentException" -
+    2.10.0 writes nothing, acknowledges no horizon and saves nothing for a topic with a marker."""
+    for name in ("markers", "markers-mid", "all-deleted", "txn-aborted"):
+        assert horizon(results, "horizons-old", name) == NO_RANGE, name
+        assert failure_code(results, "horizons-old", name) == C.FAILURE_ACK_REJECTED, name
+        assert kv(results, "old", name) == [], name
+    (row,) = [r for r in results["summary-old"] if r["topic"] == topic("markers")]
+    assert str(row["failure"]).startswith(C.FAILURE_ACK_REJECTED)
+    assert (row["markers"], row["messages_before"], row["entries_after"], row["messages_after"]) == (
+        3,
+        2,
+        0,
+        0,
+    )
+    assert (row["payload_bytes_before"], row["payload_bytes_saved"], row["savings_ratio"]) == (2, 0, 0.0)
+    # a topic without markers compacts with the same version
+    assert failure_code(results, "horizons-old", "batch-null-value") is None
+
+
+def test_compact_aborted_transaction_never_reaches_the_compactor(
+    results: dict[str, list[dict[str, Any]]],
+) -> None:
+    """§5.4: every line's dispatcher filters the messages of aborted transactions for __compaction
+    (``isTxnAborted``): k1 keeps 10:0's value, not the aborted 10:1; the committed T2 message stays; the
+    transaction markers are skipped (4.1.3) or invisible (2.11.4)."""
+    expected = [("k1", "x"), ("k2", "b"), ("k3", "c")]
+    assert kv(results, "new", "txn-aborted") == expected
+    assert kv(results, "filtered", "txn-aborted") == expected
+    for output in ("horizons-new", "horizons-filtered"):
+        assert horizon(results, output, "txn-aborted") == {
+            "horizon": (10, 5, -1),
+            "from_position": (10, 0, -1),
+            "to_position": (10, 5, -1),
+        }, output
+    (row,) = [r for r in results["summary-new"] if r["topic"] == topic("txn-aborted")]
+    assert (row["messages_before"], row["distinct_keys"], row["markers"], row.get("failure")) == (
+        3,
+        3,
+        2,
+        None,
+    )
 
 
 def test_compaction_horizons_start_position_reads_strictly_after(
@@ -564,22 +673,38 @@ def test_compact_non_java_null_value_stays_in_compacted_ledger(
 @pytest.mark.parametrize(
     ("version", "retain", "expected"),
     [
-        ("4.1.3", None, ("current", False)),
-        ("3.2.0", None, ("current", False)),
-        ("3.1.2", None, ("current", True)),
-        ("3.1.1", None, ("old", True)),
-        ("2.11.4", None, ("current", True)),
-        ("2.10.6", True, ("current", True)),
-        ("2.10.5", False, ("old", False)),
-        ("4.0.8", True, ("current", True)),
+        # (marker dispatch, batch "all", PIP-318 option, retain) - one switch per PR (docs §5.4)
+        ("4.1.3", None, ("delivered", True, True, False)),
+        ("3.2.0", None, ("delivered", True, True, False)),
+        ("3.1.3", None, ("delivered", True, True, True)),  # #21718 in the 3.1.3 release notes
+        ("3.1.2", None, ("filtered", True, True, True)),  # #21578 in 3.1.2
+        ("3.1.1", None, ("filtered", True, False, True)),  # #20980 in 3.1.1
+        ("3.1.0", None, ("filtered", False, False, True)),
+        ("3.0.3", None, ("delivered", True, True, True)),  # #21578 and #21718 in 3.0.3
+        ("3.0.2", None, ("filtered", True, False, True)),  # #20980 in 3.0.2
+        ("2.11.4", None, ("filtered", True, True, True)),  # #21718 not in the 2.11.4 release notes
+        ("2.11.3", False, ("filtered", True, True, False)),  # #20980 and #21578 in 2.11.3
+        ("2.11.2", None, ("filtered", False, False, True)),
+        ("2.10.6", True, ("filtered", True, True, True)),
+        ("2.10.5", False, ("filtered", False, False, False)),
+        ("2.10.2", None, ("filtered", False, False, True)),  # #16205 (release/2.10.2)
+        ("2.10.1", None, ("ack_fails", False, False, True)),
+        ("2.9.4", None, ("filtered", False, False, True)),  # #16348, the 2.9 cherry-pick of #16205
+        ("2.8.3", None, ("ack_fails", False, False, True)),
     ],
 )
 def test_compactor_semantics_by_version(
-    version: str, retain: bool | None, expected: tuple[str, bool]
+    version: str, retain: bool | None, expected: tuple[str, bool, bool, bool]
 ) -> None:
     sem = C.compactor_semantics(version, retain)
-    assert (sem.generation, sem.retain_null_key) == expected
-    assert sem.keeps_null_key == (expected[0] == "old" or expected[1])
+    assert (
+        sem.marker_dispatch,
+        sem.batch_deleted_when_all,
+        sem.retain_null_key_option,
+        sem.retain_null_key,
+    ) == (expected)
+    # without the PIP-318 option key-less messages are kept whatever retain_null_key says
+    assert sem.keeps_null_key == (expected[3] or not expected[2])
 
 
 # ---------------------------------------------------------------------------------------- contracts

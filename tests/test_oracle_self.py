@@ -32,12 +32,61 @@ def ml_two_closed_one_open_empty() -> ManagedLedger:
 
 
 def test_semantics_for_version_maps_spec_labels() -> None:
-    assert (V28.position_family, V28.consumed_generation, V28.count_family) == ("2x-old", "v1", "3x")
+    assert (V28.position_family, V28.consumed_generation, V28.count_family) == ("2x-old", "v2", "3x")
     assert (V210.position_family, V210.consumed_generation, V210.precise_backlog_guard) == ("3x", "v2", False)
     assert (V3.consumed_generation, V3.precise_backlog_guard) == ("v3", True)
     assert V4.count_family == "4x"
     with pytest.raises(ValueError, match="unparseable"):
         o.semantics_for_version("latest")
+
+
+@pytest.mark.parametrize(
+    ("version", "family", "consumed", "deleted_total", "pan", "count"),
+    [
+        # pan = (clamp, deleted as empty, unread guard, lastKey() fallback) of docs §1.9
+        ("2.5.1", "2x-old", "v1", True, (False, False, False, False), "3x"),
+        ("2.8.4", "2x-old", "v2", True, (False, True, False, False), "3x"),
+        ("2.8.5", "2x-old", "v2", True, (False, True, False, True), "3x"),
+        ("2.9.5", "2x-old", "v2", True, (False, True, False, False), "3x"),  # no 2.9 clamp, no #17971
+        ("2.10.1", "2x-old", "v2", True, (True, True, False, False), "3x"),  # #21248 only from 2.10.6
+        ("2.10.6", "3x", "v2", True, (True, True, False, True), "3x"),
+        ("2.11.0", "2x-old", "v2", True, (True, True, False, False), "3x"),  # "==" in every 2.11.x
+        ("2.11.1", "2x-old", "v2", False, (True, True, False, True), "3x"),  # #19017 via #20069
+        ("2.11.3", "3x", "v2", False, (True, True, False, True), "3x"),
+        ("3.0.1", "2x-old", "v3", False, (True, True, True, True), "3x"),
+        ("3.0.2", "3x", "v3", False, (True, True, True, True), "3x"),
+        ("4.0.8", "3x", "v3", False, (True, True, True, True), "3x"),  # #24938 / #25037 in 4.0.9
+        ("4.0.9", "3x", "v3", False, (True, True, True, True), "4x"),
+        ("4.1.2", "3x", "v3", False, (True, True, True, True), "3x"),
+        ("4.1.3", "3x", "v3", False, (True, True, True, True), "4x"),
+    ],
+)
+def test_semantics_for_version_follows_each_change(
+    version: str, family: str, consumed: str, deleted_total: bool, pan: tuple[bool, ...], count: str
+) -> None:
+    sem = o.semantics_for_version(version)
+    assert (sem.position_family, sem.consumed_generation, sem.estimate_deleted_returns_total) == (
+        family,
+        consumed,
+        deleted_total,
+    )
+    assert (sem.pan_clamp, sem.pan_deleted_as_empty, sem.pan_unread_guard, sem.pan_fallback_last_key) == pan
+    assert sem.count_family == count
+
+
+def test_position_after_n_release_forms_between_2x_old_and_3x() -> None:
+    """§1.9 table: 2.9.3 has (B) without the clamp (a deleted start ledger counts 0, no clamp); 2.10.1 has
+    (A)+(B)+(E) but ``lastKey()+1``, so a walk past the last ledger never ends."""
+    ml = ManagedLedger({1: (5, 500), 3: (0, 0)}, 3, 0, 0, (1, 4), 500)  # empty open ledger 3
+    v293, v2101 = o.semantics_for_version("2.9.3"), o.semantics_for_version("2.10.1")
+    # 2.9.3: ledger 2 is deleted (counts 0), the empty open ledger 3 is credited LAC.E + 1 = 5 phantoms
+    assert o.position_after_n(ml, (2, 0), 3, "startIncluded", v293) == (3, 2)
+    assert o.position_after_n(ml, (2, 0), 3, "startIncluded", V3) == (1, 4)  # guard + clamp
+    with pytest.raises(o.OracleNPEError):
+        o.position_after_n(ml, (2, 0), 3, "startIncluded", V28)
+    no_open = ManagedLedger({1: (5, 500), 2: (0, 0)}, None, 0, 0, (1, 4), 500)
+    with pytest.raises(o.OracleUnreachableError):
+        o.position_after_n(no_open, (1, 0), 9, "startIncluded", v2101)
 
 
 # ---------------------------------------------------------------- §1.12.1 testGetPositionAfterN
@@ -338,7 +387,8 @@ def test_estimated_backlog_size_golden_phantom_bytes() -> None:
     """§2.6.3: 1001 B / 3 entries, md at the last entry: v1 leaves 2 B, v2/v3 leave 0."""
     ml = ManagedLedger({1: (3, 1001), 2: (0, 0)}, 2, 0, 0, (1, 2), 1001)
     cur = [Cursor("s", 0, True, (1, 2))]
-    assert o.estimated_backlog_size(ml, cur, V28)[1] == 2
+    assert o.estimated_backlog_size(ml, cur, o.semantics_for_version("2.5.1"))[1] == 2
+    assert o.estimated_backlog_size(ml, cur, V28)[1] == 0  # the "==" shortcut from 2.5.2 (#6700)
     assert o.estimated_backlog_size(ml, cur, V210)[1] == 0
     assert o.estimated_backlog_size(ml, cur, V4)[1] == 0
 

@@ -67,7 +67,16 @@ def test_default_version_is_the_newest_line() -> None:
 
 @pytest.mark.parametrize(
     ("version", "generation"),
-    [("2.7.5", 1), ("2.8.4", 1), ("2.9.0", 2), ("2.10.6", 2), ("2.11.0", 3), ("3.0.7", 3), ("4.1.3", 3)],
+    [
+        ("2.5.1", 1),
+        ("2.5.2", 2),  # apache/pulsar#6700 (release/2.5.2): the whole-ledger "==" shortcut
+        ("2.8.4", 2),
+        ("2.10.6", 2),
+        ("2.11.0", 2),  # branch-2.11 keeps "==" (master of early 2023 still had it)
+        ("2.11.4", 2),
+        ("3.0.0", 3),
+        ("4.1.3", 3),
+    ],
 )
 def test_consumed_size_generation_follows_spec_2_2(version: str, generation: int) -> None:
     assert consumed_size_generation(version) == generation
@@ -76,9 +85,17 @@ def test_consumed_size_generation_follows_spec_2_2(version: str, generation: int
 
 @pytest.mark.parametrize(
     ("version", "expected"),
-    [("3.3.2", False), ("4.0.7", False), ("4.0.8", True), ("4.1.1", False), ("4.1.2", True), ("4.2.0", True)],
+    [
+        ("3.3.2", False),
+        ("4.0.7", False),
+        ("4.0.8", False),  # release notes: #24938 / #25037 are not in 4.0.8 ...
+        ("4.0.9", True),  # ... but in 4.0.9
+        ("4.1.2", False),
+        ("4.1.3", True),
+        ("4.2.0", True),
+    ],
 )
-def test_uses_4x_entry_count_from_the_4_0_8_and_4_1_2_patches(version: str, expected: bool) -> None:
+def test_uses_4x_entry_count_from_the_4_0_9_and_4_1_3_patches(version: str, expected: bool) -> None:
     assert uses_4x_entry_count(version) is expected
     assert PulsarVersion.parse(version).uses_4x_entry_count() is expected
 
@@ -154,6 +171,7 @@ def test_backlog_size_switches() -> None:
     )
     assert not size_since_mark_delete_subtracts_individual_acks("4.1.2")
     assert size_since_mark_delete_subtracts_individual_acks("4.1.3")
+    assert not size_since_mark_delete_subtracts_individual_acks("4.0.8")
     assert size_since_mark_delete_subtracts_individual_acks("4.0.9")
     assert not size_since_mark_delete_subtracts_individual_acks("3.3.9")
 
@@ -163,6 +181,7 @@ def test_behaviour_bundles_every_switch() -> None:
     assert (old.pan_lac_clamp, new.pan_lac_clamp) == (False, True)
     assert (old.new_valid_position, new.new_valid_position) == (False, True)
     assert (old.entry_count_4x, new.entry_count_4x) == (False, True)
-    assert (old.consumed_generation, new.consumed_generation) == (1, 3)
+    assert (old.consumed_generation, new.consumed_generation) == (2, 3)
+    assert behaviour("2.5.1").consumed_generation == 1
     with pytest.raises(ConfigError):
         behaviour("4.1")

@@ -8,6 +8,8 @@ Version mapping (docs §0.3, §1.8, §2.2-§2.4, §3.9):
 
 * ``2.10.6`` ("2.9/2.10"): consumed-size v2 (``entries == e + 1`` shortcut), precise backlog without the
   ``md >= LAC`` guard, 2.x/3.x ``getNumberOfEntries``, estimate for a deleted ledger = totalSize.
+* ``2.11.2``: consumed-size v2 still (branch-2.11 keeps ``==``), deleted ledger = size after it
+  (apache/pulsar#19017 via #20069 in 2.11.1), no guard.
 * ``3.0.7``: consumed-size v3 (``entries <= e + 1``), guard on, deleted ledger = size after it.
 * ``4.1.3``: like 3.0.7 plus the 4.x ``getNumberOfEntries``.
 
@@ -27,7 +29,7 @@ from pyspark.sql import SparkSession
 from tests.oracle import managed_ledger as o
 from tests.oracle import strategies as S
 
-VERSIONS = ["2.10.6", "3.0.7", "4.1.3"]
+VERSIONS = ["2.10.6", "2.11.2", "3.0.7", "4.1.3"]
 
 #: Each property is one Spark job per example over every version; the transforms cost 10-25 s a job here.
 pytestmark = [pytest.mark.slow, pytest.mark.filterwarnings("ignore:Generating overly large repr")]

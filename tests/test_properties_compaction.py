@@ -2,16 +2,20 @@
 
 Each hypothesis example is 30-45 random topics (non-batched messages, a quarter of them without
 ``uncompressed_size`` (docs §5.4 size fallback), batches of 1-4 slots with the odd ``compacted_out``
-slot, tombstones (empty payloads and null values), key-less messages, markers, ledger
-roll-overs, and a ``__compaction`` start position before, inside or after the topic, or none), ONE
-messages DataFrame for all of them, three compactor configurations unioned and collected once:
+slot, tombstones (empty payloads and null values), key-less messages, replicated-subscription markers,
+transactional messages ended by a commit or an abort marker (or left open), ledger roll-overs, and a
+``__compaction`` start position before, inside or after the topic, or none), ONE messages DataFrame for
+all of them, four compactor configurations unioned and collected once (docs §5.4, one switch per PR):
 
-* ``4.1.3`` with the broker default: current compactor, ``topicCompactionRetainNullKey=false``;
-* ``3.1.2`` with the broker default: current compactor, retain ``true`` (PIP-318 back-port default);
-* ``2.10.0``: the old ``TwoPhaseCompactor`` (markers copied, key-less kept, batch "any" deleted).
+* ``4.1.3`` with the broker default: markers delivered and skipped, batch "all", key-less dropped;
+* ``3.1.2`` with the broker default: markers filtered (before #21718), batch "all", key-less kept
+  (PIP-318 back-port default);
+* ``2.11.2``: markers filtered, batch "any" (before #20980), key-less kept (no PIP-318 option);
+* ``2.10.0``: the dispatcher's individual ack of a marker or an aborted message fails (before #16205).
 
-Compared per topic: ``horizon``/``from_position``/``to_position`` and every slot of the compacted ledger
-(id, placeholder flag, slot count). ``PULSAR_PROPERTY_EXAMPLES`` raises the example count.
+Compared per topic: ``horizon``/``from_position``/``to_position``, the ``failure`` code and every slot of
+the compacted ledger (id, placeholder flag, slot count). ``PULSAR_PROPERTY_EXAMPLES`` raises the example
+count.
 """
 
 from __future__ import annotations
@@ -36,12 +40,16 @@ from pulsar_model.contracts import spark_schema
 from tests.oracle import compaction as O
 
 CLUSTER = "c1"
-#: (label, pulsar_version, retain_null_key argument, oracle current?, oracle retain)
-CONFIGS = [
-    ("new-default", "4.1.3", None, True, False),
-    ("backport-default", "3.1.2", None, True, True),
-    ("old", "2.10.0", None, False, True),
+#: (label, pulsar_version, retain_null_key argument, oracle: marker dispatch, batch "all", keep key-less)
+CONFIGS: list[tuple[str, str, bool | None, O.MarkerDispatch, bool, bool]] = [
+    ("new-default", "4.1.3", None, "delivered", True, False),
+    ("backport-default", "3.1.2", None, "filtered", True, True),
+    ("filtered-any", "2.11.2", None, "filtered", False, True),
+    ("ack-fails", "2.10.0", None, "ack_fails", False, True),
 ]
+#: MarkerType values: replicated-subscription snapshot request / snapshot, transaction commit / abort.
+REPL_MARKERS = [10, 12]
+TXN_COMMIT, TXN_ABORT = 21, 22
 KEYS = [None, "a", "b", "c", "d"]
 
 PROPERTY_SETTINGS = settings(
@@ -75,22 +83,40 @@ def topics_st(draw: st.DrawFn) -> Case:
     ledger = draw(st.sampled_from([1, 7, 1000]))
     entry = 0
     entries: list[O.Entry] = []
+    open_txns: list[tuple[int, int]] = []
+    next_txn = 1
     for _ in range(n):
         if entries and draw(st.integers(0, 4)) == 0:  # roll over to a later (sparse) ledger id
             ledger += draw(st.integers(1, 3))
             entry = 0
-        kind = draw(st.sampled_from(["single", "single", "single", "batch", "batch", "marker"]))
+        kind = draw(st.sampled_from(["single", "single", "single", "batch", "batch", "marker", "txn"]))
+        txn: tuple[int, int] | None = None
+        if kind == "txn":  # a message of a new or an open transaction, or the end marker of an open one
+            if open_txns and draw(st.booleans()):
+                txn = open_txns.pop(draw(st.integers(0, len(open_txns) - 1)))
+                end = draw(st.sampled_from([TXN_COMMIT, TXN_ABORT]))
+                marker = O.Message(key=None, payload_size=draw(st.integers(5, 30)))
+                entries.append(O.Entry(ledger, entry, (marker,), marker_type=end, txn=txn))
+                entry += 1
+                continue
+            if open_txns and draw(st.booleans()):
+                txn = open_txns[draw(st.integers(0, len(open_txns) - 1))]
+            else:
+                txn = (draw(st.integers(0, 1)), next_txn)
+                next_txn += 1
+                open_txns.append(txn)
+            kind = draw(st.sampled_from(["single", "batch"]))
         if kind == "single":
             single = draw(messages_st(False))
             if draw(st.integers(0, 3)) == 0:  # a non-Java client left uncompressed_size out (§5.4, §12.16)
                 single = dataclasses.replace(single, uncompressed_size_set=False)
-            entries.append(O.Entry(ledger, entry, (single,)))
+            entries.append(O.Entry(ledger, entry, (single,), txn=txn))
         elif kind == "batch":
             slots = draw(st.lists(messages_st(True), min_size=1, max_size=4))
-            entries.append(O.Entry(ledger, entry, tuple(slots), batched=True))
+            entries.append(O.Entry(ledger, entry, tuple(slots), batched=True, txn=txn))
         else:
             marker = O.Message(key=None, payload_size=draw(st.integers(5, 30)))
-            entries.append(O.Entry(ledger, entry, (marker,), marker_type=draw(st.sampled_from([10, 12, 21]))))
+            entries.append(O.Entry(ledger, entry, (marker,), marker_type=draw(st.sampled_from(REPL_MARKERS))))
         entry += 1 + (1 if draw(st.integers(0, 9)) == 0 else 0)
     positions = [e.position for e in entries]
     start_options: list[tuple[int, int] | None] = [None, None, (ledger, 99)]
@@ -128,6 +154,8 @@ def messages_frame(spark: SparkSession, cases: list[Case]) -> DataFrame:
                     "producer_name": "pulsar.marker" if e.marker_type is not None else "p",
                     "sequence_id": e.entry_id,
                     "publish_time_ms": 0,
+                    "txnid_most_bits": e.txn[0] if e.txn else None,
+                    "txnid_least_bits": e.txn[1] if e.txn else None,
                     "has_uncompressed_size": m.uncompressed_size_set,
                 }
                 rows.append(tuple(row.get(f.name) for f in schema.fields))
@@ -140,6 +168,11 @@ def _tag(df: DataFrame, output: str) -> DataFrame:
 
 def _mid(value: dict[str, Any] | None) -> tuple[int, int, int] | None:
     return None if value is None else (value["ledger_id"], value["entry_id"], value["batch_index"])
+
+
+def _failure_code(text: str | None) -> str | None:
+    """The code of a ``failure`` text (``<code>: <reason>``)."""
+    return None if text is None else text.split(":", 1)[0]
 
 
 @pytest.mark.filterwarnings("ignore:Generating overly large repr")
@@ -155,7 +188,7 @@ def test_compacted_ledger_and_horizons_match_oracle(spark: SparkSession, cases: 
         "cluster string, topic string, position struct<ledger_id:bigint,entry_id:bigint>",
     )
     outputs: list[DataFrame] = []
-    for n, (label, version, retain, _, _) in enumerate(CONFIGS):
+    for n, (label, version, retain, *_) in enumerate(CONFIGS):
         # every other config derives both from precomputed, materialised phases (what the stage does)
         phases = C.compaction_phases(messages, retain, version, starts, materialise=True) if n % 2 else None
         rows = phases.rows if phases else None
@@ -183,19 +216,25 @@ def test_compacted_ledger_and_horizons_match_oracle(spark: SparkSession, cases: 
         got[(r["output"], row["topic"])].append(row)
 
     mismatches: list[str] = []
-    for label, _, _, current, retain in CONFIGS:
+    for label, _, _, dispatch, batch_all, keep in CONFIGS:
         for i, (entries, start) in enumerate(cases):
-            expected = O.compact(entries, start, current=current, retain_null_key=retain)
+            expected = O.compact(
+                entries, start, marker_dispatch=dispatch, batch_all_deleted=batch_all, keep_null_key=keep
+            )
             t = topic_name(i)
             hz_rows = got.get((f"horizons/{label}", t), [])
             actual_hz = [
-                tuple(_mid(r.get(c)) for c in ("horizon", "from_position", "to_position")) for r in hz_rows
+                (
+                    *(_mid(r.get(c)) for c in ("horizon", "from_position", "to_position")),
+                    _failure_code(r.get("failure")),
+                )
+                for r in hz_rows
             ]
             # a topic with no message and no start row is unknown to the transform: no row at all
             expected_hz = (
                 []
                 if not entries and start is None
-                else [(expected.horizon, expected.from_id, expected.to_id)]
+                else [(expected.horizon, expected.from_id, expected.to_id, expected.failure)]
             )
             if actual_hz != expected_hz:
                 mismatches.append(f"{label} topic {i}: horizons {actual_hz} != {expected_hz}")
@@ -221,7 +260,7 @@ def _summary_by_distinct_counts(
     """The summary's counts as first written (``count_distinct`` over keys and entries): the reference the
     single-pass summary (flags from phase one's windows) must equal on every topic."""
     rows = C._compacted(messages, retain, version, starts)
-    is_msg = ~F.col("is_marker") & ~F.coalesce(F.col("compacted_out"), F.lit(False))
+    is_msg = ~F.col("is_marker") & ~F.col("is_aborted") & ~F.coalesce(F.col("compacted_out"), F.lit(False))
     kept = F.col("written") & F.col("survives") & ~F.col("is_marker")
     entry = F.struct("ledger_id", "entry_id")
     return rows.groupBy("cluster", "topic").agg(
@@ -257,7 +296,7 @@ def test_compaction_summary_counts_match_distinct_counts_and_oracle(
         "messages_before",
     ]
     parts = []
-    for n, (label, version, retain, _, _) in enumerate(CONFIGS):
+    for n, (label, version, retain, *_) in enumerate(CONFIGS):
         # configs 0 and 2 from precomputed rows: lazy for 0, materialised (the stage's path) for 2
         rows = (
             C.compaction_phases(messages, retain, version, starts, materialise=n == 2).rows
@@ -277,7 +316,7 @@ def test_compaction_summary_counts_match_distinct_counts_and_oracle(
         got[(r["output"], row["topic"])] = row
     messages.unpersist()
     mismatches = []
-    for label, _, _, current, retain in CONFIGS:
+    for label, _, _, dispatch, batch_all, keep in CONFIGS:
         for i, (entries, start) in enumerate(cases):
             t = topic_name(i)
             summary, reference = got.get((f"summary/{label}", t)), got.get((f"reference/{label}", t))
@@ -285,7 +324,9 @@ def test_compaction_summary_counts_match_distinct_counts_and_oracle(
                 mismatches.append(f"{label} topic {i}: summary {summary} != distinct counts {reference}")
             if summary is None:
                 continue
-            expected = O.compact(entries, start, current=current, retain_null_key=retain)
+            expected = O.compact(
+                entries, start, marker_dispatch=dispatch, batch_all_deleted=batch_all, keep_null_key=keep
+            )
             markers = {(e.ledger_id, e.entry_id) for e in entries if e.marker_type is not None}
             after = (
                 len(expected.written),

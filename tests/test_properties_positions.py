@@ -4,13 +4,14 @@ Each hypothesis example is 40-60 random topics (tests/oracle/strategies.py), one
 transform run once per version (unioned, one collect), every row compared with
 tests/oracle/managed_ledger.py.
 
-Version mapping (docs §0.3 labels; boundaries approximate):
+Version mapping (``tests.oracle.managed_ledger.semantics_for_version``, one switch per change, docs §1):
 
 * ``2.8.0`` -> "2.x-old" position arithmetic (§1.4 2.x-old isValid, §1.5 NPE->LAC.next, §1.9: no
-  currentLedgerEntries guard, NPE in deleted ledgers, ``lastKey()+1``, no LAC clamp). The "2.x-old"
-  copies are the 2.8/2.9-era ones; the NPE fix for deleted ledgers was back-ported to 2.8.4/2.9.3/2.10.1
-  (apache/pulsar#14481), so 2.10.6 runs the 3.x loop.
-* ``2.10.6``, ``3.0.7`` -> 3.x position loop (clamped to LAC) and the 2.x/3.x ``getNumberOfEntries``.
+  currentLedgerEntries guard, NPE in deleted ledgers, ``lastKey()+1``, no LAC clamp);
+* ``2.10.6`` -> the newer isValid order (#21248), the §1.9 loop with guard, clamp, deleted ledgers as
+  empty (#14481) and the ``lastKey()`` fallback (#17971) but no unread guard (3.0.0+);
+* ``2.11.2`` -> the 2.x isValid order (#21248 came with 2.11.3) with the 2.10.6 loop;
+* ``3.0.7`` -> the 3.x loop and the 2.x/3.x ``getNumberOfEntries``;
 * ``4.1.3`` -> 3.x/4.x loop and the 4.x ``getNumberOfEntries`` (IllegalArgumentException when lower > upper).
 """
 
@@ -27,10 +28,10 @@ from pyspark.sql import SparkSession
 from tests.oracle import managed_ledger as o
 from tests.oracle import strategies as S
 
-POSITION_AFTER_N_VERSIONS = ["2.8.0", "2.10.6", "3.0.7", "4.1.3"]
+POSITION_AFTER_N_VERSIONS = ["2.8.0", "2.10.6", "2.11.2", "3.0.7", "4.1.3"]
 RANGE_VERSIONS = ["2.10.6", "3.0.7", "4.1.3"]
-SKIP_VERSIONS = ["2.10.6", "3.0.7", "4.1.3"]
-VALIDITY_VERSIONS = ["2.8.0", "3.0.7", "4.1.3"]
+SKIP_VERSIONS = ["2.10.6", "2.11.2", "3.0.7", "4.1.3"]
+VALIDITY_VERSIONS = ["2.8.0", "2.11.2", "3.0.7", "4.1.3"]
 
 #: Each property is one Spark job per example over every version; the transforms cost 10-25 s a job here.
 pytestmark = [pytest.mark.slow, pytest.mark.filterwarnings("ignore:Generating overly large repr")]
@@ -86,14 +87,7 @@ def test_position_after_n_matches_oracle(
             for j, req in enumerate(case.position_after_n):
                 try:
                     expected: Any = (
-                        o.get_position_after_n(
-                            case.ml,
-                            req.start,
-                            req.n,
-                            cast(o.Bound, req.bound),
-                            sem.position_family,
-                            unread_guard=sem.pan_unread_guard,
-                        ),
+                        o.position_after_n(case.ml, req.start, req.n, cast(o.Bound, req.bound), sem),
                         None,
                     )
                 except o.OracleNPEError:

@@ -255,8 +255,15 @@ FID_READER_ROWS = [
     _reader("narrow", "rollback-empty-closed-ledger-compacted", "earliest", rollback=10, compacted=True),
 ]
 #: frame of each version line: 4.1.3 answers them in ``reader_new``, the older lines in frames of their own
-FID_FRAMES = {"210": "fidelity_210", "307": "fidelity_307", "404": "fidelity_404", "new": "reader_new"}
-FID_VERSIONS = {"210": V210, "307": "3.0.7", "404": "4.0.4"}
+FID_FRAMES = {
+    "210": "fidelity_210",
+    "307": "fidelity_307",
+    "337": "fidelity_337",
+    "404": "fidelity_404",
+    "new": "reader_new",
+}
+#: 3.3.7 received #22792, #23919 and #24219 together (its release notes): the 4.0.5+ search
+FID_VERSIONS = {"210": V210, "307": "3.0.7", "337": "3.3.7", "404": "4.0.4"}
 
 
 def _reset(topic: str, rid: str, t: int | None, cursor: str = "sub") -> tuple[Any, ...]:
@@ -625,12 +632,15 @@ def test_reader_start_positions_rollback_from_empty_closed_ledger_start(out: dic
     """4.0.5+ narrowing (apache/pulsar#24219) starts the search at (4,-1), the "last entry" of the empty
     ledger 4 closed before t - skew: that read fails, the reader stays at earliest (md (3,-1), rp 3:0; with
     readCompacted rp = (3,-1).next, the same). 4.0.4 starts at entry 0 of the open ledger instead (its
-    second-to-last rule), 2.10 and 3.0 at (3,0): they find 6:1 and reset after it (md 6:1, rp 6:2)."""
+    second-to-last rule), 2.10 and 3.0 at (3,0): they find 6:1 and reset after it (md 6:1, rp 6:2). 3.3.7
+    got the three search PRs at once (its release notes) and fails like 4.1.3."""
     for rid in ("rollback-empty-closed-ledger", "rollback-empty-closed-ledger-compacted"):
-        new = out["reader_new"][("narrow", rid)]
-        assert state(new) == ((3, -1), (3, 0)), rid
-        assert new["rollback_failure"] == "ManagedLedgerException: reading entry 4:-1 fails (no such entry)"
-        assert mid(new["first_delivered"]) == (3, 0, -1) and new["error"] is None
+        for frame in ("reader_new", FID_FRAMES["337"]):
+            new = out[frame][("narrow", rid)]
+            assert state(new) == ((3, -1), (3, 0)), (frame, rid)
+            failure = "ManagedLedgerException: reading entry 4:-1 fails (no such entry)"
+            assert new["rollback_failure"] == failure, (frame, rid)
+            assert mid(new["first_delivered"]) == (3, 0, -1) and new["error"] is None, (frame, rid)
         for tag in ("210", "307", "404"):
             old = out[FID_FRAMES[tag]][("narrow", rid)]
             assert state(old) == ((6, 1), (6, 2)), (tag, rid)

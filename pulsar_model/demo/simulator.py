@@ -1226,11 +1226,6 @@ def compaction_retains_null_keys(version: str) -> bool:
     return version_tuple(version) < (3, 2, 0)
 
 
-def compaction_skips_markers(version: str) -> bool:
-    """Newer compactors (3.3/4.x ``AbstractTwoPhaseCompactor``) drop markers (docs §5.4)."""
-    return version_tuple(version) >= (3, 3, 0)
-
-
 def compact_entries(records: Sequence[EntryRecord], version: str, *, encode: bool) -> CompactionResult:
     """Run both compaction phases over ``records`` (everything up to the horizon, in order).
 
@@ -1239,7 +1234,6 @@ def compact_entries(records: Sequence[EntryRecord], version: str, *, encode: boo
     entries are re-encoded to measure the compacted ledger's size.
     """
     retain = compaction_retains_null_keys(version)
-    skip_markers = compaction_skips_markers(version)
     latest: dict[str, tuple[int, int, int]] = {}
     for rec in records:
         content = rec.content
@@ -1261,10 +1255,7 @@ def compact_entries(records: Sequence[EntryRecord], version: str, *, encode: boo
         content = rec.content
         lid, eid = rec.position
         if not isinstance(content, DataContent):
-            if not skip_markers and retain:
-                entries += 1
-                size += rec.size
-            continue
+            continue  # no compactor of any line writes a marker (docs §5.4)
         if content.batched:
             keep = []
             for i, m in enumerate(content.messages):

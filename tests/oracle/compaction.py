@@ -1,29 +1,42 @@
 """Plain-Python oracle of Pulsar topic compaction, written straight from docs §5.4 and §5.5.
 
-Deliberately literal: phase one is the docs' read loop over the topic's entries with a ``latest`` dict,
-phase two the second read loop from ``from`` to ``to`` with ``rebatch``. No Spark, no windows, nothing
-shared with ``pulsar_model.compaction``. Ids are tuples ``(ledger_id, entry_id, batch_index)``;
-entry-level ids use batch index ``-1``.
+Deliberately literal: first the dispatcher decides which entries the compactor's reader receives, then
+phase one is the docs' read loop over those entries with a ``latest`` dict, phase two the second read
+loop from ``from`` to ``to`` with ``rebatch``. No Spark, no windows, nothing shared with
+``pulsar_model.compaction``. Ids are tuples ``(ledger_id, entry_id, batch_index)``; entry-level ids use
+batch index ``-1``.
 
-Two compactor generations (docs §5.4 last paragraph, §11 item 15):
+The four switches of docs §5.4, one per pull request:
 
-* ``current=True``: markers count as deleted and are skipped in phase two; key-less messages count as
-  deleted / are dropped unless ``retain_null_key``; a batch is deleted iff every message in it counted
-  as deleted (``compacted_out`` slots are skipped, so they never count);
-* ``current=False`` (old ``TwoPhaseCompactor``): no marker test (a marker has no key, so it passes
-  through), key-less messages are always kept and never count as deleted, a batch is deleted if any of
-  its messages was deleted.
+* ``marker_dispatch`` - what the dispatcher does with a marker (and an aborted transactional message)
+  read for ``__compaction``: ``"ack_fails"`` (before apache/pulsar#16205: it acknowledges the entry
+  individually, the compactor subscription refuses, the compaction fails), ``"filtered"`` (markers and
+  aborted messages never reach the reader; when the last entry is one of them phase one waits for it
+  and times out), ``"delivered"`` (apache/pulsar#21718: markers reach the reader and phase one counts
+  them as deleted; aborted messages are still filtered);
+* ``batch_all_deleted`` - apache/pulsar#20980: a batch is deleted in phase one iff every message in it
+  counted as deleted (``compacted_out`` slots are skipped, so they never count); before it iff any did;
+* ``keep_null_key`` - key-less messages are kept (always before PIP-318, else ``retainNullKey``); when
+  not kept they count as deleted in phase one.
+
+No marker is ever written. A transaction is aborted when its abort marker (marker type 22, same
+transaction id) is in the topic.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Literal
 
 MessageId = tuple[int, int, int]
 Position = tuple[int, int]
+TxnId = tuple[int, int]
+MarkerDispatch = Literal["ack_fails", "filtered", "delivered"]
+Failure = Literal["compactor_ack_rejected", "phase_one_timeout"]
 
 NOT_BATCHED = -1
+TXN_ABORT = 22
 
 
 @dataclass(frozen=True)
@@ -51,13 +64,14 @@ class Message:
 
 @dataclass(frozen=True)
 class Entry:
-    """One ledger entry: a non-batched message, a batch, or a marker."""
+    """One ledger entry: a non-batched message, a batch, or a marker; ``txn`` = its transaction id."""
 
     ledger_id: int
     entry_id: int
     messages: tuple[Message, ...]
     batched: bool = False
     marker_type: int | None = None
+    txn: TxnId | None = None
 
     @property
     def id(self) -> MessageId:
@@ -85,6 +99,7 @@ class Result:
     to_id: MessageId | None = None
     latest: dict[str, MessageId] = field(default_factory=dict)
     written: list[WrittenEntry] = field(default_factory=list)
+    failure: Failure | None = None
 
     def retained(self) -> list[MessageId]:
         """Ids of the surviving messages (what ``compact`` returns), in ledger order."""
@@ -101,17 +116,42 @@ class Result:
         ]
 
 
+def aborted_transactions(topic: Sequence[Entry]) -> set[TxnId]:
+    """Transactions whose abort marker is in the topic (the transaction buffer's aborted set)."""
+    return {e.txn for e in topic if e.marker_type == TXN_ABORT and e.txn is not None}
+
+
 def compact(
-    topic: Sequence[Entry], start: Position | None, *, current: bool, retain_null_key: bool
+    topic: Sequence[Entry],
+    start: Position | None,
+    *,
+    marker_dispatch: MarkerDispatch,
+    batch_all_deleted: bool,
+    keep_null_key: bool,
 ) -> Result:
-    """Run phase one and phase two over ``topic`` (entries in position order) after ``start``."""
-    keep_null_key = retain_null_key if current else True
+    """Run the dispatcher, phase one and phase two over ``topic`` (entries in order) after ``start``."""
+    aborted = aborted_transactions(topic)
     reader = [e for e in topic if start is None or e.position > start]
     result = Result()
     # "if not reader.hasMessageAvailable(): return -1 (nothing to do)"
     if not reader:
         return result
-    last = reader[-1].id  # last message id with the batch index dropped
+    last = reader[-1].id  # getLastMessageId with the batch index dropped: the topic's last entry
+
+    # ---------------------------------------------------------------- what the dispatcher delivers
+    def is_aborted(e: Entry) -> bool:
+        return e.marker_type is None and e.txn is not None and e.txn in aborted
+
+    def is_filtered(e: Entry) -> bool:
+        return is_aborted(e) or (e.marker_type is not None and marker_dispatch != "delivered")
+
+    if marker_dispatch == "ack_fails" and any(e.marker_type is not None or is_aborted(e) for e in reader):
+        result.failure = "compactor_ack_rejected"
+        return result
+    delivered = [e for e in reader if not is_filtered(e)]
+    if not delivered or delivered[-1].id != last:
+        result.failure = "phase_one_timeout"  # phase one keeps waiting for `last`
+        return result
 
     # ---------------------------------------------------------------- phase one
     latest: dict[str, MessageId] = {}
@@ -119,7 +159,7 @@ def compact(
     def compact_single(e: Entry) -> bool:
         m = e.messages[0]
         if m.key is None:
-            return not keep_null_key if current else False
+            return not keep_null_key
         if not m.single_size_empty:
             latest[m.key] = e.id
             return False
@@ -128,12 +168,11 @@ def compact(
 
     def compact_batch(e: Entry) -> bool:
         deleted_count = 0
-        any_deleted = False
         for i, m in enumerate(e.messages):
             if m.compacted_out:
                 continue
             if m.key is None:
-                if current and not keep_null_key:
+                if not keep_null_key:
                     deleted_count += 1
                 continue
             if m.payload_size > 0 and not m.null_value:
@@ -141,18 +180,17 @@ def compact(
             else:
                 latest.pop(m.key, None)
                 deleted_count += 1
-                any_deleted = True
-        if current:
+        if batch_all_deleted:
             return deleted_count == len(e.messages)
-        return any_deleted
+        return deleted_count > 0
 
     first: MessageId | None = None
     to: MessageId | None = None
     m_id: MessageId = last
-    for e in reader:
+    for e in delivered:
         m_id = e.id
-        if e.marker_type is not None and current:
-            deleted = True
+        if e.marker_type is not None:
+            deleted = True  # a delivered marker counts as deleted
         elif e.batched:
             deleted = compact_batch(e)
         else:
@@ -170,13 +208,13 @@ def compact(
 
     # ---------------------------------------------------------------- phase two
     reading = False
-    for e in reader:
+    for e in delivered:
         if e.id == result.from_id:
             reading = True  # "seek reader to 'from'"
         if not reading:
             continue
-        if e.marker_type is not None and current:
-            pass  # markers are skipped
+        if e.marker_type is not None:
+            pass  # markers are never written
         elif e.batched:
             slots: list[tuple[int, bool]] = []
             for i, m in enumerate(e.messages):

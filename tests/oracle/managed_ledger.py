@@ -132,18 +132,21 @@ class Cursor:
 
 @dataclass(frozen=True)
 class Semantics:
-    """Which variant of every version-dependent algorithm a broker version runs (docs §0.3 labels)."""
+    """Which variant of every version-dependent algorithm a broker version runs (docs §1, §2)."""
 
     version: str
-    position_family: PositionFamily  # §1.4/§1.5/§1.9: 2.x-old vs 3.x/4.x
+    position_family: PositionFamily  # §1.4/§1.5: isValidPosition order and nextValid fallback
     count_family: CountFamily  # §1.7: 2.x/3.x arithmetic vs 4.x arithmetic
     consumed_generation: ConsumedGeneration  # §2.2
     precise_backlog_guard: bool  # §1.8: "0 if md >= LAC" (3.x+)
-    estimate_deleted_returns_total: bool  # §2.4: 2.9/2.10 returned totalSize for a deleted ledger
-    pan_unread_guard: bool  # §1.9: ``unread = total - entry`` only when ``total > 0`` (3.0.0+)
+    estimate_deleted_returns_total: bool  # §2.4: totalSize for a position in a deleted ledger
+    pan_unread_guard: bool  # §1.9 (C): ``unread = total - entry`` only when ``total > 0``
+    pan_clamp: bool  # §1.9 (A)+(E): open-ledger entries guard and the clamp to LAC
+    pan_deleted_as_empty: bool  # §1.9 (B): a ledger missing from the map counts 0 (else NPE)
+    pan_fallback_last_key: bool  # §1.9 (D): past the last ledger re-walk lastKey() (else lastKey()+1)
 
 
-_VERSION_RE = re.compile(r"^\s*(\d+)\.(\d+)")
+_VERSION_RE = re.compile(r"^\s*(\d+)\.(\d+)(?:\.(\d+))?")
 
 
 def parse_version(version: str) -> tuple[int, int]:
@@ -153,33 +156,61 @@ def parse_version(version: str) -> tuple[int, int]:
     return int(match.group(1)), int(match.group(2))
 
 
+def _release(version: str) -> tuple[int, int, int]:
+    match = _VERSION_RE.match(version)
+    if match is None or match.group(3) is None:
+        raise ValueError(f"unparseable Pulsar version {version!r}; expected e.g. '3.0.7'")
+    return int(match.group(1)), int(match.group(2)), int(match.group(3))
+
+
+def _has(version: str, first: tuple[int, int, int], patches: dict[tuple[int, int], int]) -> bool:
+    """True from release ``first`` on, or from ``patches[line]`` on a maintenance line that got the fix."""
+    v = _release(version)
+    if v >= first:
+        return True
+    line = (v[0], v[1])
+    return line in patches and v[2] >= patches[line]
+
+
 def semantics_for_version(version: str) -> Semantics:
-    """Map a broker version to docs/semantics variants.
+    """Map a broker version (``MAJOR.MINOR.PATCH``) to the variants of docs §1 and §2.
 
-    Mapping (docs §0.3 labels are approximate release boundaries):
+    Each switch follows the release that brought the change, as docs/semantics lists it:
 
-    * ``<= 2.8``: "2.x-old" position arithmetic (§1.4 2.x-old isValid, §1.5 NPE→LAC.next, §1.9 no clamp,
-      NPE on deleted ledgers), consumed-size v1 (no full-ledger shortcut);
-    * ``2.9 .. 2.x``: "2.9/2.10": 3.x position loop, consumed-size v2 (``entries == e + 1``);
-    * ``3.x``: consumed-size v3 (``entries <= e + 1``), precise-backlog guard ``md >= LAC → 0``;
-    * ``4.x``: like 3.x plus the 4.x ``getNumberOfEntries`` arithmetic (§1.7).
-    * §1.9's ``total > 0`` guard on ``unread`` exists from 3.0 only: the 2.10 and 2.11 lines compute
-      ``total - entry`` even for a start in a deleted or empty ledger (a negative ``unread`` that adds to
-      the entries still to skip).
+    * §1.4/§1.5 newer isValidPosition order and ``(open, 0)`` fallback: apache/pulsar#21248 (2.10.6, 2.11.3,
+      3.0.2, 3.1.1, every 3.2+); older brokers use the 2.x order and ``LAC.next``;
+    * §1.9 (A)+(E) open-ledger guard and LAC clamp: the 2.10.1 source, every 2.11+ (not in 2.8/2.9, and
+      2.10.0 assumed without); (B) deleted ledger counts 0: apache/pulsar#14481 (2.8.4, 2.9.3, 2.10.1,
+      2.11+); (C) unread guard: 3.0.0+; (D) ``lastKey()`` fallback: apache/pulsar#17971 (2.8.5, 2.10.3,
+      2.11.1, 3.0+);
+    * §1.7 4.x ``getNumberOfEntries``: apache/pulsar#24938 + #25037 (4.0.9, 4.1.3, 4.2+);
+    * §1.8 precise-backlog guard ``md >= LAC -> 0``: 3.0+;
+    * §2.2 consumedLedgerSize: v1 before 2.5.2, v2 (``==``, apache/pulsar#6700) through 2.11.x, v3 (``<=``)
+      from 3.0;
+    * §2.4 deleted ledger -> ``totalSize``: every 2.x except 2.11.1+ (apache/pulsar#19017 via #20069).
 
     The slowest cursor does not depend on the version: every line keeps the durable cursors in the same heap
     (docs §3.9, :mod:`tests.oracle.cursor_heap`).
     """
-    major, minor = parse_version(version)
-    old = (major, minor) <= (2, 8)
+    v = _release(version)
+    new_order = _has(version, (3, 2, 0), {(2, 10): 6, (2, 11): 3, (3, 0): 2, (3, 1): 1})
+    if v < (2, 5, 2):
+        consumed: ConsumedGeneration = "v1"
+    elif v < (3, 0, 0):
+        consumed = "v2"
+    else:
+        consumed = "v3"
     return Semantics(
         version=version,
-        position_family="2x-old" if old else "3x",
-        count_family="4x" if major >= 4 else "3x",
-        consumed_generation="v1" if old else ("v2" if major == 2 else "v3"),
-        precise_backlog_guard=major >= 3,
-        estimate_deleted_returns_total=major == 2,
-        pan_unread_guard=major >= 3,
+        position_family="3x" if new_order else "2x-old",
+        count_family="4x" if _has(version, (4, 2, 0), {(4, 0): 9, (4, 1): 3}) else "3x",
+        consumed_generation=consumed,
+        precise_backlog_guard=v >= (3, 0, 0),
+        estimate_deleted_returns_total=not _has(version, (3, 0, 0), {(2, 11): 1}),
+        pan_unread_guard=v >= (3, 0, 0),
+        pan_clamp=_has(version, (2, 11, 0), {(2, 10): 1}),
+        pan_deleted_as_empty=_has(version, (2, 11, 0), {(2, 8): 4, (2, 9): 3, (2, 10): 1}),
+        pan_fallback_last_key=_has(version, (3, 0, 0), {(2, 8): 5, (2, 10): 3, (2, 11): 1}),
     )
 
 
@@ -427,19 +458,27 @@ def get_position_after_n(
     bound: Bound,
     family: PositionFamily = "3x",
     *,
-    unread_guard: bool = True,
+    unread_guard: bool | None = None,
+    clamp: bool | None = None,
+    deleted_as_empty: bool | None = None,
+    fallback_last_key: bool | None = None,
 ) -> Position:
-    """docs §1.9 getPositionAfterN (3.x/4.x loop with LAC clamp, or the 2.x-old loop).
+    """docs §1.9 getPositionAfterN with its parts (A)-(E) switched on or off.
 
-    ``unread_guard=False``: the 2.10/2.11 loop, which counts ``unread = total - entry`` even when the
-    ledger holds nothing (``total == 0``), so a start inside a deleted ledger skips more.
+    ``family`` picks the nextValid of a ``startExcluded`` start (§1.5) and the defaults of the parts: every
+    part on for ``"3x"``, every part off for ``"2x-old"`` (no open-ledger guard, NPE on a deleted ledger,
+    ``lastKey()+1``, no clamp). ``unread_guard`` (C), ``clamp`` (A)+(E), ``deleted_as_empty`` (B) and
+    ``fallback_last_key`` (D) override them one by one, for the release forms in between (§1.9 table).
     """
-    if family == "2x-old":
-        return _position_after_n_2x_old(ml, start, n, bound)
+    newest = family == "3x"
+    guard = newest if unread_guard is None else unread_guard
+    clamped = newest if clamp is None else clamp
+    empty_when_deleted = newest if deleted_as_empty is None else deleted_as_empty
+    last_key_fallback = newest if fallback_last_key is None else fallback_last_key
     if bound == "startIncluded":  # noqa: SIM108 - mirrors docs/semantics pseudo-code
         cur = start
     else:
-        cur = get_next_valid_position(ml, start, "3x")
+        cur = get_next_valid_position(ml, start, family)
     skip = n
     last_ledger = False
     iterations = 0
@@ -449,11 +488,14 @@ def get_position_after_n(
             raise OracleUnreachableError("getPositionAfterN does not terminate (docs §1.9 unreachable state)")
         if ml.current_ledger_id is not None and cur[0] == ml.current_ledger_id:
             last_ledger = True
-            total = ml.lac[1] + 1 if ml.current_ledger_entries > 0 else 0
+            # (A): without the guard an empty open ledger is credited LAC.E + 1 phantom entries
+            total = ml.lac[1] + 1 if (ml.current_ledger_entries > 0 or not clamped) else 0
         else:
             li = ml.ledgers.get(cur[0])
+            if li is None and not empty_when_deleted:
+                raise OracleNPEError(f"ledgers.get({cur[0]}) is null in getPositionAfterN")
             total = li[0] if li is not None else 0
-        unread = total - cur[1] if (total > 0 or not unread_guard) else 0
+        unread = total - cur[1] if (total > 0 or not guard) else 0
         if unread >= skip:
             cur = (cur[0], cur[1] + skip)
             break
@@ -462,41 +504,30 @@ def get_position_after_n(
             cur = (cur[0], total)
             break
         nxt = ml.higher_key(cur[0])
-        cur = (nxt if nxt is not None else ml.last_key(), 0)
+        if nxt is None:
+            nxt = ml.last_key() if last_key_fallback else ml.last_key() + 1
+        cur = (nxt, 0)
     result = get_previous_position(ml, cur)
-    if result > ml.lac:
+    if clamped and result > ml.lac:
         result = ml.lac
     return result
 
 
-def _position_after_n_2x_old(ml: ManagedLedger, start: Position, n: int, bound: Bound) -> Position:
-    """docs §1.9 "2.x-old differences": no entries guard, NPE on deleted ledgers, lastKey()+1, no clamp."""
-    if bound == "startIncluded":  # noqa: SIM108 - mirrors docs/semantics pseudo-code
-        cur = start
-    else:
-        cur = get_next_valid_position(ml, start, "2x-old")
-    skip = n
-    last_ledger = False
-    while skip >= 0:
-        if ml.current_ledger_id is not None and cur[0] == ml.current_ledger_id:
-            last_ledger = True
-            total = ml.lac[1] + 1
-        else:
-            li = ml.ledgers.get(cur[0])
-            if li is None:
-                raise OracleNPEError(f"ledgers.get({cur[0]}) is null in getPositionAfterN")
-            total = li[0]
-        unread = total - cur[1]
-        if unread >= skip:
-            cur = (cur[0], cur[1] + skip)
-            break
-        skip -= unread
-        if last_ledger:
-            cur = (cur[0], total)
-            break
-        nxt = ml.higher_key(cur[0])
-        cur = (nxt if nxt is not None else ml.last_key() + 1, 0)
-    return get_previous_position(ml, cur)
+def position_after_n(
+    ml: ManagedLedger, start: Position, n: int, bound: Bound, semantics: Semantics
+) -> Position:
+    """docs §1.9 getPositionAfterN in the form ``semantics``'s release runs."""
+    return get_position_after_n(
+        ml,
+        start,
+        n,
+        bound,
+        semantics.position_family,
+        unread_guard=semantics.pan_unread_guard,
+        clamp=semantics.pan_clamp,
+        deleted_as_empty=semantics.pan_deleted_as_empty,
+        fallback_last_key=semantics.pan_fallback_last_key,
+    )
 
 
 # --------------------------------------------------------------------------------------------------
@@ -620,7 +651,7 @@ def skip_entries(
         if deleted_entries == "Exclude"
         else 0
     )
-    target = get_position_after_n(ml, md, n + extra, "startExcluded", fam)
+    target = position_after_n(ml, md, n + extra, "startExcluded", semantics)
     result = mark_delete(ml, md, rp, idm, target, fam)
     return SkipResult(target, result.mark_delete, result.read_position, result.individually_deleted)
 

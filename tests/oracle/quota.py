@@ -338,13 +338,13 @@ def expire(
                     break
                 matched = search
                 state = "checkLast"
-                search = min(o.get_position_after_n(ml, search, hi, "startExcluded", fam), ml.lac)
+                search = min(o.position_after_n(ml, search, hi, "startExcluded", sem), ml.lac)
             elif state == "checkLast":
                 if hit:
                     matched = search
                     break
                 state = "searching"
-                search = o.get_position_after_n(ml, start, mid(), "startExcluded", fam)
+                search = o.position_after_n(ml, start, mid(), "startExcluded", sem)
             else:
                 if hit:
                     matched = search
@@ -353,7 +353,7 @@ def expire(
                     hi = mid() - 1
                 if hi <= lo:
                     break
-                search = o.get_position_after_n(ml, start, mid(), "startExcluded", fam)
+                search = o.position_after_n(ml, start, mid(), "startExcluded", sem)
     except o.OracleError:
         return ExpiryOutcome(None, closure, True)
     if matched is not None:

@@ -24,12 +24,13 @@ from tests.oracle.managed_ledger import (
     OracleError,
     Position,
     Range,
+    Semantics,
     get_first_position,
     get_next_valid_position,
-    get_position_after_n,
     get_previous_position,
     is_valid_position,
     number_of_entries,
+    position_after_n,
     semantics_for_version,
 )
 
@@ -70,6 +71,7 @@ def _from(version: str, first: tuple[int, int, int], patches: Mapping[tuple[int,
 @dataclass(frozen=True)
 class Rules:
     version: str
+    semantics: Semantics  # docs §1: the managed-ledger arithmetic of the version
     position_family: Literal["3x", "2x-old"]
     count_family: Literal["3x", "4x"]
     steps_back_all: bool  # docs §7.2: 1.x/2.0 step back only batched ids
@@ -84,13 +86,15 @@ class Rules:
 
 def rules_for(version: str) -> Rules:
     base = semantics_for_version(version)
-    four_x = _from(version, (4, 2, 0), {(4, 0): 8, (4, 1): 2})
-    closed = _from(version, (4, 1, 0), {(4, 0): 3})
+    four_x = base.count_family == "4x"
+    # docs §7.5: the ranged search with #23919 from 4.0.3 and 3.3.7; last-entry start from 4.0.5 and 3.3.7
+    closed = _from(version, (4, 1, 0), {(4, 0): 3, (3, 3): 7})
     narrowing: Narrowing = "none"
     if closed:
-        narrowing = "last_entry" if _from(version, (4, 1, 0), {(4, 0): 5}) else "first_entry"
+        narrowing = "last_entry" if _from(version, (4, 1, 0), {(4, 0): 5, (3, 3): 7}) else "first_entry"
     return Rules(
         version=version,
+        semantics=base,
         position_family=base.position_family,
         count_family="4x" if four_x else "3x",
         steps_back_all=_v(version) >= (2, 1, 0),
@@ -223,7 +227,6 @@ def find_newest_before(
 ) -> Position | None:
     """The entry PersistentMessageFinder.findMessages(t) reports (None = not found)."""
     closed_at = closed_at or {}
-    fam = rules.position_family
     if not ml.ledgers:
         raise OracleRequestError("ledgers.firstKey() on an empty map")
     first = (min(ml.ledgers), 0)  # ManagedCursorImpl.getFirstPosition()
@@ -281,7 +284,7 @@ def find_newest_before(
                 return None
             last_found = position
             state = "checkLast"
-            position = get_position_after_n(ml, position, high, "startExcluded", fam)
+            position = position_after_n(ml, position, high, "startExcluded", rules.semantics)
             if rules.clamp_check_last and ml.lac < position:
                 position = ml.lac
             continue
@@ -290,7 +293,7 @@ def find_newest_before(
                 return position
             state = "searching"
             middle = low + max(int((high - low) / 2), 1)
-            position = get_position_after_n(ml, begin, middle, "startExcluded", fam)
+            position = position_after_n(ml, begin, middle, "startExcluded", rules.semantics)
             continue
         if ok:
             last_found = position
@@ -300,7 +303,7 @@ def find_newest_before(
         middle = low + max(int((high - low) / 2), 1)
         if high <= low:
             return last_found
-        position = get_position_after_n(ml, begin, middle, "startExcluded", fam)
+        position = position_after_n(ml, begin, middle, "startExcluded", rules.semantics)
 
 
 def reset_cursor_by_time(
