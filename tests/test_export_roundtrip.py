@@ -108,7 +108,7 @@ def exports(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, Path]
 
 @pytest.fixture(scope="module")
 def warehouses(spark, exports, tmp_path_factory):  # type: ignore[no-untyped-def]
-    demo, rest, capped = exports
+    demo, rest, _ = exports
     out = {}
     for name, folder in (("demo", demo), ("rest", rest)):
         tables = DeltaTables(spark, str(tmp_path_factory.mktemp(f"wh-{name}")))
