@@ -159,6 +159,7 @@ def run(
         "topics_requested": topics,
         "entries_requested": n_entries,
         "bytes_written": size,
+        "load_average_1m_after": round(os.getloadavg()[0], 2),
         **result,
     }
 

@@ -135,19 +135,29 @@ def _one_topic_cluster(tiny_demo: Path, name: str = "us-west") -> Any:
     return load_export(tiny_demo)[name]
 
 
-def test_export_follows_307_to_the_owner_keeping_the_token(tiny_demo: Path, tmp_path: Path) -> None:
+def test_export_follows_307_between_two_brokers_keeping_the_token(tiny_demo: Path, tmp_path: Path) -> None:
+    """Two brokers of one cluster, each owning half of the topics and redirecting the others (307 with
+    ``authoritative=true``, as ``PulsarWebResource`` redirects to the owner)."""
     cluster = _one_topic_cluster(tiny_demo)
-    owner_faults = Faults(token=TOKEN)
-    with FakeAdminServer(cluster, owner_faults) as owner:
-        front_faults = Faults(
-            token=TOKEN,
-            redirect_to=lambda path: owner.url if path.startswith("/admin/v2/persistent/") else None,
-        )
-        with FakeAdminServer(cluster, front_faults) as front:
-            summary = run_export(_options(tmp_path / "out", front.url, token=TOKEN))
+    faults = [Faults(token=TOKEN), Faults(token=TOKEN)]
+    with FakeAdminServer(cluster, faults[0]) as a, FakeAdminServer(cluster, faults[1]) as b:
+        urls = [a.url, b.url]
+
+        def owner_of(me: int) -> Any:
+            def redirect(path: str) -> str | None:
+                if not path.startswith("/admin/v2/persistent/") or path.count("/") < 6:
+                    return None  # namespace-level calls are answered by any broker
+                owner = sum(path.split("/")[6].encode()) % 2
+                return None if owner == me else urls[owner]
+
+            return redirect
+
+        faults[0].redirect_to, faults[1].redirect_to = owner_of(0), owner_of(1)
+        summary = run_export(_options(tmp_path / "out", a.url, token=TOKEN))
     assert not summary.failed, summary.format()
     assert summary.clusters[0].stats.redirects > 0
-    assert owner_faults.requests > 0 and set(owner_faults.seen_auth) == {f"Bearer {TOKEN}"}
+    for f in faults:
+        assert f.requests > 0 and set(f.seen_auth) == {f"Bearer {TOKEN}"}
     assert len(_rest_rows(tmp_path / "out", "us-west")) == len(_stored_rows(tiny_demo, "us-west"))
 
 
