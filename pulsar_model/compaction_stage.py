@@ -44,6 +44,7 @@ from pulsar_model.compaction import (
     with_uncompressed_size_flag,
 )
 from pulsar_model.delta_io import DeltaTables
+from pulsar_model.entry_coverage import COLUMN as COMPLETE
 from pulsar_model.entry_coverage import compaction_entries_complete
 from pulsar_model.stage_io import read_day, write_day_outputs
 
@@ -144,7 +145,7 @@ def run_compaction_stage(
             )
             for name, part in parts.items():
                 if part is not None:
-                    outputs[name].append(part.join(ids, _TOPIC, "inner"))
+                    outputs[name].append(part.drop(COMPLETE).join(ids, _TOPIC, "inner"))
         return write_day_outputs(
             tables, day, {name: outputs[name] for name in OUTPUT_TABLES}, stage="compaction"
         )
