@@ -326,3 +326,26 @@ def test_cli_export_exits_1_on_failure_and_imports_no_spark(tiny_demo: Path, tmp
     )
     result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
     assert result.stdout.strip() == "False"
+
+
+def test_token_comes_from_the_flag_the_file_or_the_environment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from pulsar_model.errors import ConfigError
+    from pulsar_model.export import resolve_token
+
+    monkeypatch.delenv("PULSAR_AUTH_TOKEN", raising=False)
+    monkeypatch.delenv("PULSAR_ANALYTICS_AUTH_TOKEN", raising=False)
+    assert resolve_token(None, None) is None
+    monkeypatch.setenv("PULSAR_AUTH_TOKEN", f" {TOKEN}\n")
+    assert resolve_token(None, None) == TOKEN
+    token_file = tmp_path / "token.txt"
+    token_file.write_text(f"token:{TOKEN}\n")  # client.conf's authParams style
+    assert resolve_token(None, str(token_file)) == TOKEN
+    assert resolve_token("flag-token", None) == "flag-token"
+    with pytest.raises(ConfigError, match="not both"):
+        resolve_token("a", str(token_file))
+    with pytest.raises(ConfigError, match="cannot be read"):
+        resolve_token(None, str(tmp_path / "missing"))
+    with pytest.raises(ConfigError, match="must not carry credentials"):
+        ExportOptions(targets=(ClusterTarget("https://user:secret@broker:8443"),), out=tmp_path / "o")
