@@ -5,8 +5,9 @@
 whose per-topic cap or failed fetches left ranges out; null when the export does not say - entry dumps
 made otherwise, taken as whole as before). The analyses that read ``entries``, ``messages`` or
 ``markers`` (exact backlog, compaction preview, replication snapshots/positions/duplicates/cache replay,
-transactions, quota eviction losses, skip plans) carry the topic's flag into their outputs so that a partial topic is reported as
-incomplete instead of being computed as if it were whole (docs/semantics/export-rest.md "Completeness").
+transactions, quota eviction losses, skip plans) carry the topic's flag into their outputs so that a
+partial topic is reported as incomplete instead of being computed as if it were whole
+(docs/semantics/export-rest.md "Completeness").
 
 One more case is incomplete although nothing was left out: ``--entries backlog`` fetches from the
 slowest durable cursor's mark-delete, which covers the compaction preview only when the topic has a
