@@ -13,7 +13,7 @@ GOLDEN_AND_PROPERTY_TESTS = $(sort $(wildcard tests/test_*golden*.py tests/test_
 	tests/test_schema_compat.py)
 
 .DEFAULT_GOAL := help
-.PHONY: help venv run demo ingest nightly test test-long test-runtime dist test-fast lint format typecheck proto bench report clean check-java
+.PHONY: help venv run demo ingest nightly test test-long test-runtime dist test-fast lint format typecheck proto bench bench-export report clean check-java
 
 help: ## show this help
 	@echo "pulsar-analytics: make targets"
@@ -71,6 +71,9 @@ proto: $(STAMP) ## regenerate the protobuf modules from pulsar_model/wire/proto
 
 bench: $(STAMP) ## run the benchmark suite on tier $(TIER) (s, m, l)
 	@if [ -f benchmarks/run.py ]; then $(PY) benchmarks/run.py --tier $(TIER); else echo "benchmarks/ not built yet (issue 10)"; exit 1; fi
+
+bench-export: $(STAMP) ## export benchmark: 10,000 topics + 1,000,000 entries from a 2 ms loopback fake admin server (~10 min)
+	$(PY) benchmarks/bench_export.py
 
 report: check-java $(STAMP) ## write the HTML report of the newest run date into reports/
 	$(VENV)/bin/pulsar-analytics report --warehouse $(WAREHOUSE)

@@ -32,6 +32,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from pulsar_model.delta_io import DeltaTables
+from pulsar_model.entry_coverage import topic_entries_complete, with_entries_complete
 from pulsar_model.failover import (
     active_consumers,
     compare_with_stats,
@@ -224,7 +225,11 @@ def run_transactions_stage(
                 F.lit(int(long_open_threshold_ms)).cast("long").alias("long_open_threshold_ms"),
             )
             holdback = max_read_positions(part, ledgers, managed, pulsar_version=version)
-            return {"transactions": transactions, "transaction_holdback": holdback}
+            complete = topic_entries_complete(managed)
+            return {
+                "transactions": with_entries_complete(transactions, complete),
+                "transaction_holdback": with_entries_complete(holdback, complete),
+            }
 
         outputs = _per_version(txn_entries, run)
     return _write(tables, day, TRANSACTION_TABLES, outputs, "transactions")

@@ -15,6 +15,8 @@ from pyspark.sql import functions as F
 from pulsar_model.backlog import estimate_backlog_from_position, estimated_backlog_size, precise_backlog
 from pulsar_model.backlog_exact import KINDS, MEASURES, exact_backlog
 from pulsar_model.delta_io import DeltaTables
+from pulsar_model.entry_coverage import COLUMN as COMPLETE
+from pulsar_model.entry_coverage import topic_entries_complete
 from pulsar_model.pinning import pinning_report, unmoved_cursors
 from pulsar_model.stage_io import write_day_outputs
 
@@ -61,6 +63,19 @@ def cursor_backlog(
             cursors, entries, managed_ledgers, pulsar_version=pulsar_version, ledgers=ledgers
         ).select(*_TOPIC, "cursor_name", *EXACT_COLUMNS)
         out = out.join(exact, [*_TOPIC, "cursor_name"], "left")
+        # the export's own word on the topic (cap, failed fetches, --entries none: ingest's coverage), and
+        # bytes only where every entry's stored size is known (REST entries may not tell it)
+        unsized = entries.where(F.col("entry_size_bytes").isNull()).select(*_TOPIC).distinct()
+        out = out.join(
+            topic_entries_complete(managed_ledgers).withColumnRenamed(COMPLETE, "_topic_ok"), _TOPIC, "left"
+        ).join(unsized.withColumn("_unsized", F.lit(True)), _TOPIC, "left")
+        byte_columns = [c for c in EXACT_COLUMNS if c.endswith("_bytes")]
+        out = out.withColumns(
+            {
+                COMPLETE: F.col(COMPLETE) & F.coalesce(F.col("_topic_ok"), F.lit(True)),
+                **{c: F.when(F.col("_unsized").isNull(), F.col(c)) for c in byte_columns},
+            }
+        ).drop("_topic_ok", "_unsized")
         error = F.when(
             F.col("exported_entries_complete"), F.col("estimated_backlog_size_bytes") - F.col("backlog_bytes")
         )

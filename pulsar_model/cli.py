@@ -1,6 +1,7 @@
 """``pulsar-analytics`` command line: argument parsing, config, session, then the library.
 
 Subcommands:
+  export          export live clusters over the admin REST API into an export folder (no Spark)
   generate-demo   write a deterministic demo export of N simulated Pulsar clusters
   ingest          read an export folder into the input Delta tables
   nightly         ingest + every analytics stage for a run date (``--stages`` for a subset)
@@ -117,6 +118,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Offline analytics over exported Apache Pulsar managed-ledger data (Spark + Delta Lake).",
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    _export_parser(sub)
 
     demo = sub.add_parser(
         "generate-demo",
@@ -212,6 +214,146 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _export_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    from pulsar_model.export.options import (
+        DEFAULT_CONCURRENCY,
+        DEFAULT_MAX_ENTRIES_PER_TOPIC,
+        DEFAULT_MAX_RATE,
+        ENTRIES_MODES,
+        TOKEN_ENV_VARS,
+    )
+
+    ex = sub.add_parser(
+        "export",
+        help="export live Pulsar clusters over the admin REST API (stats, quotas, schemas, entries)",
+        description="Walk each cluster's admin REST API v2 and write an export folder that 'ingest' reads: "
+        "stats-internal, stats, backlog quotas (broker, namespace, topic), schemas and, per --entries, the "
+        "stored entries including server-only markers (rest-entries/). Plain Python, no Spark. Exit status "
+        "1 when anything failed (the summary and manifest.json say what).",
+    )
+    ex.add_argument(
+        "--admin-url",
+        action="append",
+        required=True,
+        metavar="URL",
+        help="a broker's (or proxy's) admin URL, e.g. https://broker:8443; repeat for several clusters",
+    )
+    ex.add_argument(
+        "--cluster",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="the cluster name of the --admin-url at the same position (default: read from the cluster)",
+    )
+    ex.add_argument("--out", required=True, help="export folder to write (new or empty; see --resume)")
+    ex.add_argument(
+        "--entries",
+        choices=ENTRIES_MODES,
+        default="backlog",
+        help="none: metadata only; backlog (default): entries after the slowest durable cursor's "
+        "mark-delete; all: every entry of every ledger",
+    )
+    ex.add_argument(
+        "--max-entries-per-topic",
+        type=int,
+        default=DEFAULT_MAX_ENTRIES_PER_TOPIC,
+        metavar="N",
+        help=f"fetch at most N entries per topic partition (default {DEFAULT_MAX_ENTRIES_PER_TOPIC}; 0 = no "
+        "cap); the rest is listed as missing and the analyses mark the topic incomplete",
+    )
+    ex.add_argument(
+        "--concurrency",
+        type=int,
+        default=DEFAULT_CONCURRENCY,
+        help=f"requests in flight per cluster (default {DEFAULT_CONCURRENCY})",
+    )
+    ex.add_argument(
+        "--max-rate",
+        type=float,
+        default=DEFAULT_MAX_RATE,
+        metavar="REQ_PER_S",
+        help=f"requests started per second per cluster (default {DEFAULT_MAX_RATE:g})",
+    )
+    ex.add_argument("--tenant", action="append", default=[], metavar="GLOB", help="tenants to export (glob)")
+    ex.add_argument(
+        "--namespace",
+        action="append",
+        default=[],
+        metavar="GLOB",
+        help="namespaces tenant/ns to export (glob)",
+    )
+    ex.add_argument(
+        "--topic",
+        action="append",
+        default=[],
+        metavar="GLOB",
+        help="topics to export (glob on the full name or tenant/ns/topic)",
+    )
+    ex.add_argument("--auth-token", default=None, help="token (visible in the process list: prefer a file)")
+    ex.add_argument(
+        "--auth-token-file", default=None, help=f"file holding the token (else ${TOKEN_ENV_VARS[0]})"
+    )
+    ex.add_argument("--tls-trust-certs", default=None, metavar="PEM", help="CA certificates to trust")
+    ex.add_argument("--tls-cert", default=None, metavar="PEM", help="client certificate (mutual TLS)")
+    ex.add_argument("--tls-key", default=None, metavar="PEM", help="client certificate's private key")
+    ex.add_argument(
+        "--tls-insecure",
+        action="store_true",
+        help="do not verify the brokers' certificates (test setups only)",
+    )
+    ex.add_argument("--timeout", type=float, default=30.0, metavar="SECONDS", help="per request (default 30)")
+    ex.add_argument("--retries", type=int, default=5, help="retries for 429, 5xx and timeouts (default 5)")
+    ex.add_argument("--resume", action="store_true", help="continue an interrupted export in --out")
+    ex.add_argument("--no-topic-policies", action="store_true", help="skip the topic-level backlog quotas")
+    ex.add_argument("--no-schemas", action="store_true", help="skip the schemas")
+    ex.add_argument(
+        "--progress",
+        choices=("auto", "always", "never"),
+        default="auto",
+        help="progress bar per cluster (auto: when stderr is a terminal)",
+    )
+    ex.add_argument("-v", "--verbose", action="store_true", help="log at INFO level")
+
+
+def _export(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from pulsar_model.export import ClusterTarget, ExportOptions, TlsOptions, resolve_token, run_with
+
+    urls = list(args.admin_url)
+    names = list(args.cluster)
+    if len(names) > len(urls):
+        raise ConfigError(
+            f"{len(names)} --cluster names for {len(urls)} --admin-url values; give one per URL"
+        )
+    names += [None] * (len(urls) - len(names))
+    options = ExportOptions(
+        targets=tuple(ClusterTarget(u, n) for u, n in zip(urls, names, strict=True)),
+        out=Path(args.out),
+        entries=args.entries,
+        max_entries_per_topic=args.max_entries_per_topic or None,
+        concurrency=args.concurrency,
+        max_rate=args.max_rate,
+        tenants=tuple(args.tenant),
+        namespaces=tuple(args.namespace),
+        topics=tuple(args.topic),
+        token=resolve_token(args.auth_token, args.auth_token_file),
+        tls=TlsOptions(
+            trust_certs=Path(args.tls_trust_certs) if args.tls_trust_certs else None,
+            cert=Path(args.tls_cert) if args.tls_cert else None,
+            key=Path(args.tls_key) if args.tls_key else None,
+            insecure=args.tls_insecure,
+        ),
+        timeout_seconds=args.timeout,
+        retries=args.retries,
+        resume=args.resume,
+        topic_policies=not args.no_topic_policies,
+        schemas=not args.no_schemas,
+        progress={"auto": None, "always": True, "never": False}[args.progress],
+    )
+    return run_with(options)
+
+
 def _config(args: argparse.Namespace) -> AppConfig:
     import os
 
@@ -239,6 +381,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     try:
+        if args.command == "export":
+            return _export(args)
         config = _config(args)
         if args.command == "generate-demo":
             from pulsar_model.demo import DemoSpec, generate_demo

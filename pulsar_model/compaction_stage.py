@@ -44,6 +44,8 @@ from pulsar_model.compaction import (
     with_uncompressed_size_flag,
 )
 from pulsar_model.delta_io import DeltaTables
+from pulsar_model.entry_coverage import COLUMN as COMPLETE
+from pulsar_model.entry_coverage import compaction_entries_complete
 from pulsar_model.stage_io import read_day, write_day_outputs
 
 log = logging.getLogger(__name__)
@@ -130,17 +132,20 @@ def run_compaction_stage(
     versions = sorted(r[0] for r in managed.select("pulsar_version").distinct().collect())
     outputs: dict[str, list[DataFrame]] = {name: [] for name in OUTPUT_TABLES}
     cached: list[CompactionPhases] = []
+    complete = compaction_entries_complete(managed, cursors)
     try:
         for version in versions:
             parts = _version_outputs(
                 version, managed, ledgers, cursors, messages, entries, thresholds, retain_null_key, cached
             )
-            ids = managed.where(F.col("pulsar_version") == version).select(
-                *_TOPIC, "export_id", "export_date", "pulsar_version"
+            ids = (
+                managed.where(F.col("pulsar_version") == version)
+                .select(*_TOPIC, "export_id", "export_date", "pulsar_version")
+                .join(complete, _TOPIC, "left")
             )
             for name, part in parts.items():
                 if part is not None:
-                    outputs[name].append(part.join(ids, _TOPIC, "inner"))
+                    outputs[name].append(part.drop(COMPLETE).join(ids, _TOPIC, "inner"))
         return write_day_outputs(
             tables, day, {name: outputs[name] for name in OUTPUT_TABLES}, stage="compaction"
         )

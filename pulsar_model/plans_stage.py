@@ -31,6 +31,7 @@ from pyspark.sql import types as T
 from pulsar_model.backlog_exact import unacked_entry_totals
 from pulsar_model.contracts import conform, contract
 from pulsar_model.delta_io import DeltaTables, TableWrite
+from pulsar_model.entry_coverage import topic_entries_complete, with_entries_complete
 from pulsar_model.errors import ConfigError
 from pulsar_model.plan_requests import (
     ACTION_CLEAR_BACKLOG,
@@ -554,7 +555,9 @@ def run_plans_stage(
         if ACTION_READER_START in present[version]:
             reader_parts.append(reader_plans(mine, inputs, version, basis))
     outputs = {
-        "skip_plans": _union_or_empty(spark, skip_parts, "skip_plans"),
+        "skip_plans": with_entries_complete(
+            _union_or_empty(spark, skip_parts, "skip_plans"), topic_entries_complete(managed)
+        ),
         "reader_starts": _union_or_empty(spark, reader_parts, "reader_starts"),
     }
     writes = []

@@ -36,6 +36,7 @@ from pyspark.sql import types as T
 
 from pulsar_model.contracts import contract
 from pulsar_model.delta_io import DeltaTables
+from pulsar_model.entry_coverage import topic_entries_complete, with_entries_complete
 from pulsar_model.quota import drop_backlog_for_size_limit, drop_backlog_for_time_limit
 from pulsar_model.quota.eviction import DEFAULT_TRACE_MAX_ITERATIONS, eviction_losses
 from pulsar_model.quota.policy import (
@@ -409,7 +410,9 @@ def run_quota_stage(
                 after="mark_delete_position_after",
                 scope_entries=True,
             )
-            outputs["quota_evictions"].append(with_losses)
+            outputs["quota_evictions"].append(
+                with_entries_complete(with_losses, topic_entries_complete(i.managed_ledgers))
+            )
             outputs["quota_eviction_trace"].append(eviction_trace(evictions))
         for name, part in (
             ("quota_status", i.status),

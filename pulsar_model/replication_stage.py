@@ -43,6 +43,8 @@ from pyspark.sql import functions as F
 
 from pulsar_model.contracts import contract
 from pulsar_model.delta_io import DeltaTables
+from pulsar_model.entry_coverage import COLUMN as COMPLETE
+from pulsar_model.entry_coverage import topic_entries_complete, with_entries_complete
 from pulsar_model.replication.cache import (
     CACHE_GENERATION_NEW,
     CACHE_GENERATION_OLD,
@@ -175,6 +177,7 @@ def replication_outputs(
         marker_frame = spark.createDataFrame([], contract("markers").spark_schema)
     ids = managed_ledgers.select("cluster", "topic", "export_id", "export_date")
     source_ids = ids.withColumnRenamed("cluster", "source_cluster")
+    complete = topic_entries_complete(managed_ledgers)
     positions = position_translation(
         marker_frame, cursors, ledgers, managed_ledgers, consumers, materialise=reuse
     )
@@ -195,12 +198,21 @@ def replication_outputs(
         if replay_parts
         else spark.createDataFrame([], contract("replication_cache_replay").spark_schema)
     )
+
+    def both_sides(df: DataFrame) -> DataFrame:
+        # a pair reads the entries/markers of the source and the target topic: whole only if both are
+        source = with_entries_complete(df, complete, "source_cluster")
+        target = with_entries_complete(source.withColumnRenamed(COMPLETE, "_src"), complete, "target_cluster")
+        return target.withColumn(COMPLETE, F.col("_src") & F.col(COMPLETE)).drop("_src")
+
     return {
-        "replication_positions": positions.join(source_ids, ["source_cluster", "topic"], "inner"),
-        "replication_failover_duplicates": duplicates.join(source_ids, ["source_cluster", "topic"], "inner"),
+        "replication_positions": both_sides(positions.join(source_ids, ["source_cluster", "topic"], "inner")),
+        "replication_failover_duplicates": both_sides(
+            duplicates.join(source_ids, ["source_cluster", "topic"], "inner")
+        ),
         "replication_findings": findings.join(ids, _TOPIC, "inner"),
-        "replication_snapshots": snapshots,
-        "replication_cache_replay": replay_table,
+        "replication_snapshots": with_entries_complete(snapshots, complete),
+        "replication_cache_replay": with_entries_complete(replay_table, complete),
     }
 
 

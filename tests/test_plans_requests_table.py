@@ -186,6 +186,8 @@ def _plan(request_id: str, action: str, **fields: Any) -> dict[str, Any]:
     row = dict.fromkeys(contract("skip_plans").column_names)
     row.update(_topic(), request_id=request_id, action=action, cursor_name=SUB, pulsar_version=VERSION)
     row.update(mark_delete_position_before=_pos(10, 0), entries_exported=True, individually_deleted=[])
+    # the export says nothing about its entries (no manifest entries section): taken as whole
+    row.update(exported_entries_complete=True)
     return {**row, **fields}
 
 

@@ -1,10 +1,18 @@
 """Executor-side decoding of ledger entry dumps into entry, message and marker rows.
 
-Input: JSON Lines, one stored entry per line ``{"topic", "ledger_id", "entry_id", "data": base64}``
-(``topic`` may come from the file name instead). Each line is decoded with
-:mod:`pulsar_model.wire.codec`; the output is one Arrow row per line carrying either the decoded
-entry (with its messages and, for marker entries, the decoded marker) or a quarantine reason.
-Payload bytes never leave this module: only sizes and header bytes are kept.
+Input: JSON Lines of two kinds (README "Export layout"):
+
+* ``entries/`` - one stored entry per line ``{"topic", "ledger_id", "entry_id", "data": base64}``,
+  decoded with :func:`pulsar_model.wire.codec.decode_entry`;
+* ``rest-entries/`` - one admin REST entry-endpoint response per line ``{"topic", "ledger_id",
+  "entry_id", "headers": [[name, value], ...], "body": base64}`` (what ``pulsar-analytics export``
+  writes), rebuilt with :func:`pulsar_model.wire.rest.decode_rest_entry`. Both end in the same
+  :func:`pulsar_model.wire.codec.entry_from_metadata` (one batch splitter, one marker decoder); the
+  fields a REST response cannot carry are null and named in ``unrecovered_fields``.
+
+``topic`` may come from the file name instead. The output is one Arrow row per line carrying either
+the decoded entry (with its messages and, for marker entries, the decoded marker) or a quarantine
+reason. Payload bytes never leave this module: only sizes and header bytes are kept.
 """
 
 from __future__ import annotations
@@ -13,7 +21,7 @@ import base64
 import binascii
 import re
 import zlib
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 from urllib.parse import unquote
 
@@ -24,6 +32,10 @@ from pulsar_model.errors import EntryDecodeError
 from pulsar_model.ingest.parsers.common import json_problem, load_json, show, topic_name_problem
 from pulsar_model.wire.codec import DecodedEntry, decode_entry
 from pulsar_model.wire.markers import MarkerType
+from pulsar_model.wire.rest import decode_rest_entry
+
+#: Export kinds this module decodes, and the ``source_format`` each gives its rows.
+ENTRY_KINDS: dict[str, str] = {"entries": "stored_entry", "rest-entries": "rest_entry"}
 
 _U64 = 1 << 64
 _I64_MAX = (1 << 63) - 1
@@ -226,12 +238,12 @@ def _entry_row(entry: DecodedEntry, ledger_id: int, entry_id: int) -> dict[str, 
     }
 
 
-_DATA_VALUE = re.compile(r'("data"\s*:\s*")([^"]*)')
+_DATA_VALUE = re.compile(r'("(?:data|body)"\s*:\s*")([^"]*)')
 
 
 def line_excerpt(line: str, limit: int = 200) -> str:
-    """The start of a dump line for a quarantine row, the base64 ``data`` value replaced by its length
-    (stored entries hold message payloads, which never leave this module)."""
+    """The start of a dump line for a quarantine row, the base64 ``data``/``body`` value replaced by its
+    length (entries hold message payloads, which never leave this module)."""
     redacted = _DATA_VALUE.sub(lambda m: f"{m.group(1)}<{len(m.group(2))} base64 characters>", line)
     return redacted[:limit]
 
@@ -241,9 +253,15 @@ def _header_excerpt(data: bytes) -> str:
 
 
 def decode_line(
-    line: str, cluster: str, topic_hint: str | None, source_file: str, locator: str
+    line: str,
+    cluster: str,
+    topic_hint: str | None,
+    source_file: str,
+    locator: str,
+    kind: str = "entries",
 ) -> dict[str, Any]:
-    """Decode one dump line into a result row (status ok or quarantine); never raises."""
+    """Decode one dump line of ``kind`` (``entries`` or ``rest-entries``) into a result row (status ok
+    or quarantine); never raises."""
     base: dict[str, Any] = {
         "cluster": cluster,
         # a dump file's name ("dump.jsonl") is no topic: quarantine rows then show none
@@ -307,6 +325,9 @@ def decode_line(
     if problems:
         return quarantine("bad_position", "; ".join(problems), line_excerpt(line))
     base["record_locator"] = f"{ledger_id}:{entry_id}"
+    assert isinstance(ledger_id, int) and isinstance(entry_id, int)
+    if kind == "rest-entries":
+        return _decode_rest(record, base, ledger_id, entry_id, quarantine, line)
     data_text = record.get("data")
     if not isinstance(data_text, str):
         return quarantine("missing_field", 'entry line has no base64 "data" field', line_excerpt(line))
@@ -320,17 +341,61 @@ def decode_line(
         entry = decode_entry(data)
     except EntryDecodeError as exc:
         return quarantine(exc.code, f"stored entry {ledger_id}:{entry_id}: {exc}", _header_excerpt(data))
-    assert isinstance(ledger_id, int) and isinstance(entry_id, int)
     row = _entry_row(entry, ledger_id, entry_id)
+    row.update(source_format=ENTRY_KINDS["entries"], unrecovered_fields=[])
     return {**base, **row, "status": "ok", "data_crc32": zlib.crc32(data)}
 
 
+def _decode_rest(
+    record: Mapping[str, Any],
+    base: dict[str, Any],
+    ledger_id: int,
+    entry_id: int,
+    quarantine: Callable[[str, str, str | None], dict[str, Any]],
+    line: str,
+) -> dict[str, Any]:
+    """The payload part of a ``rest-entries`` line: headers + base64 body -> entry row."""
+    headers, body_text = record.get("headers"), record.get("body")
+    if not isinstance(headers, list):
+        return quarantine(
+            "missing_field",
+            'REST entry line has no "headers" list of [name, value] pairs (as pulsar-analytics export '
+            "writes them)",
+            line_excerpt(line),
+        )
+    if not isinstance(body_text, str):
+        return quarantine("missing_field", 'REST entry line has no base64 "body" field', line_excerpt(line))
+    try:
+        body = base64.b64decode(body_text, validate=True)
+    except (binascii.Error, ValueError) as exc:
+        return quarantine(
+            "bad_base64", f'"body" is not valid base64 ({exc})', f"{len(body_text)} base64 characters"
+        )
+    try:
+        rest = decode_rest_entry(headers, body, ledger_id, entry_id)
+    except EntryDecodeError as exc:
+        return quarantine(
+            exc.code,
+            f"REST entry {ledger_id}:{entry_id}: {exc}",
+            f"entry endpoint response with {len(headers)} headers and a {len(body)}-byte body",
+        )
+    row = _entry_row(rest.entry, ledger_id, entry_id)
+    row.update(
+        source_format=ENTRY_KINDS["rest-entries"],
+        unrecovered_fields=list(rest.unrecovered),
+        rest_txn_aborted=rest.txn_aborted,
+        rest_txn_uncommitted=rest.txn_uncommitted,
+    )
+    return {**base, **row, "status": "ok", "data_crc32": zlib.crc32(body)}
+
+
 def decode_lines(
-    batches: Iterable[pa.RecordBatch], files: Mapping[str, tuple[str, str, str | None]]
+    batches: Iterable[pa.RecordBatch], files: Mapping[str, tuple[Any, ...]]
 ) -> Iterator[pa.RecordBatch]:
     """mapInArrow body: ``value``/``file_path``/``block_start`` lines -> decoded rows.
 
-    ``files`` maps a normalised file path to ``(cluster, relative_path, topic_hint)``.
+    ``files`` maps a normalised file path to ``(cluster, relative_path, topic_hint)`` or
+    ``(cluster, relative_path, topic_hint, kind)`` (kind ``entries`` when absent).
     Row order inside a split is the line order, so (file, block) + row index locates a line.
     """
     schema = decoded_arrow_schema()
@@ -348,7 +413,7 @@ def decode_lines(
             if not raw.strip():
                 continue  # a blank line holds no record (as in the JSON Lines of the other kinds)
             found = files.get(normalise_path(path)) or files.get(strip_scheme(path))
-            cluster, relative, hint = found or ("", path, None)
+            cluster, relative, hint, kind = (*found, "entries")[:4] if found else ("", path, None, "entries")
             locator = f"line {index + 1}" if start == 0 else f"line {index + 1} after byte {start}"
             try:
                 value = raw.decode("utf-8")
@@ -365,7 +430,7 @@ def decode_lines(
                     "record_excerpt": line_excerpt(raw.decode("utf-8", "replace")),
                 }
             else:
-                row = decode_line(value, cluster, hint, relative, locator)
+                row = decode_line(value, cluster, hint, relative, locator, kind)
             row["line_order"] = (start << 24) + index if start else index
             if not str(row["record_locator"]).startswith("line"):  # "12:3" -> "line 7 (12:3)"
                 row["record_locator"] = f"{locator} ({row['record_locator']})"

@@ -19,7 +19,17 @@ from pulsar_model.errors import ConfigError, ExportLayoutError
 from pulsar_model.versions import check_version
 
 #: The kinds of export a cluster folder may hold (DESIGN.md "Exports in, tables out").
-KINDS: tuple[str, ...] = ("stats-internal", "stats", "backlog-quotas", "consumers", "schemas", "entries")
+KINDS: tuple[str, ...] = (
+    "stats-internal",
+    "stats",
+    "backlog-quotas",
+    "consumers",
+    "schemas",
+    "entries",
+    "rest-entries",
+)
+#: Kinds whose JSON Lines files may be named after one topic (entry dumps, one file per topic).
+_TOPIC_NAMED_JSONL = ("entries", "rest-entries")
 #: File forms: one JSON document per file, JSON Lines envelopes, CSV (consumers only).
 FORMS: dict[str, str] = {".json": "file", ".jsonl": "jsonl", ".ndjson": "jsonl", ".csv": "csv"}
 _CLUSTER_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
@@ -48,6 +58,9 @@ class ExportInventory:
     cluster_versions: dict[str, str]
     files: tuple[ExportFile, ...]
     skipped: tuple[str, ...] = field(default_factory=tuple)  # files ignored, with the reason
+    #: per cluster, the manifest's ``entries`` section written by ``pulsar-analytics export`` (mode and
+    #: incomplete topics, :mod:`pulsar_model.ingest.coverage`); empty for exports made otherwise
+    entry_coverage: dict[str, dict[str, object]] = field(default_factory=dict)
 
     def files_of(self, kind: str, form: str | None = None) -> list[ExportFile]:
         return [f for f in self.files if f.kind == kind and (form is None or f.form == form)]
@@ -140,6 +153,7 @@ def discover(export_dir: str | Path, export_date: dt.date | None = None) -> Expo
         exported_at = dt.datetime.combine(export_date, dt.time(), tzinfo=dt.UTC)
     export_id = str(manifest.get("export_id") or root.resolve().name)
     versions: dict[str, str] = {}
+    coverage: dict[str, dict[str, object]] = {}
     clusters_meta = manifest.get("clusters")
     if isinstance(clusters_meta, dict):
         for name, meta in clusters_meta.items():
@@ -150,6 +164,8 @@ def discover(export_dir: str | Path, export_date: dt.date | None = None) -> Expo
                     versions[str(name)] = check_version(meta["pulsar_version"], where, fix)
                 except ConfigError as exc:
                     raise ExportLayoutError(str(exc)) from None
+            if isinstance(meta, dict) and isinstance(meta.get("entries"), dict):
+                coverage[str(name)] = dict(meta["entries"])
 
     files: list[ExportFile] = []
     skipped: list[str] = []
@@ -181,7 +197,7 @@ def discover(export_dir: str | Path, export_date: dt.date | None = None) -> Expo
                         f"{rel}: unsupported file type (expected .json, .jsonl or, for consumers, .csv)"
                     )
                     continue
-                hint = unquote(path.stem) if form != "jsonl" or kind_dir.name == "entries" else None
+                hint = unquote(path.stem) if form != "jsonl" or kind_dir.name in _TOPIC_NAMED_JSONL else None
                 files.append(
                     ExportFile(
                         cluster=cluster_dir.name,
@@ -205,4 +221,5 @@ def discover(export_dir: str | Path, export_date: dt.date | None = None) -> Expo
         cluster_versions=versions,
         files=tuple(files),
         skipped=tuple(skipped),
+        entry_coverage=coverage,
     )

@@ -31,7 +31,14 @@ from pulsar_model.config import PulsarConfig
 from pulsar_model.contracts import conform, contract, parse_type
 from pulsar_model.delta_io import DeltaTables, TableWrite
 from pulsar_model.errors import PulsarAnalyticsError
-from pulsar_model.ingest.entries import decode_lines, decoded_arrow_schema, normalise_path, strip_scheme
+from pulsar_model.ingest.coverage import with_entry_coverage
+from pulsar_model.ingest.entries import (
+    ENTRY_KINDS,
+    decode_lines,
+    decoded_arrow_schema,
+    normalise_path,
+    strip_scheme,
+)
 from pulsar_model.ingest.layout import ExportInventory, discover
 from pulsar_model.ingest.parsers.common import NOTE_TEXT
 
@@ -595,10 +602,10 @@ def _read_json_kinds(spark: SparkSession, inv: ExportInventory) -> DataFrame | N
 
 
 def _read_entries(spark: SparkSession, inv: ExportInventory) -> DataFrame | None:
-    files = inv.files_of("entries")
+    files = [f for kind in ENTRY_KINDS for f in inv.files_of(kind)]
     if not files:
         return None
-    lookup = {f.path: (f.cluster, f.relative_path, f.name_hint) for f in files}
+    lookup = {f.path: (f.cluster, f.relative_path, f.name_hint, f.kind) for f in files}
     lines = spark.read.text([_literal_path(f.path) for f in files]).select(
         "value",
         F.col("_metadata.file_path").alias("file_path"),
@@ -828,6 +835,7 @@ def build_input_tables(
         .drop(*[c for c in frames["topic_stats"].columns if c.startswith("stats_")])
         .join(frames["topic_stats"].drop("record_key"), ["cluster", "topic"], "left")
     )
+    frames["managed_ledgers"] = with_entry_coverage(frames["managed_ledgers"], spark, inv.entry_coverage)
     frames["consumers"] = _merge_consumers(frames["stats_consumers"], frames["client_consumers"])
 
     outputs: dict[str, DataFrame] = {}

@@ -3,6 +3,8 @@
 * :mod:`pulsar_model.wire.codec` - encode/decode one stored BookKeeper entry
   (:func:`decode_entry`, :func:`encode_message_entry`, :func:`encode_batch_entry`,
   :func:`encode_marker_entry`).
+* :mod:`pulsar_model.wire.rest` - entries as the admin REST entry endpoint returns them (headers +
+  decompressed body), rebuilt through the same :func:`entry_from_metadata` (docs/semantics/export-rest.md).
 * :mod:`pulsar_model.wire.markers` - marker payload types (replicated subscriptions, transactions).
 * ``proto/`` - the ``.proto`` sources (written from Pulsar's public field numbers);
   ``_generated/`` - their Python code, committed. It needs protobuf runtime >= 7.35.1, < 8.
@@ -31,6 +33,7 @@ from pulsar_model.wire.codec import (
     ChecksumMode,
     DecodedEntry,
     DecodedMessage,
+    EntryMetadata,
     MessageId,
     decode_entry,
     decode_message_id,
@@ -38,6 +41,7 @@ from pulsar_model.wire.codec import (
     encode_marker_entry,
     encode_message_entry,
     encode_message_id,
+    entry_from_metadata,
     to_signed64,
 )
 from pulsar_model.wire.markers import (
@@ -68,6 +72,7 @@ __all__ = [
     "DecodedMessage",
     "EntryDecodeError",
     "EntryEncodeError",
+    "EntryMetadata",
     "Marker",
     "MarkerType",
     "MessageId",
@@ -83,5 +88,6 @@ __all__ = [
     "encode_marker_entry",
     "encode_message_entry",
     "encode_message_id",
+    "entry_from_metadata",
     "to_signed64",
 ]

@@ -67,6 +67,7 @@ __all__ = [
     "ChecksumMode",
     "DecodedEntry",
     "DecodedMessage",
+    "EntryMetadata",
     "MessageId",
     "decode_entry",
     "decode_message_id",
@@ -74,6 +75,7 @@ __all__ = [
     "encode_marker_entry",
     "encode_message_entry",
     "encode_message_id",
+    "entry_from_metadata",
     "to_signed64",
 ]
 
@@ -193,15 +195,17 @@ class DecodedEntry(NamedTuple):
     message takes its size from ``uncompressed_size``). ``marker`` is the decoded marker payload for
     marker types 10-13 and 20-22; ``marker_error``/``marker_error_message`` explain a marker entry
     that was kept without a decoded marker (``unknown_marker_type``, or ``bad_marker`` with
-    ``strict_markers=False``).
+    ``strict_markers=False``). From a stored entry every envelope value is known; an entry rebuilt from
+    the admin REST endpoint's headers (:mod:`pulsar_model.wire.rest`) has None where the response
+    cannot tell (``total_size``, ``has_checksum``, ``metadata_size``, ``payload_size``).
     """
 
-    total_size: int
-    has_checksum: bool
+    total_size: int | None
+    has_checksum: bool | None
     checksum_ok: bool | None
     broker_entry: BrokerEntry | None
-    metadata_size: int
-    payload_size: int
+    metadata_size: int | None
+    payload_size: int | None
     producer_name: str
     sequence_id: int
     publish_time_ms: int
@@ -233,6 +237,44 @@ class DecodedEntry(NamedTuple):
     marker: Marker | None
     marker_error: str | None
     marker_error_message: str | None
+
+
+class EntryMetadata(NamedTuple):
+    """A decoded ``MessageMetadata`` (the fields :class:`DecodedEntry` reports), whatever its source.
+
+    Filled by :func:`decode_entry` from a stored entry's protobuf bytes and by
+    :func:`pulsar_model.wire.rest.metadata_from_headers` from the admin REST entry endpoint's headers;
+    :func:`entry_from_metadata` turns either into a :class:`DecodedEntry`. Integers follow the module's
+    conventions (uint64 fields unsigned, ``deliver_at_time_ms`` signed); ``compression`` is the
+    ``CompressionType`` number; ``encryption`` is whether ``encryption_keys`` is non-empty.
+    """
+
+    producer_name: str
+    sequence_id: int
+    publish_time_ms: int
+    properties: dict[str, str]
+    replicated_from: str | None
+    partition_key: str | None
+    partition_key_b64_encoded: bool
+    ordering_key: bytes | None
+    replicate_to: tuple[str, ...]
+    compression: int
+    uncompressed_size: int | None
+    num_messages_in_batch: int | None
+    event_time: int | None
+    deliver_at_time_ms: int | None
+    marker_type: int | None
+    txnid_most_bits: int | None
+    txnid_least_bits: int | None
+    null_value: bool
+    null_partition_key: bool
+    schema_version: bytes | None
+    highest_sequence_id: int | None
+    uuid: str | None
+    num_chunks_from_msg: int | None
+    total_chunk_msg_size: int | None
+    chunk_id: int | None
+    encryption: bool
 
 
 class MessageId(NamedTuple):
@@ -829,37 +871,106 @@ def decode_entry(
     null_partition_key = bool(null_partition_key)
     b64 = bool(b64)
 
-    payload_size = n - meta_end
+    meta = _tuple_new(
+        EntryMetadata,
+        (
+            producer_name,
+            sequence_id,
+            publish_time,
+            properties,
+            replicated_from,
+            partition_key,
+            b64,
+            ordering_key,
+            replicate_to,
+            codec,
+            uncompressed_size,
+            num_messages,
+            event_time,
+            None if deliver_at is None else to_signed64(deliver_at),
+            marker_type,
+            txn_most,
+            txn_least,
+            null_value,
+            null_partition_key,
+            schema_version,
+            highest_sequence_id,
+            uuid,
+            None if num_chunks is None else _i32(num_chunks),
+            None if total_chunk_size is None else _i32(total_chunk_size),
+            None if chunk_id is None else _i32(chunk_id),
+            bool(encryption_keys),
+        ),
+    )
+    stored = data[meta_end:]
+    content = stored if codec == _NONE or encryption_keys else _decompress(codec, stored, uncompressed_size)
+    return entry_from_metadata(
+        meta,
+        content,
+        total_size=n,
+        has_checksum=has_checksum,
+        checksum_ok=checksum_ok,
+        broker_entry=broker_entry,
+        metadata_size=metadata_size,
+        payload_size=n - meta_end,
+        include_payload=include_payload,
+        strict_markers=strict_markers,
+    )
+
+
+def entry_from_metadata(
+    meta: EntryMetadata,
+    content: bytes,
+    *,
+    total_size: int | None,
+    has_checksum: bool | None,
+    checksum_ok: bool | None,
+    broker_entry: BrokerEntry | None,
+    metadata_size: int | None,
+    payload_size: int | None,
+    include_payload: bool = False,
+    strict_markers: bool = True,
+) -> DecodedEntry:
+    """The entry of an already-decoded ``MessageMetadata``: batch split, marker payload, messages.
+
+    The one place that turns metadata plus payload into messages and markers (docs §4.3, §5.4, §8.3):
+    :func:`decode_entry` calls it after reading a stored entry's envelope and metadata, and the admin
+    REST path (:mod:`pulsar_model.wire.rest`) after mapping the entry endpoint's headers onto
+    :class:`EntryMetadata`. ``content`` is the *decompressed* payload (a batch container, a marker
+    payload or a single message), or, for an encrypted entry, the payload as stored (it can be neither
+    decompressed nor split without the key). The envelope values (``total_size``, ``has_checksum``,
+    ``metadata_size``, ``payload_size``) are passed through; None means the source could not tell.
+    """
+    marker_type = meta.marker_type
+    num_messages = meta.num_messages_in_batch
     marker: Marker | None = None
     marker_error: str | None = None
     marker_error_message: str | None = None
     messages: tuple[DecodedMessage, ...]
-    if encryption_keys:
+    if meta.encryption:
         # Compressed-then-encrypted: neither decompressible nor splittable without the key.
+        size = meta.uncompressed_size
         messages = (
             _tuple_new(
                 DecodedMessage,
                 (
                     -1,
-                    partition_key,
-                    b64,
-                    ordering_key,
-                    payload_size if uncompressed_size is None else uncompressed_size,
-                    null_value,
-                    null_partition_key,
+                    meta.partition_key,
+                    meta.partition_key_b64_encoded,
+                    meta.ordering_key,
+                    (len(content) if payload_size is None else payload_size) if size is None else size,
+                    meta.null_value,
+                    meta.null_partition_key,
                     False,
-                    properties,
-                    sequence_id,
-                    event_time,
+                    meta.properties,
+                    meta.sequence_id,
+                    meta.event_time,
                     marker_type,
                     None,
                 ),
             ),
         )
     else:
-        content = (
-            data[meta_end:] if codec == _NONE else _decompress(codec, data[meta_end:], uncompressed_size)
-        )
         if marker_type is not None:
             if marker_type in REPLICATED_SUBSCRIPTION_MARKER_TYPES or marker_type in TXN_MARKER_TYPES:
                 try:
@@ -882,16 +993,16 @@ def decode_entry(
                     DecodedMessage,
                     (
                         -1,
-                        partition_key,
-                        b64,
-                        ordering_key,
+                        meta.partition_key,
+                        meta.partition_key_b64_encoded,
+                        meta.ordering_key,
                         len(content),
-                        null_value,
-                        null_partition_key,
+                        meta.null_value,
+                        meta.null_partition_key,
                         False,
-                        properties,
-                        sequence_id,
-                        event_time,
+                        meta.properties,
+                        meta.sequence_id,
+                        meta.event_time,
                         marker_type,
                         content if include_payload else None,
                     ),
@@ -901,39 +1012,39 @@ def decode_entry(
     return _tuple_new(
         DecodedEntry,
         (
-            n,
+            total_size,
             has_checksum,
             checksum_ok,
             broker_entry,
             metadata_size,
             payload_size,
-            producer_name,
-            sequence_id,
-            publish_time,
-            properties,
-            replicated_from,
-            partition_key,
-            b64,
-            ordering_key,
-            replicate_to,
-            COMPRESSION_NAMES[codec],
-            uncompressed_size,
+            meta.producer_name,
+            meta.sequence_id,
+            meta.publish_time_ms,
+            meta.properties,
+            meta.replicated_from,
+            meta.partition_key,
+            meta.partition_key_b64_encoded,
+            meta.ordering_key,
+            meta.replicate_to,
+            COMPRESSION_NAMES[meta.compression],
+            meta.uncompressed_size,
             num_messages,
             num_messages is not None,
-            event_time,
-            None if deliver_at is None else to_signed64(deliver_at),
+            meta.event_time,
+            meta.deliver_at_time_ms,
             marker_type,
-            txn_most,
-            txn_least,
-            null_value,
-            null_partition_key,
-            schema_version,
-            highest_sequence_id,
-            uuid,
-            None if num_chunks is None else _i32(num_chunks),
-            None if total_chunk_size is None else _i32(total_chunk_size),
-            None if chunk_id is None else _i32(chunk_id),
-            bool(encryption_keys),
+            meta.txnid_most_bits,
+            meta.txnid_least_bits,
+            meta.null_value,
+            meta.null_partition_key,
+            meta.schema_version,
+            meta.highest_sequence_id,
+            meta.uuid,
+            meta.num_chunks_from_msg,
+            meta.total_chunk_msg_size,
+            meta.chunk_id,
+            meta.encryption,
             messages,
             marker,
             marker_error,
