@@ -22,12 +22,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from run import EXPORT_DATE, machine
 
 from pulsar_model.compaction import compacted_entry_records, compacted_ledger
-from pulsar_model.compaction_stage import (
+from pulsar_model.pipeline.session import build_session
+from pulsar_model.pipeline.stages.compaction import (
     compaction_start_positions,
     with_uncompressed_size_flag,
 )
-from pulsar_model.delta_io import DeltaTables
-from pulsar_model.session import build_session
+from pulsar_model.tables.delta_io import DeltaTables
 
 
 def main() -> int:

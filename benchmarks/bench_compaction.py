@@ -30,7 +30,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from pulsar_model.compaction import compact, compaction_summary
-from pulsar_model.session import build_session
+from pulsar_model.pipeline.session import build_session
 
 RESULTS = Path(__file__).resolve().parent / "results" / "compaction.json"
 ENTRIES_PER_LEDGER = 50_000

@@ -44,7 +44,7 @@ from pyspark.sql import functions as F
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_compaction import PeakSampler
 
-from pulsar_model.session import build_session
+from pulsar_model.pipeline.session import build_session
 
 RESULTS = Path(__file__).resolve().parent / "results" / "resource_limits.json"
 BIG = "persistent://bench/ns/big"

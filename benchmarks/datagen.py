@@ -2,7 +2,7 @@
 
 :func:`generate_tier` builds every input table of one export date from ``spark.range`` with column
 expressions, explodes and joins - no Python loop over topics or rows (the driver only loops over the
-tables) - and writes each table through :class:`~pulsar_model.delta_io.DeltaTables` as the ingest does:
+tables) - and writes each table through :class:`~pulsar_model.tables.delta_io.DeltaTables` as the ingest does:
 conformed to its contract (``schemas/``), the ``export_date`` partition replaced (``plan_requests``,
 unpartitioned, overwritten). Every pseudo-random choice is ``xxhash64(seed, salt, ids...)`` of stable ids
 (never ``rand``), so a seed gives the same rows whatever the partitioning, the number of cores or the
@@ -80,9 +80,9 @@ from typing import Final
 from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
-from pulsar_model.contracts import conform, contract
-from pulsar_model.delta_io import DeltaTables, TableWrite
 from pulsar_model.ingest.pipeline import INPUT_TABLES
+from pulsar_model.tables.contracts import conform, contract
+from pulsar_model.tables.delta_io import DeltaTables, TableWrite
 
 __all__ = ["TABLES", "TIERS", "TierFrames", "TierSpec", "generate_tier", "tier_frames"]
 
@@ -1179,7 +1179,7 @@ def _plan_requests(cursors: DataFrame, managed: DataFrame, rng: _Rng) -> DataFra
 
 @dataclass(frozen=True)
 class TierFrames:
-    """The lazy input-table frames of one tier (before :func:`~pulsar_model.contracts.conform`) and the
+    """The lazy input-table frames of one tier (before :func:`~pulsar_model.tables.contracts.conform`) and the
     intermediate frames they share, persisted; call :meth:`release` when done."""
 
     frames: dict[str, DataFrame]

@@ -26,8 +26,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from run import BENCH_CONF, WORK, run_stage, shuffle_partitions
 
-from pulsar_model.config import AppConfig, StorageConfig
-from pulsar_model.session import build_session
+from pulsar_model.pipeline.config import AppConfig, StorageConfig
+from pulsar_model.pipeline.session import build_session
 
 
 def _get(url: str) -> Any:

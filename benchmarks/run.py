@@ -13,7 +13,8 @@ What one run does, in one warm ``local[N]`` session (driver memory 8 GiB by defa
 1. session start-up and the first query's warm-up, timed separately;
 2. the tier's input tables generated straight into Delta by Spark (:mod:`benchmarks.datagen`), timed;
 3. every analytics stage of the nightly pipeline (ingest excluded: the tier is generated into the input
-   tables, there is no export to read), each through :func:`pulsar_model.nightly.run_nightly` exactly as
+   tables, there is no export to read), each through :func:`pulsar_model.pipeline.nightly.run_nightly`
+   exactly as
    the nightly job runs it: wall time, rows in (the stage's input tables for the run date), rows out
    (what it wrote) and the peak resident memory of the whole process tree (driver Python, JVM, Python
    workers) while it ran;
@@ -70,10 +71,10 @@ from pyspark.sql import SparkSession  # noqa: E402
 from pyspark.sql import functions as F  # noqa: E402
 
 from benchmarks.bench_compaction import PeakSampler, _children_proc  # noqa: E402
-from pulsar_model.config import AppConfig, StorageConfig  # noqa: E402
-from pulsar_model.delta_io import DeltaTables, TableWrite  # noqa: E402
-from pulsar_model.nightly import StageOutcome, run_nightly  # noqa: E402
-from pulsar_model.session import build_session  # noqa: E402
+from pulsar_model.pipeline.config import AppConfig, StorageConfig  # noqa: E402
+from pulsar_model.pipeline.nightly import StageOutcome, run_nightly  # noqa: E402
+from pulsar_model.pipeline.session import build_session  # noqa: E402
+from pulsar_model.tables.delta_io import DeltaTables, TableWrite  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results"
 EXPORT_DATE = dt.date(2026, 11, 1)

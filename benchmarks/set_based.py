@@ -25,7 +25,7 @@ from typing import Any
 from pyspark.sql import Observation, SparkSession
 from pyspark.sql import functions as F
 
-from pulsar_model.delta_io import DeltaTables
+from pulsar_model.tables.delta_io import DeltaTables
 
 COMPUTATIONS = ("exact_backlog", "position_after_n", "compaction_preview")
 REQUESTS_TABLE = "bench_position_requests"
@@ -80,7 +80,10 @@ def spark_run(name: str, spark: SparkSession, tables: DeltaTables, day: dict[str
     (observed during the computation)."""
     from pulsar_model.backlog_exact import exact_backlog
     from pulsar_model.compaction import compact
-    from pulsar_model.compaction_stage import compaction_start_positions, with_uncompressed_size_flag
+    from pulsar_model.pipeline.stages.compaction import (
+        compaction_start_positions,
+        with_uncompressed_size_flag,
+    )
     from pulsar_model.positions import position_after_n
 
     def read(table: str) -> Any:

@@ -8,7 +8,7 @@ topic_backlog, topic_pinning and unmoved_cursors (docs §1.8, §1.11, §2).
 
 import sys
 
-from pulsar_model.cli import main
+from pulsar_model.pipeline.cli import main
 
 if __name__ == "__main__":
     sys.exit(main(["backlog", *sys.argv[1:]]))

@@ -8,7 +8,7 @@ would write) and compaction_summary (keys, tombstones, savings, dirty ratio, aut
 
 import sys
 
-from pulsar_model.cli import main
+from pulsar_model.pipeline.cli import main
 
 if __name__ == "__main__":
     sys.exit(main(["compaction", *sys.argv[1:]]))

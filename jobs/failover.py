@@ -9,7 +9,7 @@ hashing switched) (docs §6).
 
 import sys
 
-from pulsar_model.cli import main
+from pulsar_model.pipeline.cli import main
 
 if __name__ == "__main__":
     sys.exit(main(["failover", *sys.argv[1:]]))

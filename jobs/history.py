@@ -9,7 +9,7 @@ run_changes (what changed since the previous run date).
 
 import sys
 
-from pulsar_model.cli import main
+from pulsar_model.pipeline.cli import main
 
 if __name__ == "__main__":
     sys.exit(main(["history", *sys.argv[1:]]))

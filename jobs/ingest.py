@@ -5,7 +5,7 @@ spark-submit --py-files pulsar_analytics.zip jobs/ingest.py --export-dir DIR --w
 
 import sys
 
-from pulsar_model.cli import main
+from pulsar_model.pipeline.cli import main
 
 if __name__ == "__main__":
     sys.exit(main(["ingest", *sys.argv[1:]]))

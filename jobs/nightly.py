@@ -5,7 +5,7 @@ spark-submit --py-files pulsar_analytics.zip jobs/nightly.py --export-dir DIR --
 
 import sys
 
-from pulsar_model.cli import main
+from pulsar_model.pipeline.cli import main
 
 if __name__ == "__main__":
     sys.exit(main(["nightly", *sys.argv[1:]]))

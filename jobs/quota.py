@@ -9,7 +9,7 @@ quota_producer_outcomes (docs §3).
 
 import sys
 
-from pulsar_model.cli import main
+from pulsar_model.pipeline.cli import main
 
 if __name__ == "__main__":
     sys.exit(main(["quota", *sys.argv[1:]]))

@@ -10,7 +10,7 @@ of clusters), replication_failover_duplicates (what a failover would redeliver),
 
 import sys
 
-from pulsar_model.cli import main
+from pulsar_model.pipeline.cli import main
 
 if __name__ == "__main__":
     sys.exit(main(["replication", *sys.argv[1:]]))

@@ -8,7 +8,7 @@ pair, both directions, with reasons) (docs §9).
 
 import sys
 
-from pulsar_model.cli import main
+from pulsar_model.pipeline.cli import main
 
 if __name__ == "__main__":
     sys.exit(main(["schemas", *sys.argv[1:]]))

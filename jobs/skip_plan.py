@@ -9,7 +9,7 @@ to skip_plans and reader_starts (docs §1.10, §1.11, §7). See README "Plan req
 
 import sys
 
-from pulsar_model.cli import main
+from pulsar_model.pipeline.cli import main
 
 if __name__ == "__main__":
     sys.exit(main(["skip-plan", *sys.argv[1:]]))

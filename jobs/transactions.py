@@ -8,7 +8,7 @@ transaction_holdback (maxReadPosition per topic and what it holds back) (docs §
 
 import sys
 
-from pulsar_model.cli import main
+from pulsar_model.pipeline.cli import main
 
 if __name__ == "__main__":
     sys.exit(main(["transactions", *sys.argv[1:]]))

@@ -32,10 +32,10 @@ from typing import Any
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from pulsar_model.config import load_config
-from pulsar_model.delta_io import DeltaTables
 from pulsar_model.demo import DemoSpec, generate_demo
-from pulsar_model.nightly import format_summary, run_nightly
+from pulsar_model.pipeline.config import load_config
+from pulsar_model.pipeline.nightly import format_summary, run_nightly
+from pulsar_model.tables.delta_io import DeltaTables
 
 
 def setting(name: str, default: str) -> str:
@@ -66,7 +66,7 @@ print(f"warehouse={WAREHOUSE} export_dir={EXPORT_DIR} generate_demo={GENERATE_DE
 # COMMAND ----------
 
 if "spark" not in globals():
-    from pulsar_model.session import build_session
+    from pulsar_model.pipeline.session import build_session
 
     spark = build_session("pulsar-analytics-notebooks", master="local[2]")
 

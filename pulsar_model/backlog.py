@@ -8,7 +8,7 @@
 * :func:`consumed_ledger_size` - the ``consumedLedgerSize`` column helper (three generations).
 
 All transforms are pure and lazy and never mix topics or clusters. Version-dependent behaviour is
-selected with ``pulsar_version`` (see :mod:`pulsar_model.versions`).
+selected with ``pulsar_version`` (see :mod:`pulsar_model.domain.versions`).
 """
 
 from __future__ import annotations
@@ -17,8 +17,9 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from pulsar_model import DEFAULT_PULSAR_VERSION
-from pulsar_model import columns as C
-from pulsar_model.columns import (
+from pulsar_model.domain.versions import Behaviour, behaviour
+from pulsar_model.engine import columns as C
+from pulsar_model.engine.columns import (
     EARLIEST,
     as_position,
     case,
@@ -45,7 +46,6 @@ from pulsar_model.positions import (
     _err_if,
     _keep,
 )
-from pulsar_model.versions import Behaviour, behaviour
 
 __all__ = [
     "consumed_ledger_size",

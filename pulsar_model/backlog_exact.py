@@ -37,16 +37,16 @@ from pyspark.sql import functions as F
 
 from pulsar_model import DEFAULT_PULSAR_VERSION
 from pulsar_model.backlog import precise_backlog
-from pulsar_model.columns import as_position
+from pulsar_model.domain.versions import behaviour
+from pulsar_model.engine.columns import as_position
+from pulsar_model.engine.prefix_sweep import prefix_sweep
 from pulsar_model.errors import ContractError
-from pulsar_model.prefix_sweep import prefix_sweep
 from pulsar_model.transactions import (
     STATE_ABORTED,
     STATE_COMMITTED,
     TXN_KEY,
     transaction_states,
 )
-from pulsar_model.versions import behaviour
 
 __all__ = [
     "KINDS",
@@ -242,7 +242,7 @@ def _totals(gaps: DataFrame, entries: DataFrame, keys: list[str]) -> DataFrame:
     position-ordered stream per topic (one shuffle, one sort); a running sum gives each bound the measures
     of the entries at or before it, ``C(p)``, so a gap counts ``C(e) - C(s)`` and a request the sum over its
     gaps; the same walk gives each gap start the first entry after it - the oldest counted entry is the
-    first of the first non-empty gap (:func:`pulsar_model.prefix_sweep.prefix_sweep`). Work grows with
+    first of the first non-empty gap (:func:`pulsar_model.engine.prefix_sweep.prefix_sweep`). Work grows with
     entries + gaps, not with entries x cursors.
     """
     names = [f"{kind}_{m}" for kind in KINDS for m in MEASURES]

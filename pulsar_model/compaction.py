@@ -55,12 +55,12 @@ from pyspark.storagelevel import StorageLevel
 
 from pulsar_model import DEFAULT_PULSAR_VERSION
 from pulsar_model.backlog import estimated_backlog_size, estimated_size_since_mark_delete
-from pulsar_model.columns import as_position, position
-from pulsar_model.contracts import contract
+from pulsar_model.domain.versions import PulsarVersion, VersionLike, since
+from pulsar_model.engine.columns import as_position, position
+from pulsar_model.engine.grouped import map_groups
 from pulsar_model.errors import ConfigError
-from pulsar_model.grouped import map_groups
 from pulsar_model.quota.policy import is_system_topic, namespace_of, partitioned_topic_of
-from pulsar_model.versions import PulsarVersion, VersionLike, _since
+from pulsar_model.tables.contracts import contract
 
 __all__ = [
     "COMPACTED_ENTRY_RECORD_SCHEMA",
@@ -174,7 +174,7 @@ def compaction_subscription_ignores_individual_acks(version: VersionLike) -> boo
     rejects every non-cumulative ack (``checkArgument``, ``apache/pulsar@005f29a``). 2.10.2 from the label
     only (no 2.10.2 release notes in the index).
     """
-    return _since(version, (2, 11, 0), {(2, 8): 4, (2, 9): 4, (2, 10): 2})
+    return since(version, (2, 11, 0), {(2, 8): 4, (2, 9): 4, (2, 10): 2})
 
 
 def dispatcher_delivers_markers_to_compaction(version: VersionLike) -> bool:
@@ -188,7 +188,7 @@ def dispatcher_delivers_markers_to_compaction(version: VersionLike) -> bool:
     notes of 2.10.6 and 2.11.4 do not list it (the closed, unmerged apache/pulsar#21951 carries the same
     two labels): assumed absent from every 2.10.x and 2.11.x.
     """
-    return _since(version, (3, 2, 0), {(3, 0): 3, (3, 1): 3})
+    return since(version, (3, 2, 0), {(3, 0): 3, (3, 1): 3})
 
 
 def batch_deleted_only_when_all_deleted(version: VersionLike) -> bool:
@@ -198,7 +198,7 @@ def batch_deleted_only_when_all_deleted(version: VersionLike) -> bool:
     3.0.2 and 3.1.1; every 3.2.0+. The "all" rule in ``nikhil-ctds/ds-pulsar@b17e71c`` (a 3.x
     ``TwoPhaseCompactor``) and the 4.x ``AbstractTwoPhaseCompactor``; "any" in ``apache/pulsar@bb0abb4``.
     """
-    return _since(version, (3, 2, 0), {(2, 10): 6, (2, 11): 3, (3, 0): 2, (3, 1): 1})
+    return since(version, (3, 2, 0), {(2, 10): 6, (2, 11): 3, (3, 0): 2, (3, 1): 1})
 
 
 def has_retain_null_key_option(version: VersionLike) -> bool:
@@ -207,7 +207,7 @@ def has_retain_null_key_option(version: VersionLike) -> bool:
     apache/pulsar#21578: in the release notes of 2.10.6, 2.11.3, 3.0.3 (with its cherry-pick #21662) and
     3.1.2; 3.2.0 made the default ``false`` (docs §5.2).
     """
-    return _since(version, (3, 2, 0), {(2, 10): 6, (2, 11): 3, (3, 0): 3, (3, 1): 2})
+    return since(version, (3, 2, 0), {(2, 10): 6, (2, 11): 3, (3, 0): 3, (3, 1): 2})
 
 
 @dataclass(frozen=True)
@@ -1124,7 +1124,7 @@ COMPACTED_ENTRY_RECORD_SCHEMA = T.StructType(
 
 
 def _encode_entry(pdf: Any) -> list[dict[str, object]]:
-    """:func:`~pulsar_model.grouped.map_groups` body: the slots of ONE compacted entry (sorted by batch
+    """:func:`~pulsar_model.engine.grouped.map_groups` body: the slots of ONE compacted entry (sorted by batch
     index) -> its dump line's ``data`` (docs §5.5 rebatch)."""
     import base64
 
@@ -1197,7 +1197,7 @@ def compacted_entry_records(compacted: DataFrame, messages: DataFrame, entries: 
     ``rebatchMessage``). The tables never hold payload bytes, so every payload is written as zero bytes
     of the recorded (uncompressed) size with the entry's original compression; ``compacted`` never holds a
     marker entry (docs §5.4), and marker rows are skipped should a caller pass any.
-    Pure and lazy (one pass of :func:`~pulsar_model.grouped.map_groups`: per-row, not per-entry, cost).
+    Pure and lazy (one pass of :func:`~pulsar_model.engine.grouped.map_groups`: per-row, not per-entry, cost).
     """
     entry_key = [*_TOPIC, "ledger_id", "entry_id"]
     slot_key = [*entry_key, "batch_index"]

@@ -43,9 +43,9 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from pulsar_model import DEFAULT_PULSAR_VERSION
+from pulsar_model.domain.topic_names import PARTITION_MARKER, partition_index
+from pulsar_model.domain.versions import PulsarVersion, VersionLike
 from pulsar_model.errors import ContractError
-from pulsar_model.ingest.parsers.common import PARTITION_MARKER, partition_index
-from pulsar_model.versions import PulsarVersion, VersionLike
 
 __all__ = [
     "FailoverRules",

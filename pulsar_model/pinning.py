@@ -40,10 +40,10 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from pulsar_model import DEFAULT_PULSAR_VERSION
-from pulsar_model.columns import EARLIEST, as_position
-from pulsar_model.columns import position as position_col
+from pulsar_model.domain.versions import PulsarVersion
+from pulsar_model.engine.columns import EARLIEST, as_position
+from pulsar_model.engine.columns import position as position_col
 from pulsar_model.errors import ContractError
-from pulsar_model.versions import PulsarVersion
 
 __all__ = [
     "pinning_report",

@@ -2,7 +2,7 @@
 
 Every transform is pure and lazy, works per ``(cluster, topic)`` and keeps one output row per input
 request row (extra request columns are carried through). Version-dependent behaviour is selected with
-``pulsar_version`` (see :mod:`pulsar_model.versions`).
+``pulsar_version`` (see :mod:`pulsar_model.domain.versions`).
 
 How the sequential broker loops are expressed set-based:
 
@@ -21,7 +21,7 @@ How the sequential broker loops are expressed set-based:
   higher-order-function expressions over that array.
 
 The arithmetic itself is written as Spark-SQL text by the ``*_sql`` builders of
-:mod:`pulsar_model.columns` (one ``F.expr`` per materialised column).
+:mod:`pulsar_model.engine.columns` (one ``F.expr`` per materialised column).
 
 Errors the broker would raise (NPEs of old versions, Guava "Invalid range", "Invalid mark deleted
 position", endless loops) never fail the job: the row gets a null result and an ``error`` string.
@@ -37,7 +37,8 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from pulsar_model import DEFAULT_PULSAR_VERSION
-from pulsar_model.columns import (
+from pulsar_model.domain.versions import Behaviour, behaviour
+from pulsar_model.engine.columns import (
     BASE_ROW_FIELDS,
     BASE_ROW_SQL_TYPE,
     LATEST,
@@ -62,7 +63,6 @@ from pulsar_model.columns import (
     remove_at_most_sql,
     row_lookup_sql,
 )
-from pulsar_model.versions import Behaviour, behaviour
 
 __all__ = [
     "BOUND_START_EXCLUDED",
@@ -219,7 +219,8 @@ class _Env:
 def _ledger_view(ledgers: DataFrame, ml: DataFrame, beh: Behaviour) -> DataFrame:
     """One row per ledger: ``cluster, topic, lid, valid0, cur_id, lac_lid, row``.
 
-    ``row`` (the struct seeks return) has the :data:`~pulsar_model.columns.BASE_ROW_FIELDS`: ``lid, ent,
+    ``row`` (the struct seeks return) has the :data:`~pulsar_model.engine.columns.BASE_ROW_FIELDS`: ``lid,
+    ent,
     sz`` (as listed: the open ledger is 0/0, docs §0.2), ``cum_ent, cum_sz`` (running sums including this
     ledger), ``is_cur``, ``walk`` (``getPositionAfterN`` total, §1.9), ``cum_walk``, ``prev_ne_lid,
     prev_ne_ent`` (last non-empty ledger before it, §1.3), ``nv0_gt`` (first later ledger whose entry 0 is

@@ -42,7 +42,7 @@ Broker behaviour of the reset by time, as read in apache/pulsar sources (search 
 The binary search is sequential per topic, so it runs in ``groupBy(cluster, topic).applyInArrow`` over a
 compact per-topic input (the managed ledger, its ledgers, the timestamps of the exported entries of the
 requested topics and the distinct requests), with a plain-Python managed-ledger model (§1.3-§1.9) inside.
-Everything else is set-based Spark SQL built with :mod:`pulsar_model.columns` and the environment of
+Everything else is set-based Spark SQL built with :mod:`pulsar_model.engine.columns` and the environment of
 :mod:`pulsar_model.positions`.
 """
 
@@ -61,7 +61,8 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from pulsar_model import DEFAULT_PULSAR_VERSION
-from pulsar_model.columns import (
+from pulsar_model.domain.versions import Behaviour, PulsarVersion, VersionLike, behaviour, since
+from pulsar_model.engine.columns import (
     EARLIEST,
     LATEST,
     NULL_POS_SQL,
@@ -94,7 +95,6 @@ from pulsar_model.positions import (
     _keep,
     _seek,
 )
-from pulsar_model.versions import Behaviour, PulsarVersion, VersionLike, _since, behaviour
 
 __all__ = [
     "DEFAULT_LEDGER_CLOSE_CLOCK_SKEW_MS",
@@ -164,7 +164,7 @@ def reader_md_is_previous_of_read(version: VersionLike) -> bool:
     apache/pulsar copy. Assumed to come with the non-durable-cursor fix apache/pulsar#21250 (labels
     release/2.10.6, 2.11.3, 3.0.2; 3.1.1 assumed).
     """
-    return _since(version, (3, 2, 0), {(2, 10): 6, (2, 11): 3, (3, 0): 2, (3, 1): 1})
+    return since(version, (3, 2, 0), {(2, 10): 6, (2, 11): 3, (3, 0): 2, (3, 1): 1})
 
 
 def find_compares_strictly_earlier(version: VersionLike) -> bool:
@@ -185,7 +185,7 @@ def find_reads_from_ledger(version: VersionLike) -> bool:
     ``PersistentMessageFinderTest.testPersistentMessageFinderWhenLastMessageDelete``). The fixing PR was
     not found; boundary assumed: 3.1.0, back-ported to 3.0.1.
     """
-    return _since(version, (3, 1, 0), {(3, 0): 1})
+    return since(version, (3, 1, 0), {(3, 0): 1})
 
 
 def find_searches_closed_range(version: VersionLike) -> bool:
@@ -198,7 +198,7 @@ def find_searches_closed_range(version: VersionLike) -> bool:
     a search this module does not model and is answered as 4.0.1 (docs §7.5). Older brokers search from
     ``(first ledger, 0)`` with ``max = numberOfEntries - 1``.
     """
-    return _since(version, (4, 1, 0), {(4, 0): 3, (3, 3): 7})
+    return since(version, (4, 1, 0), {(4, 0): 3, (3, 3): 7})
 
 
 def find_narrows_by_ledger_close_time(version: VersionLike) -> Literal["none", "first_entry", "last_entry"]:
@@ -211,7 +211,7 @@ def find_narrows_by_ledger_close_time(version: VersionLike) -> Literal["none", "
     """
     if not find_searches_closed_range(version):
         return "none"
-    return "last_entry" if _since(version, (4, 1, 0), {(4, 0): 5, (3, 3): 7}) else "first_entry"
+    return "last_entry" if since(version, (4, 1, 0), {(4, 0): 5, (3, 3): 7}) else "first_entry"
 
 
 def _find_clamps_check_last(version: VersionLike) -> bool:
@@ -220,7 +220,7 @@ def _find_clamps_check_last(version: VersionLike) -> bool:
     apache/pulsar#9083 (Dec 2020); assumed in 2.7.1+. Only matters without the 2.10.1 LAC clamp of
     ``getPositionAfterN``.
     """
-    return _since(version, (2, 8, 0), {(2, 7): 1})
+    return since(version, (2, 8, 0), {(2, 7): 1})
 
 
 @dataclass(frozen=True)

@@ -9,9 +9,10 @@
 
 AVRO and Avro-format JSON schemas are decided the way the broker decides them: Apache Avro's Java rules
 (``Schema.Parser``, ``Schema.equals``, the ``SchemaValidatorBuilder`` strategies over the resolving
-grammar), re-stated in plain Python by :mod:`pulsar_model.schema_avro` and checked against the Java
+grammar), re-stated in plain Python by :mod:`pulsar_model.engine.schema_avro` and checked against the Java
 library itself by the property tests (docs §9.5-§9.8). The per-topic replay runs in
-:func:`~pulsar_model.grouped.map_groups` (``mapInPandas`` over the versions sorted by topic): no JVM call,
+:func:`~pulsar_model.engine.grouped.map_groups` (``mapInPandas`` over the versions sorted by topic): no JVM
+call,
 the same answers on every executor.
 
 Not modelled: the Protobuf-native and key/value checkers (their versions are judged like the types the
@@ -32,11 +33,11 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from pulsar_model import DEFAULT_PULSAR_VERSION
+from pulsar_model.domain.versions import PulsarVersion, VersionLike
+from pulsar_model.engine.grouped import map_groups
+from pulsar_model.engine.schema_avro import AvroSchemaError, Schema, parse_schema, schemas_equal
+from pulsar_model.engine.schema_avro import can_read as avro_can_read
 from pulsar_model.errors import ConfigError, ContractError
-from pulsar_model.grouped import map_groups
-from pulsar_model.schema_avro import AvroSchemaError, Schema, parse_schema, schemas_equal
-from pulsar_model.schema_avro import can_read as avro_can_read
-from pulsar_model.versions import PulsarVersion, VersionLike
 
 __all__ = [
     "STRATEGIES",

@@ -34,10 +34,10 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from pulsar_model import DEFAULT_PULSAR_VERSION
-from pulsar_model.columns import as_position, position
+from pulsar_model.domain.versions import PulsarVersion, VersionLike
+from pulsar_model.engine.columns import as_position, position
 from pulsar_model.errors import ContractError
 from pulsar_model.positions import previous_position
-from pulsar_model.versions import PulsarVersion, VersionLike
 
 __all__ = [
     "DISPATCH_DELIVERED",

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 import pytest
 from pyspark.sql import SparkSession
 
-from pulsar_model.session import build_session
+from pulsar_model.pipeline.session import build_session
 from tests.standalone_cluster import ClusterNightly, run_cluster_nightly
 
 os.environ.setdefault("TZ", "UTC")

@@ -78,11 +78,11 @@ spark = SparkSession.builder.getOrCreate()
 
 def where(_):
     import pulsar_model
-    from pulsar_model import contracts
+    from pulsar_model.tables import contracts
     yield (pulsar_model.__file__, len(contracts.table_names()))
 
 import pulsar_model
-from pulsar_model import contracts
+from pulsar_model.tables import contracts
 executors = sorted(set(spark.sparkContext.parallelize(range(2), 2).mapPartitions(where).collect()))
 print("PROBE " + json.dumps({"driver": [pulsar_model.__file__, len(contracts.table_names())],
                             "executors": executors}))

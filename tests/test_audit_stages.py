@@ -19,8 +19,9 @@ from typing import Any
 
 import pytest
 
-from pulsar_model import contracts
-from pulsar_model.audit_stage import (
+from pulsar_model.demo import DemoSpec, generate_demo
+from pulsar_model.ingest.pipeline import ingest_export
+from pulsar_model.pipeline.stages.audit import (
     FAILOVER_TABLES,
     SCHEMA_TABLES,
     TRANSACTION_TABLES,
@@ -28,10 +29,8 @@ from pulsar_model.audit_stage import (
     run_schema_stage,
     run_transactions_stage,
 )
-from pulsar_model.config import PulsarConfig
-from pulsar_model.delta_io import DeltaTables
-from pulsar_model.demo import DemoSpec, generate_demo
-from pulsar_model.ingest.pipeline import ingest_export
+from pulsar_model.tables import contracts
+from pulsar_model.tables.delta_io import DeltaTables
 from tests.oracle.failover import OConsumer, select_active
 
 #: Demo end to end (generate, ingest, stage runs): minutes on 2 cores, run by `make test-long`, not CI.
@@ -81,7 +80,7 @@ def audit_run(spark, tmp_path_factory):
     out = tmp_path_factory.mktemp("audit-demo")
     generate_demo(out, SMALL, overwrite=True)
     tables = DeltaTables(spark, str(tmp_path_factory.mktemp("audit-wh")))
-    day = ingest_export(spark, tables, str(out), pulsar=PulsarConfig()).export_date
+    day = ingest_export(spark, tables, str(out)).export_date
     rows1: dict[str, int] = {}
     versions1: dict[str, int] = {}
     for run in (run_failover_stage, run_transactions_stage, run_schema_stage):

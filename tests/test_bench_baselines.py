@@ -23,10 +23,10 @@ from benchmarks import baselines as bl
 from pulsar_model import DEFAULT_PULSAR_VERSION
 from pulsar_model.backlog_exact import exact_backlog
 from pulsar_model.compaction import compact
-from pulsar_model.compaction_stage import compaction_start_positions, with_uncompressed_size_flag
-from pulsar_model.contracts import rows_to_arrow
-from pulsar_model.delta_io import DeltaTables
+from pulsar_model.pipeline.stages.compaction import compaction_start_positions, with_uncompressed_size_flag
 from pulsar_model.positions import position_after_n
+from pulsar_model.tables.contracts import rows_to_arrow
+from pulsar_model.tables.delta_io import DeltaTables
 
 DAY = dt.date(2026, 11, 21)
 EXPORT = "exp-1"

@@ -14,10 +14,10 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from benchmarks.datagen import TABLES, TIERS, generate_tier, tier_frames
-from pulsar_model.config import load_config
-from pulsar_model.contracts import contract, schema_differences
-from pulsar_model.delta_io import DeltaTables
-from pulsar_model.nightly import STAGES, run_nightly
+from pulsar_model.pipeline.config import load_config
+from pulsar_model.pipeline.nightly import STAGES, run_nightly
+from pulsar_model.tables.contracts import contract, schema_differences
+from pulsar_model.tables.delta_io import DeltaTables
 
 DAY = dt.date(2026, 11, 1)
 SEED = 7

@@ -21,7 +21,7 @@ from benchmarks.run import (
     problems,
     tree_cpu_seconds,
 )
-from pulsar_model.nightly import STAGES
+from pulsar_model.pipeline.nightly import STAGES
 
 
 def _result(tier: str = "l") -> dict:

@@ -16,8 +16,8 @@ import zipfile
 
 import pytest
 
-from pulsar_model import contracts
-from pulsar_model.nightly import STAGES
+from pulsar_model.pipeline.nightly import STAGES
+from pulsar_model.tables import contracts
 from tests.standalone_cluster import TINY, ClusterNightly, build_dist_module, read_delta
 
 #: Tables read back after the cluster run: inputs and one output of several stages.
@@ -29,7 +29,7 @@ def test_build_zip_carries_package_resources_and_contracts(tmp_path):
     names = set(zipfile.ZipFile(zip_path).namelist())
     assert {
         "pulsar_model/__init__.py",
-        "pulsar_model/cli.py",
+        "pulsar_model/pipeline/cli.py",
         "pulsar_model/resources/log4j2.properties",
         "pulsar_model/wire/_generated/pulsar_api_pb2.py",
         "pulsar_model/wire/proto/pulsar_api.proto",
@@ -45,7 +45,7 @@ def test_build_zip_contracts_load_from_the_zip(tmp_path):
     """A fresh interpreter with only the zip providing pulsar_model reads every contract from it."""
     zip_path = build_dist_module().build_zip(tmp_path)
     code = (
-        "import pulsar_model, pulsar_model.contracts as c; "
+        "import pulsar_model, pulsar_model.tables.contracts as c; "
         "print(pulsar_model.__file__); print(len(c.table_names())); print(c.contract('run_log').table)"
     )
     env = {**os.environ, "PYTHONPATH": str(zip_path)}

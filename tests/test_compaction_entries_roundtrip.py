@@ -1,7 +1,8 @@
 """The compacted ledger in the stored-entry dump format round-trips through the ingest (issue 6, item 4).
 
 A small export of real stored entries (encoded with :mod:`pulsar_model.wire.codec`) is ingested, compacted,
-written back with :func:`pulsar_model.compaction_stage.write_compacted_entries` and ingested again: the
+written back with :func:`pulsar_model.pipeline.stages.compaction.write_compacted_entries` and ingested
+again: the
 second ingest must give back exactly the compacted ledger's slots. The topics:
 
 * ``compressed``: docs §5.8.3 ``testEmptyPayloadDeletesWhenCompressed`` - the scenario of
@@ -24,9 +25,9 @@ from typing import Any
 from pyspark.sql import DataFrame, SparkSession
 
 from pulsar_model.compaction import compacted_ledger
-from pulsar_model.compaction_stage import with_uncompressed_size_flag, write_compacted_entries
 from pulsar_model.ingest.layout import discover
 from pulsar_model.ingest.pipeline import build_input_tables
+from pulsar_model.pipeline.stages.compaction import with_uncompressed_size_flag, write_compacted_entries
 from pulsar_model.wire.codec import BatchItem, encode_batch_entry, encode_message_entry
 
 CLUSTER = "c1"

@@ -25,7 +25,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from pulsar_model import compaction as C
-from pulsar_model.contracts import spark_schema
+from pulsar_model.tables.contracts import spark_schema
 
 CLUSTER = "c1"
 NEW, FILTERED, OLD = "4.1.3", "2.11.4", "2.10.0"

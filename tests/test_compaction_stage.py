@@ -17,13 +17,12 @@ from typing import Any
 
 import pytest
 
-from pulsar_model import contracts
 from pulsar_model.compaction import CompactionThresholds
-from pulsar_model.compaction_stage import OUTPUT_TABLES, run_compaction_stage
-from pulsar_model.config import PulsarConfig
-from pulsar_model.delta_io import DeltaTables
 from pulsar_model.demo import DemoSpec, generate_demo
 from pulsar_model.ingest.pipeline import ingest_export
+from pulsar_model.pipeline.stages.compaction import OUTPUT_TABLES, run_compaction_stage
+from pulsar_model.tables import contracts
+from pulsar_model.tables.delta_io import DeltaTables
 
 #: Demo end to end (generate, ingest, stage runs): minutes on 2 cores, run by `make test-long`, not CI.
 pytestmark = pytest.mark.long
@@ -63,7 +62,7 @@ def stage_run(spark, tmp_path_factory):
     out = tmp_path_factory.mktemp("compaction-demo")
     generate_demo(out, SMALL, overwrite=True)
     tables = DeltaTables(spark, str(tmp_path_factory.mktemp("compaction-wh")))
-    day = ingest_export(spark, tables, str(out), pulsar=PulsarConfig()).export_date
+    day = ingest_export(spark, tables, str(out)).export_date
     rows1, versions1 = run_compaction_stage(tables, day, DEFAULT_VERSION)
     first = {name: _rows(tables, name) for name in OUTPUT_TABLES}
     rows2, versions2 = run_compaction_stage(tables, day, DEFAULT_VERSION, thresholds=TRIGGER)

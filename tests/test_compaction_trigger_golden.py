@@ -18,7 +18,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 from pulsar_model import compaction as C
-from pulsar_model.contracts import spark_schema
+from pulsar_model.tables.contracts import spark_schema
 
 CLUSTER = "c1"
 DAY = dt.date(2026, 11, 1)

@@ -10,8 +10,8 @@ import pytest
 from delta import configure_spark_with_delta_pip
 from pyspark.sql import SparkSession
 
-from pulsar_model.config import load_config
-from pulsar_model.delta_io._paths import TableLocator
+from pulsar_model.pipeline.config import load_config
+from pulsar_model.tables.delta_io._paths import TableLocator
 
 CONF = Path(__file__).resolve().parent.parent / "conf"
 S3 = CONF / "cluster.s3.example.yaml"

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from pulsar_model.config import load_config
 from pulsar_model.errors import ConfigError
+from pulsar_model.pipeline.config import load_config
 
 
 def test_load_config_local_default():
@@ -68,7 +68,7 @@ def test_load_config_broker_and_compaction_sections():
 
 @pytest.mark.parametrize("version", ["3.0", "4.0.8-SNAPSHOT", "3.1.4.4", "5.0.0"])
 def test_load_config_rejects_versions_the_stages_cannot_run(version):
-    # One rule at load time, the one every stage applies (pulsar_model.versions.PulsarVersion.parse): a
+    # One rule at load time, the one every stage applies (pulsar_model.domain.versions.PulsarVersion.parse): a
     # version a stage would refuse never gets past the configuration.
     with pytest.raises(ConfigError) as info:
         load_config(None, [f"pulsar.cluster_versions={{us-east: {version}}}"])

@@ -6,8 +6,8 @@ import pyarrow as pa
 import pytest
 from pyspark.sql import types as T
 
-from pulsar_model import contracts
 from pulsar_model.errors import ContractError
+from pulsar_model.tables import contracts
 
 INPUT_TABLES = [
     "managed_ledgers",

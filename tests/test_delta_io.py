@@ -1,4 +1,4 @@
-"""Tests of pulsar_model.delta_io (bridge backend; backend selection for the connector).
+"""Tests of pulsar_model.tables.delta_io (bridge backend; backend selection for the connector).
 
 Tables are written under ``tmp_path``. Every Delta table is read back by Spark and, where the test is
 about the on-disk format, by delta-rs, Polars and DuckDB too.
@@ -25,11 +25,6 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from pulsar_model.delta_io import STAGING_DIR, DeltaTables, TableWrite, _bridge, delta_connector_available
-from pulsar_model.delta_io._bridge import BridgeBackend
-from pulsar_model.delta_io._connector import replace_where_predicate
-from pulsar_model.delta_io._schema import coerce_partition_value, spark_folder_unescape
-from pulsar_model.delta_io._stats import MAX_STRING_STAT_CHARS
 from pulsar_model.errors import (
     ConcurrentWriteError,
     ConfigError,
@@ -40,6 +35,17 @@ from pulsar_model.errors import (
     UnsafePathError,
     UnsupportedTableFeatureError,
 )
+from pulsar_model.tables.delta_io import (
+    STAGING_DIR,
+    DeltaTables,
+    TableWrite,
+    _bridge,
+    delta_connector_available,
+)
+from pulsar_model.tables.delta_io._bridge import BridgeBackend
+from pulsar_model.tables.delta_io._connector import replace_where_predicate
+from pulsar_model.tables.delta_io._schema import coerce_partition_value, spark_folder_unescape
+from pulsar_model.tables.delta_io._stats import MAX_STRING_STAT_CHARS
 
 POSITION = T.StructType([T.StructField("ledger_id", T.LongType()), T.StructField("entry_id", T.LongType())])
 EVENTS = T.StructType(

@@ -9,12 +9,11 @@ from pathlib import Path
 import deltalake
 import pytest
 
-from pulsar_model import contracts
-from pulsar_model.config import PulsarConfig
-from pulsar_model.delta_io import DeltaTables
-from pulsar_model.delta_io._schema import delta_json_to_spark
 from pulsar_model.demo import DemoSpec, generate_demo
 from pulsar_model.ingest.pipeline import INPUT_TABLES, ingest_export
+from pulsar_model.tables import contracts
+from pulsar_model.tables.delta_io import DeltaTables
+from pulsar_model.tables.delta_io._schema import delta_json_to_spark
 
 SMALL = dataclasses.replace(
     DemoSpec(),
@@ -32,7 +31,7 @@ def demo_tables(spark, tmp_path_factory):
     summary = generate_demo(out, SMALL, overwrite=True)
     warehouse = tmp_path_factory.mktemp("wh")
     tables = DeltaTables(spark, str(warehouse))
-    result = ingest_export(spark, tables, str(out), pulsar=PulsarConfig())
+    result = ingest_export(spark, tables, str(out))
     return summary, result, tables, warehouse, out
 
 
@@ -91,7 +90,7 @@ def test_demo_cursors_match_ground_truth(demo_tables):
 @pytest.fixture(scope="module")
 def backlog_tables(demo_tables):
     from pulsar_model import DEFAULT_PULSAR_VERSION
-    from pulsar_model.backlog_stage import run_backlog_stage
+    from pulsar_model.pipeline.stages.backlog import run_backlog_stage
 
     _, result, tables, _, out = demo_tables
     rows, versions = run_backlog_stage(tables, result.export_date, DEFAULT_PULSAR_VERSION)
@@ -179,7 +178,7 @@ def test_backlog_stage_pinning_agrees_with_topic_backlog(backlog_tables):
 @pytest.fixture(scope="module")
 def plans_tables(backlog_tables, demo_tables, tmp_path_factory):
     from pulsar_model import DEFAULT_PULSAR_VERSION
-    from pulsar_model.plans_stage import run_plans_stage
+    from pulsar_model.pipeline.stages.plans import run_plans_stage
 
     _, result, tables, _, out = demo_tables
     bad = tmp_path_factory.mktemp("req") / "bad.jsonl"

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pyspark.sql import Row
 
-from pulsar_model.entry_coverage import (
+from pulsar_model.engine.entry_coverage import (
     compaction_entries_complete,
     topic_entries_complete,
     with_entries_complete,

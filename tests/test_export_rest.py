@@ -314,14 +314,14 @@ def test_parse_pulsar_datetime_reads_java_iso_offset_date_time() -> None:
 
 
 def test_cli_export_exits_1_on_failure_and_imports_no_spark(tiny_demo: Path, tmp_path: Path) -> None:
-    from pulsar_model.cli import main
+    from pulsar_model.pipeline.cli import main
 
     with FakeAdminServer(_one_topic_cluster(tiny_demo), Faults(forbidden=["/stats$"])) as server:
         args = ["export", "--admin-url", server.url, "--out", str(tmp_path / "o"), "--retries", "0"]
         code = main([*args, "--progress", "never", "--max-rate", "1000"])
     assert code == 1
     probe = (
-        "import sys, pulsar_model.cli, pulsar_model.export.runner; "
+        "import sys, pulsar_model.pipeline.cli, pulsar_model.export.runner; "
         "print(any(m.startswith('pyspark') for m in sys.modules))"
     )
     result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)

@@ -16,13 +16,12 @@ import pytest
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from pulsar_model.audit_stage import run_transactions_stage
-from pulsar_model.backlog_stage import run_backlog_stage
-from pulsar_model.config import PulsarConfig
-from pulsar_model.delta_io import DeltaTables
 from pulsar_model.demo import DemoSpec, generate_demo
 from pulsar_model.export import ClusterTarget, ExportOptions, run_export
 from pulsar_model.ingest.pipeline import ingest_export
+from pulsar_model.pipeline.stages.audit import run_transactions_stage
+from pulsar_model.pipeline.stages.backlog import run_backlog_stage
+from pulsar_model.tables.delta_io import DeltaTables
 from tests.fake_pulsar_admin import FakeAdminServer, load_export
 
 DAY = dt.date(2026, 11, 21)
@@ -112,7 +111,7 @@ def warehouses(spark, exports, tmp_path_factory):  # type: ignore[no-untyped-def
     out = {}
     for name, folder in (("demo", demo), ("rest", rest)):
         tables = DeltaTables(spark, str(tmp_path_factory.mktemp(f"wh-{name}")))
-        result = ingest_export(spark, tables, str(folder), pulsar=PulsarConfig(), export_date=DAY)
+        result = ingest_export(spark, tables, str(folder), export_date=DAY)
         assert sum(result.rows_quarantined.values()) == 0, (name, result.rows_quarantined)
         out[name] = tables
     return out
@@ -144,7 +143,7 @@ def test_export_then_ingest_gives_the_direct_exports_input_tables(warehouses) ->
 def test_capped_export_reaches_the_analyses_as_incomplete(spark, exports, tmp_path) -> None:  # type: ignore[no-untyped-def]
     _, _, capped_dir = exports
     tables = DeltaTables(spark, str(tmp_path / "wh-capped"))
-    ingest_export(spark, tables, str(capped_dir), pulsar=PulsarConfig(), export_date=DAY)
+    ingest_export(spark, tables, str(capped_dir), export_date=DAY)
     manifest = json.loads((capped_dir / "manifest.json").read_text())
     incomplete = {
         (cluster, topic)

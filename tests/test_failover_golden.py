@@ -12,6 +12,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from pulsar_model.domain.topic_names import partition_index
 from pulsar_model.failover import (
     active_consumers,
     compare_with_stats,
@@ -24,7 +25,6 @@ from pulsar_model.failover import (
     topic_partition_index,
     what_if_active_consumers,
 )
-from pulsar_model.ingest.parsers.common import partition_index
 
 CONSUMERS = T.StructType(
     [

@@ -10,7 +10,7 @@ import pytest
 from pyspark.sql import SparkSession
 from pyspark.sql import types as T
 
-from pulsar_model.grouped import OUTPUT_BATCH_ROWS, map_groups
+from pulsar_model.engine.grouped import OUTPUT_BATCH_ROWS, map_groups
 
 SOURCE = T.StructType(
     [

@@ -33,9 +33,9 @@ from typing import Any
 import pytest
 from pyspark.sql import types as T
 
-from pulsar_model import contracts
-from pulsar_model.delta_io import DeltaTables
-from pulsar_model.history_stage import OUTPUT_TABLES, run_history_stage
+from pulsar_model.pipeline.stages.history import OUTPUT_TABLES, run_history_stage
+from pulsar_model.tables import contracts
+from pulsar_model.tables.delta_io import DeltaTables
 
 CLUSTER = "c1"
 DATES = [dt.date(2026, 11, d) for d in (1, 2, 3, 4)]

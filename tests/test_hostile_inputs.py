@@ -39,8 +39,6 @@ import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
-from pulsar_model.config import PulsarConfig
-from pulsar_model.delta_io import DeltaTables
 from pulsar_model.errors import ExportLayoutError
 from pulsar_model.ingest.entries import decode_line, decode_lines, decoded_arrow_schema
 from pulsar_model.ingest.layout import discover
@@ -53,6 +51,7 @@ from pulsar_model.ingest.parsers import (
     parse_jsonl_line,
 )
 from pulsar_model.ingest.pipeline import _literal_path, _parse_files, build_input_tables, ingest_export
+from pulsar_model.tables.delta_io import DeltaTables
 from pulsar_model.wire.codec import BatchItem, encode_batch_entry, encode_marker_entry, encode_message_entry
 from pulsar_model.wire.markers import Snapshot, SubscriptionUpdate, TxnMarker
 from tests.oracle import strategies as S
@@ -105,7 +104,7 @@ def materialise(root: Path) -> Path:
 def corpus(spark, tmp_path_factory):
     export = materialise(tmp_path_factory.mktemp("hostile"))
     tables = DeltaTables(spark, str(tmp_path_factory.mktemp("warehouse")))
-    result = ingest_export(spark, tables, str(export), pulsar=PulsarConfig(), run_id="hostile-1")
+    result = ingest_export(spark, tables, str(export), run_id="hostile-1")
     quarantine = [r.asDict() for r in tables.read("quarantine").collect()]
     return tables, result, quarantine
 

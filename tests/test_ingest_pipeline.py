@@ -16,11 +16,10 @@ from pathlib import Path
 import deltalake
 import pytest
 
-from pulsar_model import contracts
-from pulsar_model.config import PulsarConfig
-from pulsar_model.delta_io import DeltaTables
-from pulsar_model.delta_io._schema import delta_json_to_spark
 from pulsar_model.ingest.pipeline import INPUT_TABLES, ingest_export
+from pulsar_model.tables import contracts
+from pulsar_model.tables.delta_io import DeltaTables
+from pulsar_model.tables.delta_io._schema import delta_json_to_spark
 from pulsar_model.wire.codec import BatchItem, encode_batch_entry, encode_marker_entry, encode_message_entry
 from pulsar_model.wire.markers import Snapshot, SnapshotRequest, TxnMarker
 
@@ -101,9 +100,9 @@ def ingested(spark, tmp_path_factory):
     _build_export(root)
     warehouse = tmp_path_factory.mktemp("warehouse")
     tables = DeltaTables(spark, str(warehouse))
-    first = ingest_export(spark, tables, str(root), pulsar=PulsarConfig(), run_id="run-1")
+    first = ingest_export(spark, tables, str(root), run_id="run-1")
     snapshot = {t: sorted(map(str, tables.read(t).drop("run_id").collect())) for t in INPUT_TABLES}
-    second = ingest_export(spark, tables, str(root), pulsar=PulsarConfig(), run_id="run-2")
+    second = ingest_export(spark, tables, str(root), run_id="run-2")
     return tables, first, second, snapshot, warehouse
 
 

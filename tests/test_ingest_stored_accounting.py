@@ -17,9 +17,8 @@ from urllib.parse import quote
 import pytest
 from pyspark.sql import functions as F
 
-from pulsar_model.config import PulsarConfig
-from pulsar_model.delta_io import DeltaTables
 from pulsar_model.ingest.pipeline import ingest_export
+from pulsar_model.tables.delta_io import DeltaTables
 from pulsar_model.wire.codec import encode_marker_entry, encode_message_entry
 from pulsar_model.wire.markers import SnapshotRequest
 
@@ -91,7 +90,7 @@ def ingested(spark, tmp_path_factory):
     root = tmp_path_factory.mktemp("accounting-export")
     _build(root)
     tables = DeltaTables(spark, str(tmp_path_factory.mktemp("accounting-warehouse")))
-    result = ingest_export(spark, tables, str(root), pulsar=PulsarConfig(), run_id="acct")
+    result = ingest_export(spark, tables, str(root), run_id="acct")
     return tables, result
 
 

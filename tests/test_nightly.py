@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from pulsar_model.cli import STAGE_COMMANDS, build_parser, main
-from pulsar_model.config import load_config
-from pulsar_model.delta_io import DeltaTables
 from pulsar_model.errors import ConfigError, ExportLayoutError
-from pulsar_model.nightly import STAGES, run_nightly
+from pulsar_model.pipeline.cli import STAGE_COMMANDS, build_parser, main
+from pulsar_model.pipeline.config import load_config
+from pulsar_model.pipeline.nightly import STAGES, run_nightly
+from pulsar_model.tables.delta_io import DeltaTables
 
 
 def test_cli_help_lists_every_subcommand():

@@ -21,9 +21,9 @@ import pyarrow.fs as pafs
 import pytest
 from deltalake import DeltaTable
 
-from pulsar_model.backlog_stage import OUTPUT_TABLES as BACKLOG_TABLES
-from pulsar_model.delta_io._bridge import STAGING_DIR
 from pulsar_model.demo import DemoSpec, generate_demo
+from pulsar_model.pipeline.stages.backlog import OUTPUT_TABLES as BACKLOG_TABLES
+from pulsar_model.tables.delta_io._bridge import STAGING_DIR
 
 pytestmark = pytest.mark.slow
 
@@ -47,7 +47,7 @@ def _command(export: Path, warehouse: Path, stages: str) -> list[str]:
     return [
         sys.executable,
         "-m",
-        "pulsar_model.cli",
+        "pulsar_model.pipeline.cli",
         "nightly",
         "--export-dir",
         str(export),
@@ -112,7 +112,15 @@ def test_crash_leaves_previous_versions_cleanup_then_concurrent_reruns(tmp_path)
 
     # 2. cleanup removes them (the dead run's lock is stale: its process is gone, the next run takes it).
     cleanup = subprocess.run(
-        [sys.executable, "-m", "pulsar_model.cli", "cleanup", "--older-than", "0", *_settings(warehouse)],
+        [
+            sys.executable,
+            "-m",
+            "pulsar_model.pipeline.cli",
+            "cleanup",
+            "--older-than",
+            "0",
+            *_settings(warehouse),
+        ],
         capture_output=True,
         text=True,
         timeout=600,

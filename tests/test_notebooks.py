@@ -200,7 +200,7 @@ def _check_results(ns: dict[str, Any]) -> None:
                 empty.append(f"{notebook}.{name}: {type(exc).__name__}: {str(exc)[:300]}")
     assert not empty, f"results that are empty or fail on the demo: {empty}"
     statuses = {(r.stage, r.status) for r in ns["run_log"].select("stage", "status").collect()}
-    from pulsar_model.nightly import STAGES
+    from pulsar_model.pipeline.nightly import STAGES
 
     assert statuses == {(stage, "succeeded") for stage in STAGES}
     assert len(ns["_displayed"]) >= 25, "every notebook shows its analyses"

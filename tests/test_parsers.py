@@ -16,7 +16,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pulsar_model.contracts import contract, rows_to_arrow
+from pulsar_model.domain.topic_names import partition_index, partitioned_topic_name
 from pulsar_model.errors import ParseError
 from pulsar_model.ingest.parsers import (
     REASON_CODES,
@@ -31,9 +31,8 @@ from pulsar_model.ingest.parsers import (
     parse_jsonl_line,
     parse_position,
     parse_timestamp,
-    partition_index,
-    partitioned_topic_name,
 )
+from pulsar_model.tables.contracts import contract, rows_to_arrow
 
 FIXTURES = Path(__file__).parent / "fixtures" / "exports"
 UTC = dt.UTC

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from pulsar_model.plan_requests import REQUEST_COLUMNS, normalise_request, parse_plan_requests
+from pulsar_model.domain.plan_requests import REQUEST_COLUMNS, normalise_request, parse_plan_requests
 
 T = "persistent://t/ns/a"
 

@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
-from pulsar_model.contracts import conform, contract
-from pulsar_model.delta_io import DeltaTables
-from pulsar_model.plans_stage import run_plans_stage
+from pulsar_model.pipeline.stages.plans import run_plans_stage
+from pulsar_model.tables.contracts import conform, contract
+from pulsar_model.tables.delta_io import DeltaTables
 
 DAY = dt.date(2026, 11, 1)
 VERSION = "4.1.3"

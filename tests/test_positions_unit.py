@@ -1,6 +1,6 @@
 """Unit tests without Spark: Pulsar version parsing and the behaviour each version selects.
 
-The boundaries are documented (with their evidence) in ``pulsar_model/versions.py``.
+The boundaries are documented (with their evidence) in ``pulsar_model/domain/versions.py``.
 """
 
 from __future__ import annotations
@@ -8,8 +8,7 @@ from __future__ import annotations
 import pytest
 
 from pulsar_model import DEFAULT_PULSAR_VERSION
-from pulsar_model.errors import ConfigError
-from pulsar_model.versions import (
+from pulsar_model.domain.versions import (
     ACCEPTED_FORM,
     PulsarVersion,
     behaviour,
@@ -27,6 +26,7 @@ from pulsar_model.versions import (
     uses_4x_entry_count,
     uses_new_valid_position,
 )
+from pulsar_model.errors import ConfigError
 
 
 def test_parse_reads_three_numbers_and_orders_like_releases() -> None:

@@ -36,7 +36,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from pulsar_model import compaction as C
-from pulsar_model.contracts import spark_schema
+from pulsar_model.tables.contracts import spark_schema
 from tests.oracle import compaction as O
 
 CLUSTER = "c1"

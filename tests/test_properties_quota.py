@@ -30,7 +30,8 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import DataType, LongType, StructField, StructType, TimestampType
 
-from pulsar_model.quota import _topic_engine as eng
+from pulsar_model.domain.versions import behaviour
+from pulsar_model.engine import topic_engine as eng
 from pulsar_model.quota.eviction import (
     SUBSCRIPTION_MAP_KINDS,
     drop_backlog_for_size_limit,
@@ -39,14 +40,13 @@ from pulsar_model.quota.eviction import (
     size_eviction_uses_long_target,
     time_limit_millis_overflow_int,
 )
-from pulsar_model.versions import behaviour
 from tests.oracle import managed_ledger as o
 from tests.oracle import quota as q
 from tests.oracle import strategies as S
 
 VERSIONS = ["2.10.6", "3.0.7", "4.1.3"]
 #: 2.8.0 adds the "2.x-old" getPositionAfterN (NPEs, no LAC clamp). 2.9.x is left out: the ML oracle maps it
-#: to the 3.x position family while pulsar_model.versions gives 2.9.3 only some of the 2.10 fixes.
+#: to the 3.x position family while pulsar_model.domain.versions gives 2.9.3 only some of the 2.10 fixes.
 ENGINE_VERSIONS = ["2.8.0", *VERSIONS]
 NOW = dt.datetime(2026, 3, 1, 12, 0, tzinfo=dt.UTC)
 NOW_MS = int(NOW.timestamp() * 1000)

@@ -30,7 +30,7 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 from pyspark.sql import SparkSession
 
-from pulsar_model.schema_avro import AvroSchemaError, can_read, parse_schema, schemas_equal
+from pulsar_model.engine.schema_avro import AvroSchemaError, can_read, parse_schema, schemas_equal
 from pulsar_model.schema_compat import (
     ACCEPTED_FIRST,
     ACCEPTED_IDENTICAL,

@@ -20,7 +20,6 @@ from hypothesis import strategies as st
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from pulsar_model.contracts import spark_schema
 from pulsar_model.ingest.parsers import RecordContext, name_hint_from_file_name, parse_file, parse_jsonl_line
 from pulsar_model.quota.policy import (
     BROKER_ERROR_MESSAGE,
@@ -35,6 +34,7 @@ from pulsar_model.quota.policy import (
     time_quota_from_size_quota,
     time_quota_supported,
 )
+from pulsar_model.tables.contracts import spark_schema
 from tests.oracle import managed_ledger as o
 from tests.oracle import quota_policy as q
 from tests.oracle import strategies as S

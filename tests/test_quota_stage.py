@@ -14,18 +14,17 @@ from typing import Any
 
 import pytest
 
-from pulsar_model import contracts
-from pulsar_model.backlog_stage import run_backlog_stage
-from pulsar_model.config import PulsarConfig
-from pulsar_model.delta_io import DeltaTables
 from pulsar_model.demo import DemoSpec, generate_demo
 from pulsar_model.ingest.pipeline import ingest_export
+from pulsar_model.pipeline.stages.backlog import run_backlog_stage
+from pulsar_model.pipeline.stages.quota import OUTPUT_TABLES, run_quota_stage
 from pulsar_model.quota.policy import (
     POLICY_CONSUMER_BACKLOG_EVICTION,
     QUOTA_TYPE_SIZE,
     QUOTA_TYPE_TIME,
 )
-from pulsar_model.quota_stage import OUTPUT_TABLES, run_quota_stage
+from pulsar_model.tables import contracts
+from pulsar_model.tables.delta_io import DeltaTables
 
 # Two clusters on one 3.x broker version (each version is a pass of every transform; one keeps the file
 # fast): us-east runs the non-precise time check, us-west the precise one; 3.x stats carry
@@ -93,7 +92,7 @@ def quota_run(spark, tmp_path_factory):
     out = tmp_path_factory.mktemp("quota-demo")
     generate_demo(out, SMALL, overwrite=True)
     tables = DeltaTables(spark, str(tmp_path_factory.mktemp("quota-wh")))
-    day = ingest_export(spark, tables, str(out), pulsar=PulsarConfig()).export_date
+    day = ingest_export(spark, tables, str(out)).export_date
     run_backlog_stage(tables, day, DEFAULT_VERSION)
     rows1, versions1 = run_quota_stage(tables, day, DEFAULT_VERSION)
     first = {name: _rows(tables, name) for name in OUTPUT_TABLES}

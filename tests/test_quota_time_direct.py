@@ -24,9 +24,9 @@ import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
-from pulsar_model.quota import _topic_engine as eng
+from pulsar_model.domain.versions import behaviour
+from pulsar_model.engine import topic_engine as eng
 from pulsar_model.quota.eviction import time_limit_millis_overflow_int
-from pulsar_model.versions import behaviour
 from tests.oracle import strategies as S
 
 #: Versions whose time-loop arithmetic differs: 2.x-old / new isValidPosition (2.10.5 / 2.10.6), the 4.x

@@ -21,7 +21,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from pulsar_model import readers as R
-from pulsar_model.columns import LATEST
+from pulsar_model.engine.columns import LATEST
 
 POS = "struct<ledger_id:bigint,entry_id:bigint>"
 MID = "struct<ledger_id:bigint,entry_id:bigint,batch_index:int>"

@@ -16,7 +16,6 @@ from chispa import assert_df_equality
 from pyspark.sql import DataFrame, Row, SparkSession
 from pyspark.sql import types as T
 
-from pulsar_model.contracts import spark_schema
 from pulsar_model.errors import ConfigError
 from pulsar_model.replication import (
     CachedSnapshot,
@@ -28,6 +27,7 @@ from pulsar_model.replication import (
     snapshot_cache_events,
     uses_new_snapshot_cache,
 )
+from pulsar_model.tables.contracts import spark_schema
 
 Position = tuple[int, int]
 EXPORT_ID = "e1"

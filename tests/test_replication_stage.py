@@ -18,12 +18,11 @@ from typing import Any
 
 import pytest
 
-from pulsar_model import contracts
-from pulsar_model.config import PulsarConfig
-from pulsar_model.delta_io import DeltaTables
 from pulsar_model.demo import DemoSpec, generate_demo
 from pulsar_model.ingest.pipeline import ingest_export
-from pulsar_model.replication_stage import OUTPUT_TABLES, run_replication_stage
+from pulsar_model.pipeline.stages.replication import OUTPUT_TABLES, run_replication_stage
+from pulsar_model.tables import contracts
+from pulsar_model.tables.delta_io import DeltaTables
 
 SMALL = dataclasses.replace(
     DemoSpec(),
@@ -47,7 +46,7 @@ def replication_run(spark, tmp_path_factory):
     out = tmp_path_factory.mktemp("repl-demo")
     generate_demo(out, SMALL, overwrite=True)
     tables = DeltaTables(spark, str(tmp_path_factory.mktemp("repl-wh")))
-    day = ingest_export(spark, tables, str(out), pulsar=PulsarConfig()).export_date
+    day = ingest_export(spark, tables, str(out)).export_date
     rows1, versions1 = run_replication_stage(tables, day, DEFAULT_VERSION)
     rows2, versions2 = run_replication_stage(tables, day, DEFAULT_VERSION)
     result = {name: [r.asDict(recursive=True) for r in tables.read(name).collect()] for name in OUTPUT_TABLES}

@@ -41,8 +41,6 @@ import numpy as np
 import pytest
 from pyspark.sql import types as T
 
-from pulsar_model import contracts
-from pulsar_model.delta_io import DeltaTables, TableWrite
 from pulsar_model.report import (
     COUNT_LABELS,
     ReportSummary,
@@ -50,6 +48,8 @@ from pulsar_model.report import (
     default_report_path,
     format_terminal_summary,
 )
+from pulsar_model.tables import contracts
+from pulsar_model.tables.delta_io import DeltaTables, TableWrite
 
 DAY = dt.date(2026, 11, 21)
 PREVIOUS = dt.date(2026, 11, 20)

@@ -10,9 +10,9 @@ import sys
 
 import pytest
 
-from pulsar_model.config import load_config
-from pulsar_model.nightly import run_nightly
-from pulsar_model.run_lock import LOCK_FILE, RunLockedError, break_lock, read_lock, warehouse_run_lock
+from pulsar_model.pipeline.config import load_config
+from pulsar_model.pipeline.nightly import run_nightly
+from pulsar_model.tables.run_lock import LOCK_FILE, RunLockedError, break_lock, read_lock, warehouse_run_lock
 
 
 def _dead_pid() -> int:
@@ -89,7 +89,7 @@ def test_two_runs_racing_for_a_stale_lock_never_both_win(tmp_path):
 def test_cleanup_refuses_while_a_live_run_holds_the_lock(tmp_path, capsys):
     """``cleanup`` would delete a running writer's staging files: it refuses while the holder is alive
     (and starts no JVM either way), and works once the run released the lock."""
-    from pulsar_model.cli import main
+    from pulsar_model.pipeline.cli import main
 
     warehouse = tmp_path / "wh"
     staging = warehouse / "cursor_backlog" / "_pulsar_staging" / "w1"

@@ -20,9 +20,9 @@ import pytest
 from pyspark.sql import SparkSession
 from pyspark.sql import types as T
 
-from pulsar_model.config import load_config
-from pulsar_model.delta_io import DeltaTables, redact_uri
 from pulsar_model.errors import ConfigError, UnsafePathError
+from pulsar_model.pipeline.config import load_config
+from pulsar_model.tables.delta_io import DeltaTables, redact_uri
 from pulsar_model.wire.codec import encode_message_entry
 
 FIXTURES = Path(__file__).parent / "fixtures" / "exports"
@@ -54,7 +54,7 @@ def test_config_file_with_python_tags_is_refused_without_running_anything(tmp_pa
 def test_cli_refuses_an_evil_config_with_a_clear_error(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from pulsar_model.cli import main
+    from pulsar_model.pipeline.cli import main
 
     marker = tmp_path / "pwned"
     config = tmp_path / "evil.yaml"
@@ -187,7 +187,7 @@ def test_hostile_partition_values_stay_inside_the_table(spark: SparkSession, tmp
 
 
 def test_file_uris_must_be_absolute_and_passwords_are_redacted_from_logs() -> None:
-    from pulsar_model.delta_io._paths import local_path_of
+    from pulsar_model.tables.delta_io._paths import local_path_of
 
     assert local_path_of("file:///data/wh") == "/data/wh"
     for bad in ("file:../x", "file:wh", "file:%2e%2e/x", "file://otherhost/x"):
@@ -290,7 +290,7 @@ def _hostile_export(root: Path) -> bytes:
 
 @pytest.fixture(scope="module")
 def hostile_run(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
-    from pulsar_model.nightly import run_nightly
+    from pulsar_model.pipeline.nightly import run_nightly
 
     base = tmp_path_factory.mktemp("hostile")
     export, warehouse = base / "export", base / "wh"

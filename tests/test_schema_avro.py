@@ -1,4 +1,4 @@
-"""Unit tests for pulsar_model.schema_avro: Avro 1.12.1's Java rules in plain Python (docs §9.5-§9.7).
+"""Unit tests for pulsar_model.engine.schema_avro: Avro 1.12.1's Java rules in plain Python (docs §9.5-§9.7).
 
 No Spark. Each rule here is also checked against the Java library by tests/test_properties_schema_compat.py;
 these tests pin the behaviour and the wording of the reasons.
@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from pulsar_model.schema_avro import (
+from pulsar_model.engine.schema_avro import (
     UTF_NAMES,
     AvroSchemaError,
     Enum,
@@ -22,7 +22,7 @@ from pulsar_model.schema_avro import (
     parse_schema,
     schemas_equal,
 )
-from pulsar_model.schema_avro import _java_parse_double as java_parse_double
+from pulsar_model.engine.schema_avro import _java_parse_double as java_parse_double
 
 
 def _rec(name: str, *fields: dict[str, Any], **attrs: Any) -> str:

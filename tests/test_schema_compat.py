@@ -20,7 +20,6 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from pulsar_model.contracts import spark_schema
 from pulsar_model.errors import ConfigError
 from pulsar_model.schema_compat import (
     can_read,
@@ -30,6 +29,7 @@ from pulsar_model.schema_compat import (
     registration_verdicts,
     resolve_strategy,
 )
+from pulsar_model.tables.contracts import spark_schema
 
 VERSIONS = T.StructType(
     [

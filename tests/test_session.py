@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pulsar_model.session import (
+from pulsar_model.pipeline.session import (
     FAST_START_JAVA_OPTIONS,
     THROUGHPUT_JAVA_OPTIONS,
     session_settings,

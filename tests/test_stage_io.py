@@ -1,4 +1,4 @@
-"""Stage output writes (``pulsar_model.stage_io``): an output table written under an older contract."""
+"""Stage output writes (``pulsar_model.tables.stage_io``): an output table written under an older contract."""
 
 from __future__ import annotations
 
@@ -7,10 +7,10 @@ import datetime as dt
 import pytest
 from pyspark.sql import types as T
 
-from pulsar_model.contracts import contract
-from pulsar_model.delta_io import DeltaTables
 from pulsar_model.errors import SchemaChangeError
-from pulsar_model.stage_io import write_day_outputs
+from pulsar_model.tables.contracts import contract
+from pulsar_model.tables.delta_io import DeltaTables
+from pulsar_model.tables.stage_io import write_day_outputs
 
 
 def test_output_table_of_an_older_contract_names_the_table_folder_and_the_rerun(spark, tmp_path):

@@ -9,7 +9,7 @@ Usage (from the project root)::
 Both artifacts carry the whole ``pulsar_model`` package: Python modules plus the non-Python resources
 (``resources/log4j2.properties``, ``wire/proto/*.proto``, ``wire/_generated``) and the table contracts:
 ``schemas/*.yaml`` live at the repository root, so they are copied into the package as
-``pulsar_model/_schemas/`` (the packaged location :func:`pulsar_model.contracts.schemas_dir` looks at
+``pulsar_model/_schemas/`` (the packaged location :func:`pulsar_model.tables.contracts.schemas_dir` looks at
 first). The wheel is built from a staging copy of the project with that folder added, so the source
 tree is never modified. The zip is deterministic: sorted entries, fixed timestamps, no ``__pycache__``.
 """
@@ -41,7 +41,7 @@ _WHEEL_INPUTS = ("pyproject.toml", "README.md", "LICENSE", PACKAGE, "schemas")
 def package_files(root: Path = PROJECT_ROOT) -> Iterator[tuple[Path, str]]:
     """Yield ``(source file, archive name)`` for every file the artifacts carry, in sorted order.
 
-    Archive names are POSIX paths relative to the zip root, e.g. ``pulsar_model/cli.py`` and
+    Archive names are POSIX paths relative to the zip root, e.g. ``pulsar_model/pipeline/cli.py`` and
     ``pulsar_model/_schemas/ledgers.yaml``.
     """
     package_dir = root / PACKAGE

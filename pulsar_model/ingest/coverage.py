@@ -24,7 +24,7 @@ from typing import Any, Final
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from pulsar_model.contracts import parse_type
+from pulsar_model.tables.contracts import parse_type
 
 #: Entry modes of ``pulsar-analytics export --entries``.
 ENTRY_MODES: Final = ("none", "backlog", "all")

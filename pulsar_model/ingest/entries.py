@@ -27,9 +27,10 @@ from urllib.parse import unquote
 
 import pyarrow as pa
 
-from pulsar_model.contracts import contract, spark_to_arrow
+from pulsar_model.domain.topic_names import topic_name_problem
 from pulsar_model.errors import EntryDecodeError
-from pulsar_model.ingest.parsers.common import json_problem, load_json, show, topic_name_problem
+from pulsar_model.ingest.parsers.common import json_problem, load_json, show
+from pulsar_model.tables.contracts import contract, spark_to_arrow
 from pulsar_model.wire.codec import DecodedEntry, decode_entry
 from pulsar_model.wire.markers import MarkerType
 from pulsar_model.wire.rest import decode_rest_entry

@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import unquote
 
+from pulsar_model.domain.versions import check_version
 from pulsar_model.errors import ConfigError, ExportLayoutError
-from pulsar_model.versions import check_version
 
 #: The kinds of export a cluster folder may hold (DESIGN.md "Exports in, tables out").
 KINDS: tuple[str, ...] = (

@@ -27,9 +27,6 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from pulsar_model import __version__
-from pulsar_model.config import PulsarConfig
-from pulsar_model.contracts import conform, contract, parse_type
-from pulsar_model.delta_io import DeltaTables, TableWrite
 from pulsar_model.errors import PulsarAnalyticsError
 from pulsar_model.ingest.coverage import with_entry_coverage
 from pulsar_model.ingest.entries import (
@@ -41,6 +38,8 @@ from pulsar_model.ingest.entries import (
 )
 from pulsar_model.ingest.layout import ExportInventory, discover
 from pulsar_model.ingest.parsers.common import NOTE_TEXT
+from pulsar_model.tables.contracts import conform, contract, parse_type
+from pulsar_model.tables.delta_io import DeltaTables, TableWrite
 
 log = logging.getLogger(__name__)
 
@@ -865,18 +864,22 @@ def ingest_export(
     tables: DeltaTables,
     export_dir: str,
     *,
-    pulsar: PulsarConfig,
+    cluster_versions: Mapping[str, str] | None = None,
     export_date: dt.date | None = None,
     run_id: str | None = None,
     job: str = "ingest",
     now: dt.datetime | None = None,
 ) -> IngestResult:
-    """Ingest one export into the input tables; a rerun of the same export date replaces that date."""
+    """Ingest one export into the input tables; a rerun of the same export date replaces that date.
+
+    ``cluster_versions``: the configured Pulsar version per cluster (``pulsar.cluster_versions``); the
+    export's ``manifest.json`` versions win over it.
+    """
     started = now or dt.datetime.now(dt.UTC)
     t0 = time.monotonic()
     run_id = run_id or f"ingest-{started:%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:8]}"
     inv = discover(export_dir, export_date)
-    versions = {**pulsar.cluster_versions, **inv.cluster_versions}
+    versions = {**(cluster_versions or {}), **inv.cluster_versions}
     log.info(
         "ingest %s: export %s dated %s, %d files", run_id, inv.export_id, inv.export_date, len(inv.files)
     )

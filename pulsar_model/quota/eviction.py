@@ -9,7 +9,7 @@ they run per ``(cluster, topic)`` inside one ``groupBy(...).applyInArrow`` call:
 a tagged row of one union (one shuffle), the groups are hash buckets of topics whose rows arrive sorted by
 topic (a group per topic costs milliseconds of Python-worker overhead each; 10,000+ topics would take
 minutes), and every topic is evaluated alone by the plain-Python managed-ledger engine of
-:mod:`pulsar_model.quota._topic_engine` (docs §1/§2 arithmetic with the same version switches as
+:mod:`pulsar_model.engine.topic_engine` (docs §1/§2 arithmetic with the same version switches as
 :mod:`pulsar_model.positions` and :mod:`pulsar_model.backlog`). Messages and bytes lost are added afterwards,
 set-based, from the ``entries`` table when it is given.
 
@@ -41,9 +41,9 @@ from pyspark.sql.pandas.types import to_arrow_schema
 
 from pulsar_model import DEFAULT_PULSAR_VERSION
 from pulsar_model.backlog_exact import request_totals
+from pulsar_model.domain.versions import Behaviour, PulsarVersion, VersionLike, behaviour, since
+from pulsar_model.engine import topic_engine as eng
 from pulsar_model.errors import ConfigError
-from pulsar_model.quota import _topic_engine as eng
-from pulsar_model.versions import Behaviour, PulsarVersion, VersionLike, _since, behaviour
 
 __all__ = [
     "COUNTER_AUTO",
@@ -123,7 +123,7 @@ def expiry_checks_ledger_close_time(version: VersionLike) -> bool:
     with #22335 (skip unclosed ledgers; release/2.10.6, 2.11.4). Assumed: 2.10.6, 2.11.4, 3.0.4, 3.1.4,
     3.2.2 and every 3.3+.
     """
-    return _since(version, (3, 3, 0), {(2, 10): 6, (2, 11): 4, (3, 0): 4, (3, 1): 4, (3, 2): 2})
+    return since(version, (3, 3, 0), {(2, 10): 6, (2, 11): 4, (3, 0): 4, (3, 1): 4, (3, 2): 2})
 
 
 def is_system_cursor_name(name: str) -> bool:

@@ -54,11 +54,18 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from pulsar_model import DEFAULT_PULSAR_VERSION
-from pulsar_model import columns as C
 from pulsar_model.backlog import estimated_backlog_size
-from pulsar_model.columns import EARLIEST, POSITION_TYPE, as_position, fld, next_valid_position_sql, ref
+from pulsar_model.domain.versions import PulsarVersion, behaviour
+from pulsar_model.engine import columns as C
+from pulsar_model.engine.columns import (
+    EARLIEST,
+    POSITION_TYPE,
+    as_position,
+    fld,
+    next_valid_position_sql,
+    ref,
+)
 from pulsar_model.positions import CTX, E, X, _Env
-from pulsar_model.versions import PulsarVersion, behaviour
 
 __all__ = [
     "BROKER_ERROR_MESSAGE",
@@ -210,7 +217,7 @@ REASON_DEDUP_TIE: Final = (
 # ======================================================================================================
 
 
-def _since(
+def since(
     version: str | PulsarVersion, first: tuple[int, int, int], backports: dict[tuple[int, int], int]
 ) -> bool:
     """True from ``first`` on, or from the given patch of a release line the change was back-ported to."""
@@ -236,7 +243,7 @@ def non_precise_skips_last_ledger(version: str | PulsarVersion) -> bool:
 
     Labels release/2.8.4, 2.9.3, 2.10.1; earlier brokers check the close time of a closed last ledger too.
     """
-    return _since(version, (2, 10, 1), {(2, 8): 4, (2, 9): 3})
+    return since(version, (2, 10, 1), {(2, 8): 4, (2, 9): 3})
 
 
 def topic_level_quotas_supported(version: str | PulsarVersion) -> bool:
@@ -256,7 +263,7 @@ def dedup_snapshot_instead_of_disconnect(version: str | PulsarVersion) -> bool:
 
     Label release/2.10.6; 2.11.3, 3.0.2 and 3.1.1 assumed (back-ports of the same fix); every 3.2+.
     """
-    return _since(version, (3, 2, 0), {(2, 10): 6, (2, 11): 3, (3, 0): 2, (3, 1): 1})
+    return since(version, (3, 2, 0), {(2, 10): 6, (2, 11): 3, (3, 0): 2, (3, 1): 1})
 
 
 # ======================================================================================================

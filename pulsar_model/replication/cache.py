@@ -17,7 +17,8 @@ and, when one comes back, the controller writes an UPDATE marker with that snaps
 
 The caches themselves (:class:`OldSnapshotCache`, :class:`NewSnapshotCache`) are plain Python so notebooks
 and unit tests can drive them without Spark; :func:`replay_snapshot_cache` runs them per subscription in
-:func:`~pulsar_model.grouped.map_groups`. :func:`snapshot_cache_events` derives cache events from exported
+:func:`~pulsar_model.engine.grouped.map_groups`. :func:`snapshot_cache_events` derives cache events from
+exported
 markers and cursors and :func:`predicted_updates` compares the UPDATE markers the replay predicts with the
 observed ones.
 """
@@ -35,11 +36,11 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from pulsar_model import DEFAULT_PULSAR_VERSION
-from pulsar_model.columns import LATEST, POSITION_TYPE, position
+from pulsar_model.domain.versions import PulsarVersion, VersionLike
+from pulsar_model.engine.columns import LATEST, POSITION_TYPE, position
+from pulsar_model.engine.grouped import map_groups
 from pulsar_model.errors import ConfigError, ContractError
-from pulsar_model.grouped import map_groups
 from pulsar_model.positions import entries_between
-from pulsar_model.versions import PulsarVersion, VersionLike
 from pulsar_model.wire.markers import MarkerType
 
 __all__ = [
@@ -533,7 +534,8 @@ def replay_snapshot_cache(
     ``local_position`` and ``snapshot_clusters`` (``array<struct<cluster, position>>``) for adds,
     ``mark_delete_position`` for advances (``export_id``/``export_date`` too when present: one replay per
     export). Events run in ``seq`` order per (cluster, topic, subscription) inside
-    :func:`pulsar_model.grouped.map_groups` (one shuffle and sort; the cost is per event, not per group).
+    :func:`pulsar_model.engine.grouped.map_groups` (one shuffle and sort; the cost is per event, not per
+    group).
     The cache generation follows ``pulsar_version`` (old before PR #25044,
     new in 4.0.9+/4.1.3+/4.2+); ``max_cached`` defaults to 10 (old) / 30 (new); the new cache refuses
     fewer than 3 (:class:`ConfigError`), as the broker does.

@@ -47,8 +47,8 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from pulsar_model.backlog_exact import unacked_entry_totals
-from pulsar_model.columns import POSITION_SQL_TYPE, POSITION_TYPE, as_position
-from pulsar_model.grouped import map_groups
+from pulsar_model.engine.columns import POSITION_SQL_TYPE, POSITION_TYPE, as_position
+from pulsar_model.engine.grouped import map_groups
 from pulsar_model.replication.cache import (
     CACHE_GENERATION_NEW,
     EVENT_COLUMNS,
@@ -575,7 +575,8 @@ def evicted_useful_snapshots(events: DataFrame, replay: DataFrame) -> DataFrame:
     ``events`` are cache events (:func:`pulsar_model.replication.cache.snapshot_cache_events` or hand-built
     with :data:`~pulsar_model.replication.cache.EVENT_COLUMNS`), ``replay`` their
     :func:`~pulsar_model.replication.cache.replay_snapshot_cache` output. Per subscription (export keys
-    too when both frames have them), inside :func:`~pulsar_model.grouped.map_groups`, the events run again
+    too when both frames have them), inside :func:`~pulsar_model.engine.grouped.map_groups`, the events run
+    again
     through an *unbounded* cache of the replay's generation: its answer to an advance is the newest snapshot
     not after the mark-delete that no earlier advance consumed (the old cache's sorted-map semantics; the new
     cache's clear on a non-increasing position applies to both). A row is emitted when that snapshot exists

@@ -35,7 +35,7 @@ from typing import Final
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from pulsar_model.columns import POSITION_SQL_TYPE, as_position, null_position
+from pulsar_model.engine.columns import POSITION_SQL_TYPE, as_position, null_position
 from pulsar_model.replication.translation import (
     MARKER_COLUMNS,
     MARKER_SNAPSHOT,

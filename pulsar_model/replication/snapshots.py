@@ -13,7 +13,8 @@ A snapshot started on a source cluster S leaves markers in every cluster's copy 
 
 :func:`snapshot_assembly` correlates those markers per (source cluster, topic, snapshot id) and replays
 the builder (:func:`assemble_snapshots`, plain Python, one call per (source, topic) inside
-:func:`~pulsar_model.grouped.map_groups`) to say what the snapshot should contain, whether the SNAPSHOT marker
+:func:`~pulsar_model.engine.grouped.map_groups`) to say what the snapshot should contain, whether the
+SNAPSHOT marker
 agrees, and whether the snapshot is complete, pending or timed out.
 
 Assumption (the export has positions, not the replicators' read times): the builder receives the
@@ -35,9 +36,9 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from pulsar_model.columns import POSITION_TYPE
+from pulsar_model.engine.columns import POSITION_TYPE
+from pulsar_model.engine.grouped import map_groups
 from pulsar_model.errors import ConfigError, ContractError
-from pulsar_model.grouped import map_groups
 from pulsar_model.replication.cache import CLUSTERS_TYPE, EXPORT_KEYS
 from pulsar_model.wire.markers import MarkerType
 
@@ -539,7 +540,7 @@ def snapshot_assembly(
     ``checked_at_by_topic`` (``cluster, topic, checked_at_ms``: one row per source cluster's topic, e.g.
     its export time) replaces that default per (source, topic) when ``checked_at`` is None - one pass for
     sources exported at different times; a (source, topic) without a row has no "now" (never
-    ``timed_out``). Runs per (source, topic) in :func:`~pulsar_model.grouped.map_groups`; the builder
+    ``timed_out``). Runs per (source, topic) in :func:`~pulsar_model.engine.grouped.map_groups`; the builder
     receives responses in local position order (module docstring). Pure and lazy.
     """
     missing = [c for c in REQUIRED_COLUMNS if c not in markers.columns]

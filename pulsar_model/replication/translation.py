@@ -25,7 +25,7 @@ from typing import Final
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from pulsar_model.columns import POSITION_SQL_TYPE, as_position
+from pulsar_model.engine.columns import POSITION_SQL_TYPE, as_position
 from pulsar_model.errors import ContractError
 
 __all__ = [

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from typing import Final
 
+from pulsar_model.domain.topic_names import partition_index, partitioned_topic_name
 from pulsar_model.errors import ParseError
 from pulsar_model.ingest.parsers.backlog_quotas import parse_backlog_quotas, parse_cli_text
 from pulsar_model.ingest.parsers.common import (
@@ -39,8 +40,6 @@ from pulsar_model.ingest.parsers.common import (
     parse_individually_deleted,
     parse_position,
     parse_timestamp,
-    partition_index,
-    partitioned_topic_name,
     run_file,
     run_line,
     show,

@@ -30,6 +30,7 @@ import re
 from collections.abc import Mapping
 from typing import Any, Final
 
+from pulsar_model.domain.topic_names import is_full_topic_name
 from pulsar_model.ingest.parsers.common import (
     BAD_VALUE,
     INT32_MAX,
@@ -42,7 +43,6 @@ from pulsar_model.ingest.parsers.common import (
     Record,
     Row,
     Rows,
-    is_full_topic_name,
     json_type,
     show,
 )

@@ -27,6 +27,7 @@ import re
 from collections import Counter
 from typing import Any, Final
 
+from pulsar_model.domain.topic_names import topic_name_problem
 from pulsar_model.ingest.parsers.common import (
     BAD_CSV,
     BAD_VALUE,
@@ -45,7 +46,6 @@ from pulsar_model.ingest.parsers.common import (
     Rows,
     json_type,
     show,
-    topic_name_problem,
 )
 
 KIND: Final = "consumers"

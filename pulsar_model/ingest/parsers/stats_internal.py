@@ -21,6 +21,7 @@ from __future__ import annotations
 import re
 from typing import Any, Final
 
+from pulsar_model.domain.topic_names import partition_index, partitioned_topic_name
 from pulsar_model.ingest.parsers.common import (
     BAD_INDIVIDUALLY_DELETED,
     BAD_POSITION,
@@ -35,8 +36,6 @@ from pulsar_model.ingest.parsers.common import (
     Rows,
     decode_cursor_name,
     idm_order_problems,
-    partition_index,
-    partitioned_topic_name,
     position_struct,
     require_object,
     scan_individually_deleted,

@@ -55,6 +55,7 @@ __all__ = [
     "position_after_n_falls_back_to_last_key",
     "position_after_n_guards_unread",
     "reset_latest_uses_next_valid",
+    "since",
     "size_since_mark_delete_subtracts_individual_acks",
     "slowest_cursor_tie_known_from_export",
     "uses_4x_entry_count",
@@ -137,7 +138,7 @@ class PulsarVersion:
 VersionLike = str | PulsarVersion
 
 
-def _since(
+def since(
     version: VersionLike, first_release: tuple[int, int, int], backports: dict[tuple[int, int], int]
 ) -> bool:
     """True when ``version`` contains a change released in ``first_release`` or back-ported to a line.
@@ -173,7 +174,7 @@ def position_after_n_counts_deleted_ledger_as_empty(version: VersionLike) -> boo
 
     PR #14481 (release/2.8.4, 2.9.3, 2.10.1).
     """
-    return _since(version, (2, 11, 0), {(2, 8): 4, (2, 9): 3, (2, 10): 1})
+    return since(version, (2, 11, 0), {(2, 8): 4, (2, 9): 3, (2, 10): 1})
 
 
 def has_lac_clamp(version: VersionLike) -> bool:
@@ -182,7 +183,7 @@ def has_lac_clamp(version: VersionLike) -> bool:
     Seen in the 2.10.1 source; absent from the 2.8/2.9 copy ("2.x-old"). Both changes are in the same
     method version, so one predicate covers them. Assumed: not back-ported to 2.8.x/2.9.x.
     """
-    return _since(version, (2, 11, 0), {(2, 10): 1})
+    return since(version, (2, 11, 0), {(2, 10): 1})
 
 
 def is_2x_old_position_after_n(version: VersionLike) -> bool:
@@ -210,7 +211,7 @@ def position_after_n_falls_back_to_last_key(version: VersionLike) -> bool:
     apache/pulsar#17971 (the fix of the endless loop), labels release/2.8.5, release/2.10.3 and
     release/2.11.1 (it merged after branch-2.11 was cut: 2.11.0 still has ``lastKey()+1``); every 3.0+.
     """
-    return _since(version, (3, 0, 0), {(2, 8): 5, (2, 10): 3, (2, 11): 1})
+    return since(version, (3, 0, 0), {(2, 8): 5, (2, 10): 3, (2, 11): 1})
 
 
 def _past_end(version: VersionLike) -> PastEndBehaviour:
@@ -230,7 +231,7 @@ def uses_new_valid_position(version: VersionLike) -> bool:
 
     PR #21248 (release/2.10.6, 2.11.3, 3.0.2); 3.1.0 predates its merge, assumed in 3.1.1.
     """
-    return _since(version, (3, 2, 0), {(2, 10): 6, (2, 11): 3, (3, 0): 2, (3, 1): 1})
+    return since(version, (3, 2, 0), {(2, 10): 6, (2, 11): 3, (3, 0): 2, (3, 1): 1})
 
 
 # --- getNumberOfEntries(Range) (docs §1.7) -------------------------------------------------------------
@@ -247,7 +248,7 @@ def uses_4x_entry_count(version: VersionLike) -> bool:
     description makes a range inside one deleted ledger count 0; its code was not found in any copy, so
     those two patches keep the plain arithmetic here (docs §1.7).
     """
-    return _since(version, (4, 2, 0), {(4, 0): 9, (4, 1): 3})
+    return since(version, (4, 2, 0), {(4, 0): 9, (4, 1): 3})
 
 
 # --- cursor counts (docs §1.8) -------------------------------------------------------------------------
@@ -301,7 +302,7 @@ def estimate_deleted_ledger_returns_total_size(version: VersionLike) -> bool:
     Changed by apache/pulsar#19017 (3.0.0), which reached branch-2.11 only with #20069 for 2.11.1; the
     2.10 line kept ``totalSize``.
     """
-    return not _since(version, (3, 0, 0), {(2, 11): 1})
+    return not since(version, (3, 0, 0), {(2, 11): 1})
 
 
 def slowest_cursor_tie_known_from_export(version: VersionLike) -> bool:
@@ -330,7 +331,7 @@ def size_since_mark_delete_subtracts_individual_acks(version: VersionLike) -> bo
     PR #25089 (merged Dec 2025): listed in the release notes of 4.0.9 and 4.1.3 (``apache/pulsar-site``
     ``release-notes/versioned/pulsar-4.0.9.md``, ``pulsar-4.1.3.md``), not in 4.0.8 / 4.1.2; every 4.2+.
     """
-    return _since(version, (4, 2, 0), {(4, 0): 9, (4, 1): 3})
+    return since(version, (4, 2, 0), {(4, 0): 9, (4, 1): 3})
 
 
 # --- the behaviour record ------------------------------------------------------------------------------

@@ -31,7 +31,15 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from pulsar_model.delta_io._common import (
+from pulsar_model.errors import (
+    ConcurrentWriteError,
+    ConfigError,
+    ContractError,
+    PulsarAnalyticsError,
+    TableNotFoundError,
+    UnsupportedTableFeatureError,
+)
+from pulsar_model.tables.delta_io._common import (
     PreparedWrite,
     TableWrite,
     check_unique_tables,
@@ -39,9 +47,9 @@ from pulsar_model.delta_io._common import (
     quote_column,
     shape_frame,
 )
-from pulsar_model.delta_io._faults import fault_point, staging_fault
-from pulsar_model.delta_io._paths import Location
-from pulsar_model.delta_io._schema import (
+from pulsar_model.tables.delta_io._faults import fault_point, staging_fault
+from pulsar_model.tables.delta_io._paths import Location
+from pulsar_model.tables.delta_io._schema import (
     HIVE_NULL_PARTITION,
     check_partition_columns,
     coerce_partition_filter,
@@ -52,15 +60,7 @@ from pulsar_model.delta_io._schema import (
     parse_partition_value,
     spark_folder_unescape,
 )
-from pulsar_model.delta_io._stats import file_stats
-from pulsar_model.errors import (
-    ConcurrentWriteError,
-    ConfigError,
-    ContractError,
-    PulsarAnalyticsError,
-    TableNotFoundError,
-    UnsupportedTableFeatureError,
-)
+from pulsar_model.tables.delta_io._stats import file_stats
 
 log = logging.getLogger(__name__)
 

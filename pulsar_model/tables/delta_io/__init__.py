@@ -110,8 +110,9 @@ from typing import Any
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as T
 
-from pulsar_model.delta_io._bridge import STAGING_DIR, BridgeBackend, remove_orphan_staging
-from pulsar_model.delta_io._common import (
+from pulsar_model.errors import SchemaChangeError, TableNotFoundError
+from pulsar_model.tables.delta_io._bridge import STAGING_DIR, BridgeBackend, remove_orphan_staging
+from pulsar_model.tables.delta_io._common import (
     Backend,
     BackendName,
     TableWrite,
@@ -119,10 +120,9 @@ from pulsar_model.delta_io._common import (
     delta_connector_available,
     select_backend,
 )
-from pulsar_model.delta_io._connector import SparkConnectorBackend, replace_where_predicate
-from pulsar_model.delta_io._paths import TABLE_NAME_RE, TableLocator, redact_uri, validate_table_name
-from pulsar_model.delta_io._schema import check_partition_columns, diff_schemas
-from pulsar_model.errors import SchemaChangeError, TableNotFoundError
+from pulsar_model.tables.delta_io._connector import SparkConnectorBackend, replace_where_predicate
+from pulsar_model.tables.delta_io._paths import TABLE_NAME_RE, TableLocator, redact_uri, validate_table_name
+from pulsar_model.tables.delta_io._schema import check_partition_columns, diff_schemas
 
 log = logging.getLogger(__name__)
 

@@ -17,8 +17,8 @@ from typing import Any
 import yaml
 
 from pulsar_model import DEFAULT_PULSAR_VERSION
+from pulsar_model.domain.versions import check_version
 from pulsar_model.errors import ConfigError
-from pulsar_model.versions import check_version
 
 
 @dataclass(frozen=True)

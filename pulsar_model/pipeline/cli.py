@@ -28,8 +28,8 @@ import sys
 import time
 from collections.abc import Sequence
 
-from pulsar_model.config import AppConfig, load_config
 from pulsar_model.errors import ConfigError, PulsarAnalyticsError
+from pulsar_model.pipeline.config import AppConfig, load_config
 
 
 def _date(text: str) -> dt.date:
@@ -367,7 +367,7 @@ def _config(args: argparse.Namespace) -> AppConfig:
 
 
 def _session(config: AppConfig):  # type: ignore[no-untyped-def]
-    from pulsar_model.session import build_session
+    from pulsar_model.pipeline.session import build_session
 
     spark = build_session(config.spark.app_name, master=config.spark.master, conf=config.spark.conf)
     spark.sparkContext.setLogLevel("WARN")
@@ -408,8 +408,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             )
             return 0
         if args.command == "cleanup":
-            from pulsar_model.delta_io import cleanup_staging
-            from pulsar_model.run_lock import break_lock, live_holder
+            from pulsar_model.tables.delta_io import cleanup_staging
+            from pulsar_model.tables.run_lock import break_lock, live_holder
 
             if args.break_lock:
                 holder = break_lock(config.storage.warehouse)
@@ -437,9 +437,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                 print(f"  {path}")
             return 0
         if args.command == "report":
-            from pulsar_model.delta_io import DeltaTables
-            from pulsar_model.nightly import StageContext
+            from pulsar_model.pipeline.nightly import StageContext
             from pulsar_model.report import build_report, default_report_path, format_terminal_summary
+            from pulsar_model.tables.delta_io import DeltaTables
 
             spark = _session(config)
             tables = DeltaTables(
@@ -453,7 +453,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             out = args.out or default_report_path(config.report_dir, run_date)
             print(format_terminal_summary(build_report(tables, run_date, out)))
             return 0
-        from pulsar_model.nightly import format_summary, run_nightly
+        from pulsar_model.pipeline.nightly import format_summary, run_nightly
 
         spark = _session(config)
         stages: list[str] | None = None

@@ -19,11 +19,11 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 from pulsar_model import __version__
-from pulsar_model.config import AppConfig
-from pulsar_model.delta_io import DeltaTables
 from pulsar_model.errors import ConfigError
 from pulsar_model.ingest.pipeline import IngestResult, append_run_log, ingest_export
-from pulsar_model.run_lock import warehouse_run_lock
+from pulsar_model.pipeline.config import AppConfig
+from pulsar_model.tables.delta_io import DeltaTables
+from pulsar_model.tables.run_lock import warehouse_run_lock
 
 log = logging.getLogger(__name__)
 
@@ -78,7 +78,7 @@ def _stage_ingest(ctx: StageContext) -> StageOutcome:
         ctx.spark,
         ctx.tables,
         ctx.export_dir,
-        pulsar=ctx.config.pulsar,
+        cluster_versions=ctx.config.pulsar.cluster_versions,
         export_date=ctx.export_date,
         run_id=ctx.run_id,
     )
@@ -108,14 +108,14 @@ def _outcome(run_date: dt.date, rows: dict[str, int], versions: dict[str, int]) 
 
 
 def _stage_backlog(ctx: StageContext) -> StageOutcome:
-    from pulsar_model.backlog_stage import run_backlog_stage
+    from pulsar_model.pipeline.stages.backlog import run_backlog_stage
 
     run_date = ctx.run_date("backlog")
     return _outcome(run_date, *run_backlog_stage(ctx.tables, run_date, ctx.config.pulsar.default_version))
 
 
 def _stage_plans(ctx: StageContext) -> StageOutcome:
-    from pulsar_model.plans_stage import run_plans_stage
+    from pulsar_model.pipeline.stages.plans import run_plans_stage
 
     run_date = ctx.run_date("plans")
     files = list(ctx.request_files)
@@ -143,7 +143,7 @@ def _stage_plans(ctx: StageContext) -> StageOutcome:
 
 
 def _stage_quota(ctx: StageContext) -> StageOutcome:
-    from pulsar_model.quota_stage import run_quota_stage
+    from pulsar_model.pipeline.stages.quota import run_quota_stage
 
     run_date = ctx.run_date("quota")
     trace_max = ctx.config.quota.trace_max_iterations
@@ -156,7 +156,7 @@ def _stage_quota(ctx: StageContext) -> StageOutcome:
 
 
 def _stage_replication(ctx: StageContext) -> StageOutcome:
-    from pulsar_model.replication_stage import run_replication_stage
+    from pulsar_model.pipeline.stages.replication import run_replication_stage
 
     run_date = ctx.run_date("replication")
     return _outcome(run_date, *run_replication_stage(ctx.tables, run_date, ctx.config.pulsar.default_version))
@@ -164,7 +164,7 @@ def _stage_replication(ctx: StageContext) -> StageOutcome:
 
 def _stage_compaction(ctx: StageContext) -> StageOutcome:
     from pulsar_model.compaction import CompactionThresholds
-    from pulsar_model.compaction_stage import run_compaction_stage
+    from pulsar_model.pipeline.stages.compaction import run_compaction_stage
 
     run_date = ctx.run_date("compaction")
     cfg = ctx.config.compaction
@@ -178,7 +178,7 @@ def _stage_compaction(ctx: StageContext) -> StageOutcome:
 
 
 def _stage_failover(ctx: StageContext) -> StageOutcome:
-    from pulsar_model.audit_stage import run_failover_stage
+    from pulsar_model.pipeline.stages.audit import run_failover_stage
 
     run_date = ctx.run_date("failover")
     consistent = ctx.config.broker.active_consumer_failover_consistent_hashing
@@ -191,7 +191,7 @@ def _stage_failover(ctx: StageContext) -> StageOutcome:
 
 
 def _stage_transactions(ctx: StageContext) -> StageOutcome:
-    from pulsar_model.audit_stage import run_transactions_stage
+    from pulsar_model.pipeline.stages.audit import run_transactions_stage
 
     run_date = ctx.run_date("transactions")
     threshold = ctx.config.broker.transaction_long_open_threshold_ms
@@ -204,7 +204,7 @@ def _stage_transactions(ctx: StageContext) -> StageOutcome:
 
 
 def _stage_schemas(ctx: StageContext) -> StageOutcome:
-    from pulsar_model.audit_stage import run_schema_stage
+    from pulsar_model.pipeline.stages.audit import run_schema_stage
 
     run_date = ctx.run_date("schemas")
     strategy = ctx.config.broker.schema_compatibility_strategy
@@ -215,7 +215,7 @@ def _stage_schemas(ctx: StageContext) -> StageOutcome:
 
 
 def _stage_history(ctx: StageContext) -> StageOutcome:
-    from pulsar_model.history_stage import run_history_stage
+    from pulsar_model.pipeline.stages.history import run_history_stage
 
     run_date = ctx.run_date("history")
     return _outcome(run_date, *run_history_stage(ctx.tables, run_date, ctx.config.pulsar.default_version))
@@ -259,7 +259,7 @@ def run_nightly(
 ) -> list[StageOutcome]:
     """Run ``stages`` (default: all) in order; stop at the first failure (after logging it).
 
-    The run holds the warehouse's run lock (:mod:`pulsar_model.run_lock`) throughout: a concurrent run
+    The run holds the warehouse's run lock (:mod:`pulsar_model.tables.run_lock`) throughout: a concurrent run
     against the same warehouse fails at once with ``RunLockedError`` and writes nothing.
     """
     chosen = list(stages) if stages else list(STAGES)

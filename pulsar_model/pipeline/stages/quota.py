@@ -34,9 +34,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from pulsar_model.contracts import contract
-from pulsar_model.delta_io import DeltaTables
-from pulsar_model.entry_coverage import topic_entries_complete, with_entries_complete
+from pulsar_model.engine.entry_coverage import topic_entries_complete, with_entries_complete
 from pulsar_model.quota import drop_backlog_for_size_limit, drop_backlog_for_time_limit
 from pulsar_model.quota.eviction import DEFAULT_TRACE_MAX_ITERATIONS, eviction_losses
 from pulsar_model.quota.policy import (
@@ -48,7 +46,9 @@ from pulsar_model.quota.policy import (
     quota_breaches,
     time_quota_supported,
 )
-from pulsar_model.stage_io import read_day, write_day_outputs
+from pulsar_model.tables.contracts import contract
+from pulsar_model.tables.delta_io import DeltaTables
+from pulsar_model.tables.stage_io import read_day, write_day_outputs
 
 log = logging.getLogger(__name__)
 

@@ -17,7 +17,7 @@ This replaced two window sorts of the same stream (ascending running sums over 1
 descending ``last`` for the next entry): the rows are shuffled and sorted once, narrow (3 measure columns
 instead of 12), and the sums are numpy ``cumsum`` over whole Arrow batches. Memory per Python worker: one
 Arrow batch plus the largest topic's rows (a topic spanning batches is joined before it is walked), the
-same bound as :func:`pulsar_model.grouped.map_groups`.
+same bound as :func:`pulsar_model.engine.grouped.map_groups`.
 """
 
 from __future__ import annotations

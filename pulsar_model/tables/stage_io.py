@@ -1,7 +1,8 @@
 """Reading a run date's inputs and replacing a run date's outputs: what every analytics stage shares.
 
 A stage reads the partitions of one ``export_date`` and replaces that date's partition of each of its
-output tables in ONE :meth:`~pulsar_model.delta_io.DeltaTables.write_all`, so a rerun of a date replaces
+output tables in ONE :meth:`~pulsar_model.tables.delta_io.DeltaTables.write_all`, so a rerun of a date
+replaces
 its rows and a failure leaves every output at its previous version (README "Guarantees").
 """
 
@@ -14,9 +15,9 @@ from collections.abc import Mapping, Sequence
 
 from pyspark.sql import DataFrame
 
-from pulsar_model.contracts import conform, contract
-from pulsar_model.delta_io import DeltaTables, TableWrite
 from pulsar_model.errors import SchemaChangeError
+from pulsar_model.tables.contracts import conform, contract
+from pulsar_model.tables.delta_io import DeltaTables, TableWrite
 
 log = logging.getLogger(__name__)
 

@@ -27,8 +27,8 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
-from pulsar_model.delta_io._paths import redact_uri
 from pulsar_model.errors import PulsarAnalyticsError
+from pulsar_model.tables.delta_io import redact_uri
 
 log = logging.getLogger(__name__)
 

@@ -88,7 +88,7 @@ def session_settings(
     settings = {**BASE_CONF, **jvm, **(conf or {})}
     if master is not None and master.startswith("local"):
         # Quiet local runs: warnings and errors only (clusters keep their own log4j configuration).
-        log4j = Path(__file__).resolve().parent / "resources" / "log4j2.properties"
+        log4j = Path(__file__).resolve().parents[1] / "resources" / "log4j2.properties"
         settings["spark.driver.extraJavaOptions"] = (
             f"{settings['spark.driver.extraJavaOptions']} -Dlog4j2.configurationFile=file:{log4j}"
         )

@@ -30,7 +30,7 @@ from pyspark.sql import Column
 from pyspark.sql import functions as F
 from pyspark.sql.types import BooleanType, LongType, StructField, StructType
 
-from pulsar_model.versions import Behaviour
+from pulsar_model.domain.versions import Behaviour
 
 #: Java ``Long.MAX_VALUE``; ``LATEST = (MAX, MAX)`` (docs §0.1) and the 4.x "unbounded ledger" size (§1.7).
 LONG_MAX = 9223372036854775807

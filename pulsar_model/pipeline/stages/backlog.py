@@ -14,11 +14,11 @@ from pyspark.sql import functions as F
 
 from pulsar_model.backlog import estimate_backlog_from_position, estimated_backlog_size, precise_backlog
 from pulsar_model.backlog_exact import KINDS, MEASURES, exact_backlog
-from pulsar_model.delta_io import DeltaTables
-from pulsar_model.entry_coverage import COLUMN as COMPLETE
-from pulsar_model.entry_coverage import topic_entries_complete
+from pulsar_model.engine.entry_coverage import COLUMN as COMPLETE
+from pulsar_model.engine.entry_coverage import topic_entries_complete
 from pulsar_model.pinning import pinning_report, unmoved_cursors
-from pulsar_model.stage_io import write_day_outputs
+from pulsar_model.tables.delta_io import DeltaTables
+from pulsar_model.tables.stage_io import write_day_outputs
 
 #: Output tables of the stage.
 OUTPUT_TABLES = ("cursor_backlog", "topic_backlog", "topic_pinning", "unmoved_cursors")

@@ -12,14 +12,14 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from pulsar_model.delta_io._paths import Location
-from pulsar_model.delta_io._schema import (
+from pulsar_model.errors import ConfigError, ContractError, DeltaBackendUnavailableError
+from pulsar_model.tables.delta_io._paths import Location
+from pulsar_model.tables.delta_io._schema import (
     SchemaPlan,
     WriteMode,
     coerce_partition_filter,
     plan_schema,
 )
-from pulsar_model.errors import ConfigError, ContractError, DeltaBackendUnavailableError
 
 BackendName = Literal["auto", "spark", "bridge"]
 _WRITE_MODES: tuple[str, ...] = ("append", "overwrite", "replace_partitions")
@@ -140,7 +140,7 @@ def check_unique_tables(writes: Sequence[TableWrite]) -> None:
 
 
 class Backend(Protocol):
-    """What :class:`DeltaTables` needs from a backend (``pulsar_model.delta_io``)."""
+    """What :class:`DeltaTables` needs from a backend (``pulsar_model.tables.delta_io``)."""
 
     name: str
 

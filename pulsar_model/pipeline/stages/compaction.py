@@ -43,10 +43,10 @@ from pulsar_model.compaction import (
     compaction_trigger,
     with_uncompressed_size_flag,
 )
-from pulsar_model.delta_io import DeltaTables
-from pulsar_model.entry_coverage import COLUMN as COMPLETE
-from pulsar_model.entry_coverage import compaction_entries_complete
-from pulsar_model.stage_io import read_day, write_day_outputs
+from pulsar_model.engine.entry_coverage import COLUMN as COMPLETE
+from pulsar_model.engine.entry_coverage import compaction_entries_complete
+from pulsar_model.tables.delta_io import DeltaTables
+from pulsar_model.tables.stage_io import read_day, write_day_outputs
 
 log = logging.getLogger(__name__)
 

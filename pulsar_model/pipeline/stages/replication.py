@@ -41,10 +41,8 @@ from dataclasses import dataclass
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from pulsar_model.contracts import contract
-from pulsar_model.delta_io import DeltaTables
-from pulsar_model.entry_coverage import COLUMN as COMPLETE
-from pulsar_model.entry_coverage import topic_entries_complete, with_entries_complete
+from pulsar_model.engine.entry_coverage import COLUMN as COMPLETE
+from pulsar_model.engine.entry_coverage import topic_entries_complete, with_entries_complete
 from pulsar_model.replication.cache import (
     CACHE_GENERATION_NEW,
     CACHE_GENERATION_OLD,
@@ -59,7 +57,9 @@ from pulsar_model.replication.detectors import replication_findings, snapshot_ca
 from pulsar_model.replication.duplicates import failover_duplicates
 from pulsar_model.replication.snapshots import snapshot_assembly
 from pulsar_model.replication.translation import position_translation
-from pulsar_model.stage_io import read_day, write_day_outputs
+from pulsar_model.tables.contracts import contract
+from pulsar_model.tables.delta_io import DeltaTables
+from pulsar_model.tables.stage_io import read_day, write_day_outputs
 
 log = logging.getLogger(__name__)
 

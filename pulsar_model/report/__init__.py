@@ -38,7 +38,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from pulsar_model import __version__
-from pulsar_model.delta_io import DeltaTables
+from pulsar_model.tables.delta_io import DeltaTables
 
 log = logging.getLogger(__name__)
 

@@ -3,7 +3,8 @@
 Private to :mod:`pulsar_model.quota.eviction`, which runs it per ``(cluster, topic)`` group on the executors.
 It re-implements the managed-ledger arithmetic of docs §1 and §2 with the same version switches as the
 DataFrame transforms of :mod:`pulsar_model.positions` / :mod:`pulsar_model.backlog` (read from a
-:class:`~pulsar_model.versions.Behaviour`), but sequentially, because the eviction loops feed every skip's
+:class:`~pulsar_model.domain.versions.Behaviour`), but sequentially, because the eviction loops feed every
+skip's
 result into the next iteration:
 
 * §1.3-§1.5 previous / valid / next valid position; §1.7 ``getNumberOfEntries`` (2.x/3.x arithmetic or the
@@ -33,7 +34,7 @@ import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from pulsar_model.versions import Behaviour
+from pulsar_model.domain.versions import Behaviour
 
 Position = tuple[int, int]
 IdmRange = tuple[Position, Position]

@@ -31,8 +31,7 @@ from typing import Final
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from pulsar_model.delta_io import DeltaTables
-from pulsar_model.entry_coverage import topic_entries_complete, with_entries_complete
+from pulsar_model.engine.entry_coverage import topic_entries_complete, with_entries_complete
 from pulsar_model.failover import (
     active_consumers,
     compare_with_stats,
@@ -45,7 +44,8 @@ from pulsar_model.schema_compat import (
     effective_strategies,
     registration_verdicts,
 )
-from pulsar_model.stage_io import read_day, write_day_outputs
+from pulsar_model.tables.delta_io import DeltaTables
+from pulsar_model.tables.stage_io import read_day, write_day_outputs
 from pulsar_model.transactions import STATE_OPEN, max_read_positions, transaction_states
 
 log = logging.getLogger(__name__)

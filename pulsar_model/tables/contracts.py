@@ -181,7 +181,7 @@ def schemas_dir() -> Traversable:
             return packaged
     except (ModuleNotFoundError, FileNotFoundError):  # pragma: no cover - defensive
         pass
-    source = Path(__file__).resolve().parent.parent / "schemas"
+    source = Path(__file__).resolve().parents[2] / "schemas"
     if source.is_dir():
         return source
     raise ContractError(

@@ -15,7 +15,8 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from pulsar_model.delta_io._common import (
+from pulsar_model.errors import ConcurrentWriteError, ContractError, TableNotFoundError
+from pulsar_model.tables.delta_io._common import (
     PreparedWrite,
     TableWrite,
     check_unique_tables,
@@ -23,9 +24,8 @@ from pulsar_model.delta_io._common import (
     quote_column,
     shape_frame,
 )
-from pulsar_model.delta_io._paths import Location
-from pulsar_model.delta_io._schema import coerce_partition_filter
-from pulsar_model.errors import ConcurrentWriteError, ContractError, TableNotFoundError
+from pulsar_model.tables.delta_io._paths import Location
+from pulsar_model.tables.delta_io._schema import coerce_partition_filter
 
 log = logging.getLogger(__name__)
 
