@@ -11,6 +11,7 @@ the JVM (e.g. while the session stops) skips one update.
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 from collections.abc import Callable
@@ -19,6 +20,8 @@ from typing import Any, TextIO
 
 #: Seconds between two redraws of the terminal status line.
 TERMINAL_INTERVAL_S = 2.0
+#: Characters of a job description on the status line.
+MAX_DESCRIPTION = 70
 #: Most seconds between two lines in a log while a stage runs (a new Spark job writes one at once).
 LOG_INTERVAL_S = 30.0
 
@@ -62,6 +65,9 @@ def status_text(label: str, elapsed: float, job: JobStatus | None) -> str:
     if job is None:
         return f"{text} · planning / driver work"
     description = job.description.split(": ", 1)[-1] if job.description else "spark job"
+    description = re.sub(r"<[^>]*>.*", "", description).strip()  # Spark's own file listings carry HTML
+    if len(description) > MAX_DESCRIPTION:
+        description = description[: MAX_DESCRIPTION - 1] + "…"
     return f"{text} · job {job.job_id} {description}: {job.tasks_done}/{job.tasks_total} tasks"
 
 

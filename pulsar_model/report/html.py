@@ -1224,7 +1224,7 @@ def _table(
     css: str = "",
 ) -> str:
     """A table: the first :data:`PREVIEW_ROWS` rows, then the others behind a ``<details>`` disclosure; the
-    row count above it, and when ``total`` exceeds the rows given, how many were left out and where they are."""
+    row count above it, and when ``total`` exceeds the rows given, how many were left out and where."""
     if not rows:
         return "<p>No rows.</p>"
     count = len(rows)
