@@ -198,7 +198,7 @@ def _lines(stream: object) -> Iterator[str]:
 
 
 @pytest.mark.parametrize(("signum", "code", "word"), [(signal.SIGTERM, 143, "SIGTERM"), (signal.SIGINT, 130, "Ctrl-C")])
-def test_signal_during_a_stage_stops_spark_and_exits_cleanly(ingested, tmp_path, signum, code, word):
+def test_signal_during_a_stage_stops_spark_and_exits_cleanly(tmp_path, signum, code, word):
     warehouse = tmp_path / "warehouse"
     process = subprocess.Popen(
         [sys.executable, "-m", "pulsar_model.pipeline.cli", "nightly", "--export-dir", str(HOSTILE),

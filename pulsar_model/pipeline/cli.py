@@ -70,7 +70,15 @@ class Terminated(BaseException):
     """SIGTERM arrived: unwinds the command like Ctrl-C does, so Spark is stopped on the way out."""
 
 
-def _on_sigterm(signum: int, frame: FrameType | None) -> None:
+#: The stop signal that arrived, if any: an interrupted py4j call may surface as a Py4JError instead of
+#: the exception the handler raised, and the command must still exit as stopped, not as failed.
+_stopped_by: list[int] = []
+
+
+def _on_signal(signum: int, frame: FrameType | None) -> None:
+    _stopped_by.append(signum)
+    if signum == signal.SIGINT:
+        raise KeyboardInterrupt
     raise Terminated(signum)
 
 
@@ -585,6 +593,11 @@ class SparkHolder:
             driver_memory=config.spark.driver_memory,
         )
         self.spark.sparkContext.setLogLevel(spark_log_level)
+        if threading_is_main():
+            # pyspark's own SIGINT handler calls cancelAllJobs over py4j from inside the interrupted py4j
+            # call (a reentrant socket read that fails): Ctrl-C then looks like a Py4JError. Ours unwinds
+            # the command and main() stops Spark on the way out.
+            signal.signal(signal.SIGINT, _on_signal)
         return self.spark
 
     def stop(self) -> None:
@@ -650,9 +663,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.getLogger("py4j").setLevel(max(python_level, logging.WARNING))
     console = Console(args)
     holder = SparkHolder()
-    previous = None
+    previous = previous_int = None
+    _stopped_by.clear()
     if threading_is_main():
-        previous = signal.signal(signal.SIGTERM, _on_sigterm)
+        previous = signal.signal(signal.SIGTERM, _on_signal)
+        previous_int = signal.signal(signal.SIGINT, _on_signal)
     started = time.monotonic()
     code = EXIT_OK
     try:
@@ -662,29 +677,30 @@ def main(argv: Sequence[str] | None = None) -> int:
     except PulsarAnalyticsError as exc:
         code = _fail(console, EXIT_FAILURE, str(exc))
     except KeyboardInterrupt:
-        code = _fail(
-            console, EXIT_SIGINT, "interrupted (Ctrl-C): Spark stopped, nothing half-written is kept"
-        )
+        code = _stopped(console, signal.SIGINT)
     except Terminated:
-        code = _fail(
-            console, EXIT_SIGTERM, "terminated (SIGTERM): Spark stopped, nothing half-written is kept"
-        )
+        code = _stopped(console, signal.SIGTERM)
     except Exception as exc:
         log.debug("unexpected error", exc_info=True)
-        code = _fail(
-            console,
-            EXIT_FAILURE,
-            f"{type(exc).__name__}: {exc} (this is a bug or an unexpected environment; "
-            "--log-level debug shows the traceback)",
-        )
+        if _stopped_by:  # the signal interrupted a py4j call, which failed instead of unwinding
+            code = _stopped(console, _stopped_by[0])
+        else:
+            code = _fail(
+                console,
+                EXIT_FAILURE,
+                f"{type(exc).__name__}: {exc} (this is a bug or an unexpected environment; "
+                "--log-level debug shows the traceback)",
+            )
     finally:
-        if previous is not None:
-            signal.signal(signal.SIGTERM, signal.SIG_IGN)  # let the cleanup finish
+        if previous is not None:  # let the cleanup finish
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
         try:
             holder.stop()
         finally:
             if previous is not None:
                 signal.signal(signal.SIGTERM, previous)
+                signal.signal(signal.SIGINT, previous_int or signal.default_int_handler)
     if console.json and args.command != "export":
         console.result["exit_code"] = code
         console.result.setdefault("seconds", round(time.monotonic() - started, 1))
@@ -696,6 +712,14 @@ def threading_is_main() -> bool:
     import threading
 
     return threading.current_thread() is threading.main_thread()
+
+
+def _stopped(console: Console, signum: int) -> int:
+    if signum == signal.SIGINT:
+        return _fail(
+            console, EXIT_SIGINT, "interrupted (Ctrl-C): Spark stopped, nothing half-written is kept"
+        )
+    return _fail(console, EXIT_SIGTERM, "terminated (SIGTERM): Spark stopped, nothing half-written is kept")
 
 
 def _fail(console: Console, code: int, message: str) -> int:
