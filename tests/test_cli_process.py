@@ -133,6 +133,11 @@ def test_a_date_without_data_exits_1_and_names_the_dates_with_data(ingested):
     assert done.returncode == 1, done.stderr[-3000:]
     assert "No ingested data for 2026-01-01" in done.stderr and f"Dates with data: {DAY}" in done.stderr
     assert not (ingested.folder / "reports" / "pulsar-report-2026-01-01.html").exists()
+    # A stage alone: the same refusal, before the run lock or any write (no empty outputs for the date).
+    stage = _cli("backlog", "--export-date", "2026-01-01", *SMALL, cwd=ingested.folder)
+    assert stage.returncode == 1, stage.stderr[-3000:]
+    assert "No ingested data for 2026-01-01" in stage.stderr and f"Dates with data: {DAY}" in stage.stderr
+    assert not (ingested.folder / "warehouse" / "cursor_backlog").exists()
 
 
 def test_unknown_stage_is_a_usage_error_before_any_jvm(tmp_path):
@@ -193,11 +198,12 @@ def _alive(pids: set[int]) -> set[int]:
 
 
 def _lines(stream: object) -> Iterator[str]:
-    for line in iter(stream.readline, ""):  # type: ignore[attr-defined]
-        yield line
+    yield from iter(stream.readline, "")  # type: ignore[attr-defined]
 
 
-@pytest.mark.parametrize(("signum", "code", "word"), [(signal.SIGTERM, 143, "SIGTERM"), (signal.SIGINT, 130, "Ctrl-C")])
+@pytest.mark.parametrize(
+    ("signum", "code", "word"), [(signal.SIGTERM, 143, "SIGTERM"), (signal.SIGINT, 130, "Ctrl-C")]
+)
 def test_signal_during_a_stage_stops_spark_and_exits_cleanly(tmp_path, signum, code, word):
     warehouse = tmp_path / "warehouse"
     process = subprocess.Popen(
@@ -214,7 +220,9 @@ def test_signal_during_a_stage_stops_spark_and_exits_cleanly(tmp_path, signum, c
             assert time.monotonic() < deadline
         time.sleep(3)  # inside the ingest stage: Spark jobs running
         started = _descendants(process.pid)
-        assert any("java" in Path(f"/proc/{p}/cmdline").read_bytes().decode(errors="replace") for p in started)
+        assert any(
+            "java" in Path(f"/proc/{p}/cmdline").read_bytes().decode(errors="replace") for p in started
+        )
         os.kill(process.pid, signum)
         rc = process.wait(timeout=120)
         err = process.stderr.read()  # type: ignore[union-attr]

@@ -1080,8 +1080,8 @@ color:var(--fg);background:#fff}
 header{background:#15202b;color:#fff;padding:18px 28px}
 header h1{margin:0 0 4px;font-size:22px}
 header p{margin:0;color:#c5ced8}
-nav{margin-top:10px}
-nav a{color:#9cc7f2;margin-right:14px;text-decoration:none;white-space:nowrap}
+nav{margin-top:10px;display:flex;flex-wrap:wrap;gap:4px 14px}
+nav a{color:#9cc7f2;text-decoration:none;white-space:nowrap}
 main{padding:8px 28px 40px;max-width:1400px}
 section{border-bottom:1px solid var(--line);padding:10px 0 22px}
 h2{font-size:19px;margin:18px 0 10px}
