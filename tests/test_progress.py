@@ -10,9 +10,12 @@ from pulsar_model.pipeline.progress import JobStatus, Progress, status_text
 
 
 def test_status_text_names_the_stage_the_step_and_the_tasks():
-    job = JobStatus(42, "nightly-1 stage 2/11: pulsar delta bridge: stage replace_partitions cursor_backlog", 35, 80)
+    job = JobStatus(
+        42, "nightly-1 stage 2/11: pulsar delta bridge: stage replace_partitions cursor_backlog", 35, 80
+    )
     assert status_text("[2/11] backlog", 83.0, job) == (
-        "[2/11] backlog 1:23 · job 42 pulsar delta bridge: stage replace_partitions cursor_backlog: 35/80 tasks"
+        "[2/11] backlog 1:23 · job 42 pulsar delta bridge: stage replace_partitions cursor_backlog: "
+        "35/80 tasks"
     )
     assert status_text("[2/11] backlog", 3725.0, None) == "[2/11] backlog 1:02:05 · planning / driver work"
 
@@ -53,7 +56,10 @@ def test_progress_writes_one_line_per_step_in_a_log():
     progress = Progress(None, out, terminal=False, poll=lambda _: next(jobs), terminal_interval=0.05)
     _run(progress, 0.6)
     lines = out.getvalue().splitlines()
-    assert [line.split(" · ", 1)[1] for line in lines] == ["job 1 step one: 1/4 tasks", "job 2 step two: 0/4 tasks"]
+    assert [line.split(" · ", 1)[1] for line in lines] == [
+        "job 1 step one: 1/4 tasks",
+        "job 2 step two: 0/4 tasks",
+    ]
     assert "\r" not in out.getvalue()
 
 

