@@ -776,6 +776,11 @@ def test_report_cells_break_only_after_slashes_and_positions_stay_whole(report):
     # A topic may break after each "/" (never inside a word); a position never breaks.
     assert "persistent:/<wbr>/<wbr>acme/<wbr>orders/<wbr>payments-partition-0" in document
     assert re.search(r'<td class="nowrap">\d+:\d+</td>', document)
+    # Every bar label starts with its cluster (the topic is what gets shortened, never the cluster).
+    labels = re.findall(r'<text x="400" y="\d+" text-anchor="end">([^<]*)</text>', document)
+    assert len(labels) >= 10 and all(label.startswith(("us-east · ", "us-west · ")) for label in labels), (
+        labels
+    )
     # Every chart axis is titled with its unit.
     for chart in re.findall(r"<svg .*?</svg>", document):
         if '<rect class="bar' in chart or "<polyline" in chart:
