@@ -25,6 +25,14 @@ def test_status_text_drops_spark_html_and_long_descriptions():
     assert status_text("[1/2] ingest", 6, job) == (
         "[1/2] ingest 0:06 · job 0 Listing leaf files and directories for 96 paths:: 0/96 tasks"
     )
+    # A job without a description is named after a JVM call site: say it is a Spark job, not the call site.
+    site = JobStatus(7, "localCheckpoint at NativeMethodAccessorImpl.java:0", 3, 13)
+    assert (
+        status_text("[3/11] plans", 37, site)
+        == "[3/11] plans 0:37 · job 7 Spark job (localCheckpoint): 3/13 tasks"
+    )
+    closure = JobStatus(8, "$anonfun$withThreadLocalCaptured$2 at CompletableFuture.java:1768", 0, 2)
+    assert status_text("[3/11] plans", 45, closure) == "[3/11] plans 0:45 · job 8 Spark job: 0/2 tasks"
     long = JobStatus(1, "x" * 200, 1, 2)
     assert len(status_text("s", 0, long)) < 100
 

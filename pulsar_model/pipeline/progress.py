@@ -59,6 +59,10 @@ def _clock(seconds: float) -> str:
     )
 
 
+#: A job name that is only a JVM call site: ``localCheckpoint at NativeMethodAccessorImpl.java:0``.
+_CALL_SITE = re.compile(r"^(\S+) at [\w$.]+\.(?:java|scala):\d+$")
+
+
 def status_text(label: str, elapsed: float, job: JobStatus | None) -> str:
     """``[3/11] backlog 1:23 · job 42 writing cursor_backlog: 35/80 tasks`` (no job: planning or driver)."""
     text = f"{label} {_clock(elapsed)}"
@@ -66,6 +70,10 @@ def status_text(label: str, elapsed: float, job: JobStatus | None) -> str:
         return f"{text} · planning / driver work"
     description = job.description.split(": ", 1)[-1] if job.description else "spark job"
     description = re.sub(r"<[^>]*>.*", "", description).strip()  # Spark's own file listings carry HTML
+    call_site = _CALL_SITE.match(description)
+    if call_site:  # no description set: Spark names the job after a JVM call site, not what it computes
+        operation = call_site.group(1)
+        description = "Spark job" if operation.startswith("$") else f"Spark job ({operation})"
     if len(description) > MAX_DESCRIPTION:
         description = description[: MAX_DESCRIPTION - 1] + "…"
     return f"{text} · job {job.job_id} {description}: {job.tasks_done}/{job.tasks_total} tasks"
