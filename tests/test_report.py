@@ -763,7 +763,7 @@ def test_report_opens_with_ranked_findings_next_steps_and_a_cluster_roll_up(repo
     assert "<h3>Per cluster</h3>" in todo
     roll_up = todo[todo.index("<h3>Per cluster</h3>") :]
     for cluster, counts in summary.findings.by_cluster.items():
-        assert f"<td>{cluster}</td>" in roll_up
+        assert f'<td><span class="nw">{cluster}</span></td>' in roll_up
         assert f'<td class="n">{sum(counts.values()):,}</td>' in roll_up
     assert set(summary.findings.by_cluster) == {"us-east", "us-west"}
 
@@ -773,8 +773,12 @@ def test_report_cells_break_only_after_slashes_and_positions_stay_whole(report):
     document = out.read_text(encoding="utf-8")
     css = document[document.index("<style>") : document.index("</style>")]
     assert "break-all" not in css and "anywhere" not in css and "hyphens:auto" not in css
-    # A topic may break after each "/" (never inside a word); a position never breaks.
-    assert "persistent:/<wbr>/<wbr>acme/<wbr>orders/<wbr>payments-partition-0" in document
+    # A topic may break after each "/" (never inside a word, never at a hyphen); a position never breaks.
+    assert (
+        'persistent:/<wbr>/<wbr>acme/<wbr>orders/<wbr><span class="nw">payments-partition-0</span>'
+        in document
+    )
+    assert '<td><span class="nw">us-east</span></td>' in document
     assert re.search(r'<td class="nowrap">\d+:\d+</td>', document)
     # Every bar label starts with its cluster (the topic is what gets shortened, never the cluster).
     labels = re.findall(r'<text x="400" y="\d+" text-anchor="end">([^<]*)</text>', document)
@@ -817,9 +821,9 @@ def test_report_long_tables_show_every_row_behind_a_disclosure_and_first_run_tre
     document = out.read_text(encoding="utf-8")
     quota = document[document.index('<section id="quota">') : document.index('<section id="replication">')]
     assert "Show the other" in quota and "(27 in all)</summary>" in quota
-    assert quota.count("persistent:/<wbr>/<wbr>acme/<wbr>orders/<wbr>t-") >= 27, "every row is in the file"
+    assert quota.count('persistent:/<wbr>/<wbr>acme/<wbr>orders/<wbr><span class="nw">t-') >= 27, "all rows"
     for cluster in ("us-east", "eu-central"):
-        assert quota.count(f"<td>{cluster}</td>") >= 12, cluster
+        assert quota.count(f'<td><span class="nw">{cluster}</span></td>') >= 12, cluster
     # A first run: no one-dot trend chart, a sentence saying trends need another run.
     history = document[document.index('<section id="history">') : document.index('<section id="tables">')]
     assert "Trends need at least two runs" in history and "<polyline" not in history

@@ -16,6 +16,7 @@ esc`); a Content-Security-Policy ``meta`` (``default-src 'none'``) refuses any s
 from __future__ import annotations
 
 import datetime as dt
+import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -1106,7 +1107,7 @@ th,td{border-bottom:1px solid var(--line);padding:4px 8px;text-align:left;vertic
 overflow-wrap:normal;word-break:normal;hyphens:none;max-width:420px}
 th{background:var(--bg);font-weight:600;white-space:nowrap}
 td.n{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
-td.nowrap{white-space:nowrap}
+td.nowrap,.nw{white-space:nowrap}
 table.findings td{max-width:460px}
 .sev{font-weight:700;text-transform:uppercase;font-size:11px;white-space:nowrap}
 .sev.critical{color:var(--red)}.sev.warning{color:var(--amber)}.sev.info{color:var(--muted)}
@@ -1194,8 +1195,22 @@ class _Rich:
     why: str
 
 
-def _wrap_html(text: str) -> str:
-    return esc(text).replace("/", "/<wbr>")
+def _wrap_html(text: str, *, slashes: bool = True) -> str:
+    """``text`` escaped, breakable at spaces and (with ``slashes``) after each ``/``, never at a hyphen:
+    browsers break after ``-`` (``eu-`` / ``central``, ``get-`` / ``backlog-quotas``), so every hyphenated
+    run is kept whole."""
+    out = []
+    for part in _BREAKS.split(text):
+        if part == "/":
+            out.append("/<wbr>" if slashes else "/")
+        elif "-" in part and not part.isspace():
+            out.append(f'<span class="nw">{esc(part)}</span>')
+        else:
+            out.append(esc(part))
+    return "".join(out)
+
+
+_BREAKS = re.compile(r"(\s+|/)")
 
 
 def _cell(cell: object) -> str:
@@ -1204,7 +1219,7 @@ def _cell(cell: object) -> str:
     if isinstance(cell, _Sev):
         return f'<td><span class="sev {esc(cell.value)}">{esc(cell.value)}</span></td>'
     if isinstance(cell, _Rich):
-        return f'<td><b>{esc(cell.title)}</b><br><span class="why">{esc(cell.why)}</span></td>'
+        return f'<td><b>{_wrap_html(cell.title)}</b><br><span class="why">{_wrap_html(cell.why)}</span></td>'
     if isinstance(cell, _Wrap):
         return f"<td>{_wrap_html(fmt(cell.value))}</td>"
     if isinstance(cell, Mapping) and set(cell) == {"ledger_id", "entry_id"}:
@@ -1212,7 +1227,7 @@ def _cell(cell: object) -> str:
     text = fmt(cell)
     if " " not in text and "/" in text:
         return f"<td>{_wrap_html(text)}</td>"
-    return f"<td>{esc(text)}</td>"
+    return f"<td>{_wrap_html(text, slashes=False)}</td>"
 
 
 def _table(
