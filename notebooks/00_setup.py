@@ -2,21 +2,29 @@
 # MAGIC %md
 # MAGIC # pulsar-analytics · 00 setup
 # MAGIC
-# MAGIC Builds what every other notebook uses: `spark`, the Delta tables (`tables`), the run date (`RUN_DATE`)
-# MAGIC and two helpers, `read(name)` (one table, restricted to the run date) and `show(df)`.
+# MAGIC Run once per workspace (or after the nightly job wrote a new date); every area notebook starts with
+# MAGIC `%run ./00_setup`, which then only reads. It builds `spark`, the Delta tables (`tables`), the run date
+# MAGIC (`RUN_DATE`, also the SQL session variable `pulsar_run_date`) and two helpers, `read(name)` (one
+# MAGIC table, restricted to the run date) and `show(df)`; and it makes every table queryable by name from
+# MAGIC `%sql` cells: registered in the catalog schema `schema` (`CREATE TABLE ... USING DELTA LOCATION`)
+# MAGIC when the session has Delta Lake's catalog (Databricks), else as temporary views.
 # MAGIC
 # MAGIC **Settings** (Databricks widgets; locally, variables defined before this notebook runs win):
 # MAGIC
-# MAGIC | widget | meaning |
-# MAGIC |---|---|
-# MAGIC | `warehouse` | folder/URI of the Delta tables (`dbfs:/...`, `s3a://...`, a local folder) |
-# MAGIC | `generate_demo` | `true`: write the demo export, run the nightly job into `warehouse` |
-# MAGIC | `export_dir` | where the demo export goes (a local or FUSE path, e.g. `/dbfs/tmp/...`) |
-# MAGIC | `demo_scale` | multiplies the demo's topics per namespace (as `generate-demo --scale`) |
-# MAGIC | `run_date` | `YYYY-MM-DD`; empty = the newest ingested export date |
+# MAGIC * `base_path`: where the demo export and the warehouse go by default; on Databricks
+# MAGIC   `dbfs:/pulsar-analytics`, which every executor sees (a folder on the driver would not be).
+# MAGIC * `warehouse`: folder/URI of the Delta tables (`dbfs:/...`, `s3a://...`, `abfss://...`, a local
+# MAGIC   folder); default `<base_path>/warehouse`.
+# MAGIC * `export_dir`: where the demo export goes (the driver writes it with Python: a `dbfs:/` path is
+# MAGIC   written through its `/dbfs/` mount); default `<base_path>/demo-export`.
+# MAGIC * `generate_demo`: `auto` (default) writes the demo export and runs the nightly job only while the
+# MAGIC   warehouse holds no ingested date; `true` always does (replacing the demo's date); `false` never.
+# MAGIC * `demo_scale`: multiplies the demo's topics per namespace (as `generate-demo --scale`).
+# MAGIC * `run_date`: `YYYY-MM-DD`; empty = the newest ingested export date.
+# MAGIC * `schema`: the catalog schema the tables are registered in (default `pulsar_analytics`); empty =
+# MAGIC   temporary views only.
 # MAGIC
-# MAGIC On a warehouse the nightly job already filled, set `generate_demo` to `false` and point `warehouse`
-# MAGIC at it.
+# MAGIC On a warehouse the nightly job already fills, point `warehouse` at it: `auto` then generates nothing.
 
 # COMMAND ----------
 
@@ -26,6 +34,8 @@
 
 import dataclasses
 import datetime as dt
+import os
+import re
 import tempfile
 from typing import Any
 
@@ -34,7 +44,8 @@ from pyspark.sql import functions as F
 
 from pulsar_model.demo import DemoSpec, generate_demo
 from pulsar_model.pipeline.config import load_config
-from pulsar_model.pipeline.nightly import format_summary, run_nightly
+from pulsar_model.pipeline.nightly import format_summary, ingested_dates, run_nightly
+from pulsar_model.tables import contracts
 from pulsar_model.tables.delta_io import DeltaTables
 
 
@@ -50,11 +61,28 @@ def setting(name: str, default: str) -> str:
     return default
 
 
-_scratch = tempfile.mkdtemp(prefix="pulsar-analytics-notebooks-")
-WAREHOUSE = setting("warehouse", f"{_scratch}/warehouse")
-EXPORT_DIR = setting("export_dir", f"{_scratch}/demo-export")
-GENERATE_DEMO = setting("generate_demo", "true").strip().lower() in {"true", "yes", "1"}
+ON_DATABRICKS = globals().get("dbutils") is not None
+# A DBFS path is visible to every executor; locally, one fixed folder so that a second run reuses the data.
+BASE_PATH = setting(
+    "base_path",
+    "dbfs:/pulsar-analytics"
+    if ON_DATABRICKS
+    else os.path.join(tempfile.gettempdir(), "pulsar-analytics-notebooks"),
+)
+
+
+def local_path(uri: str) -> str:
+    """The path Python code on the driver writes ``uri`` at (``dbfs:/x`` -> ``/dbfs/x``, FUSE)."""
+    return "/dbfs/" + uri.removeprefix("dbfs:").lstrip("/") if uri.startswith("dbfs:") else uri
+
+
+WAREHOUSE = setting("warehouse", f"{BASE_PATH.rstrip('/')}/warehouse")
+EXPORT_DIR = local_path(setting("export_dir", f"{BASE_PATH.rstrip('/')}/demo-export"))
+GENERATE_DEMO = setting("generate_demo", "auto").strip().lower()
+if GENERATE_DEMO not in {"auto", "true", "false"}:
+    raise ValueError(f"generate_demo must be auto, true or false, not {GENERATE_DEMO!r}")
 DEMO_SCALE = float(setting("demo_scale", "0.25"))
+SCHEMA = setting("schema", "pulsar_analytics").strip()
 print(f"warehouse={WAREHOUSE} export_dir={EXPORT_DIR} generate_demo={GENERATE_DEMO}")
 
 # COMMAND ----------
@@ -90,14 +118,17 @@ def show(df: DataFrame, rows: int = 20) -> None:
 
 # MAGIC %md
 # MAGIC ## Demo export and the nightly pipeline
-# MAGIC `generate_demo` simulates three Pulsar clusters (ledgers, cursors, batches, markers, transactions,
-# MAGIC replicated subscriptions) and writes the raw admin-tool exports; `run_nightly` ingests them and runs
-# MAGIC every analytics stage, one `run_log` row per stage.
+# MAGIC When `generate_demo` asks for it (`auto`: only while the warehouse is empty), the demo simulates
+# MAGIC three Pulsar clusters (ledgers, cursors, batches, markers, transactions, replicated subscriptions)
+# MAGIC and writes the raw admin-tool exports; `run_nightly` ingests them and runs every analytics stage,
+# MAGIC one `run_log` row per stage. The area notebooks run this notebook again and find the data there:
+# MAGIC nothing is recomputed.
 
 # COMMAND ----------
 
 config = load_config(None, [f"storage.warehouse={WAREHOUSE}", "spark.master=null"])
-if GENERATE_DEMO:
+tables = DeltaTables(spark, WAREHOUSE, backend=config.storage.delta_backend)  # type: ignore[arg-type]
+if GENERATE_DEMO == "true" or (GENERATE_DEMO == "auto" and not ingested_dates(tables)):
     demo_spec = globals().get("DEMO_SPEC") or DemoSpec()
     if "DEMO_SPEC" not in globals() and DEMO_SCALE != 1.0:
         demo_spec = dataclasses.replace(
@@ -109,18 +140,18 @@ if GENERATE_DEMO:
     print(f"demo: {demo_summary.topics} topic partitions, {demo_summary.entries} entries")
     outcomes = run_nightly(spark, config, export_dir=EXPORT_DIR)
     print(format_summary(outcomes))
+else:
+    print(f"using the tables already in {WAREHOUSE} (generate_demo={GENERATE_DEMO})")
 
 # COMMAND ----------
 
-tables = DeltaTables(spark, WAREHOUSE, backend=config.storage.delta_backend)  # type: ignore[arg-type]
+_dates = ingested_dates(tables)
 _run_date_text = setting("run_date", "").strip()
-if _run_date_text:
-    RUN_DATE = dt.date.fromisoformat(_run_date_text)
-else:
-    _newest = tables.read("managed_ledgers").agg(F.max("export_date")).first()
-    if _newest is None or _newest[0] is None:
-        raise ValueError(f"No ingested export in {WAREHOUSE}: set generate_demo=true or run the nightly job")
-    RUN_DATE = _newest[0]
+if not _dates:
+    raise ValueError(f"No ingested export in {WAREHOUSE}: set generate_demo=auto or run the nightly job")
+RUN_DATE = dt.date.fromisoformat(_run_date_text) if _run_date_text else _dates[-1]
+if RUN_DATE not in _dates:
+    raise ValueError(f"No ingested data for {RUN_DATE} in {WAREHOUSE}; dates with data: {_dates[-10:]}")
 DAY: dict[str, Any] = {"export_date": RUN_DATE.isoformat()}
 
 
@@ -137,3 +168,41 @@ CLUSTER_VERSIONS = {
 print(f"run date {RUN_DATE}; clusters and broker versions: {CLUSTER_VERSIONS}")
 run_log = tables.read("run_log").where(F.col("run_date") == F.lit(RUN_DATE))
 show(run_log.select("run_id", "stage", "status", "started_at", "finished_at", "error"))
+
+# COMMAND ----------
+
+# MAGIC %md
+# MAGIC ## Tables by name, for `%sql` cells
+# MAGIC Every table of the warehouse becomes `<schema>.<table>` (the current schema afterwards, so `%sql`
+# MAGIC cells name tables alone): an external Delta table over the warehouse folder, registered once; the
+# MAGIC tables keep their data where the nightly job writes it. Without Delta Lake's catalog (a local session)
+# MAGIC or without the right to create the schema, temporary views of the same names serve the same cells.
+# MAGIC `pulsar_run_date` is a SQL session variable holding `RUN_DATE`.
+
+# COMMAND ----------
+
+TABLE_NAMES = [name for name in contracts.table_names() if tables.exists(name)]
+
+
+def register_tables(schema: str) -> str:
+    """Register every table in ``schema`` (external Delta tables) or, failing that, as temporary views;
+    returns how they were registered."""
+    if schema and not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)?", schema):
+        raise ValueError(f"schema must be a plain (catalog.)schema name, not {schema!r}")
+    if schema and tables.backend == "spark":
+        try:
+            spark.sql(f"CREATE SCHEMA IF NOT EXISTS {schema}")
+            for name in TABLE_NAMES:
+                location = tables.location(name).replace("'", "\\'")
+                spark.sql(f"CREATE TABLE IF NOT EXISTS {schema}.{name} USING DELTA LOCATION '{location}'")
+            spark.sql(f"USE {schema}")
+            return f"catalog schema {schema}"
+        except Exception as exc:  # no metastore, no permission, Unity Catalog without an external location
+            print(f"could not register the tables in {schema} ({type(exc).__name__}: {str(exc)[:200]})")
+    for name in TABLE_NAMES:
+        tables.read(name).createOrReplaceTempView(name)
+    return "temporary views"
+
+
+print(f"{len(TABLE_NAMES)} tables as {register_tables(SCHEMA)}: {', '.join(TABLE_NAMES)}")
+spark.sql(f"DECLARE OR REPLACE VARIABLE pulsar_run_date DATE DEFAULT DATE'{RUN_DATE.isoformat()}'")

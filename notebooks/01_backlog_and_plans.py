@@ -140,3 +140,19 @@ reader_starts = read("reader_starts").select(
     "error",
 )
 show(reader_starts.orderBy("request_id"))
+
+# COMMAND ----------
+
+# MAGIC %md
+# MAGIC ## In SQL: the subscriptions furthest behind
+# MAGIC The tables are registered by name (00 setup); `pulsar_run_date` is the run date.
+
+# COMMAND ----------
+
+# MAGIC %sql
+# MAGIC SELECT cluster, topic, cursor_name AS subscription, backlog_entries, backlog_bytes,
+# MAGIC        estimated_backlog_size_bytes, oldest_unacked_age_seconds
+# MAGIC FROM cursor_backlog
+# MAGIC WHERE export_date = pulsar_run_date AND error IS NULL
+# MAGIC ORDER BY backlog_bytes DESC NULLS LAST, cluster, topic, subscription
+# MAGIC LIMIT 20

@@ -120,3 +120,17 @@ producer_outcomes = read("quota_producer_outcomes").select(
     "reason",
 )
 show(producer_outcomes.orderBy("cluster", "topic"))
+
+# COMMAND ----------
+
+# MAGIC %md
+# MAGIC ## In SQL: quotas at 80% or more
+# MAGIC The tables are registered by name (00 setup); `pulsar_run_date` is the run date.
+
+# COMMAND ----------
+
+# MAGIC %sql
+# MAGIC SELECT cluster, topic, quota_type, policy, percent_of_quota, exceeded, exact_exceeded, reason
+# MAGIC FROM quota_status
+# MAGIC WHERE export_date = pulsar_run_date AND check_enabled AND percent_of_quota >= 80
+# MAGIC ORDER BY percent_of_quota DESC, cluster, topic, quota_type

@@ -18,6 +18,8 @@
 # ruff: noqa: F821
 from pyspark.sql import functions as F
 
+from pulsar_model.report.queries import severity_rank  # critical, warning, info: by rank, not by name
+
 replication_positions = read("replication_positions")
 replication_status = (
     replication_positions.groupBy("source_cluster", "target_cluster", "status")
@@ -77,12 +79,26 @@ replication_findings = read("replication_findings")
 findings_by_kind = (
     replication_findings.groupBy("kind", "severity")
     .count()
-    .orderBy(F.col("count").desc(), "kind", "severity")
+    .orderBy(severity_rank(F.col("severity")), F.col("count").desc(), "kind")
 )
 show(findings_by_kind)
 show(
     replication_findings.select(
         "cluster", "topic", "kind", "severity", "subscription", "related_cluster", "detail"
-    ).orderBy("severity", "kind", "cluster", "topic")
+    ).orderBy(severity_rank(F.col("severity")), "kind", "cluster", "topic")
 )
 show(read("replication_snapshots"))
+
+# COMMAND ----------
+
+# MAGIC %md
+# MAGIC ## In SQL: findings, most severe first
+# MAGIC Severity by rank (critical, warning, info), not alphabetically.
+
+# COMMAND ----------
+
+# MAGIC %sql
+# MAGIC SELECT severity, kind, cluster, topic, subscription, related_cluster, detail
+# MAGIC FROM replication_findings
+# MAGIC WHERE export_date = pulsar_run_date
+# MAGIC ORDER BY CASE severity WHEN 'critical' THEN 0 WHEN 'warning' THEN 1 ELSE 2 END, kind, cluster, topic

@@ -98,3 +98,25 @@ compatibility_matrix = read("schema_compatibility").select(
     "cluster", "topic", "reader_version", "writer_version", "can_read", "reasons"
 )
 show(compatibility_matrix.where(~F.col("can_read")).orderBy("cluster", "topic", "reader_version"))
+
+# COMMAND ----------
+
+# MAGIC %md
+# MAGIC ## In SQL: open transactions, oldest first, and incompatible schema versions
+# MAGIC The tables are registered by name (00 setup); `pulsar_run_date` is the run date.
+
+# COMMAND ----------
+
+# MAGIC %sql
+# MAGIC SELECT cluster, topic, txn_id, state, open_age_ms / 1000 AS open_age_seconds, is_long_open
+# MAGIC FROM transactions
+# MAGIC WHERE export_date = pulsar_run_date AND state = 'open'
+# MAGIC ORDER BY open_age_ms DESC NULLS LAST, cluster, topic, txn_id
+
+# COMMAND ----------
+
+# MAGIC %sql
+# MAGIC SELECT cluster, topic, version, verdict, reasons
+# MAGIC FROM schema_verdicts
+# MAGIC WHERE export_date = pulsar_run_date AND verdict = 'incompatible'
+# MAGIC ORDER BY cluster, topic, version

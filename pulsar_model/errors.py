@@ -11,6 +11,10 @@ class ConfigError(PulsarAnalyticsError):
     """A configuration file or option is invalid."""
 
 
+class NoDataError(PulsarAnalyticsError):
+    """The warehouse holds no data for what was asked (a run date without ingested data, no ingest yet)."""
+
+
 class ContractError(PulsarAnalyticsError):
     """A DataFrame or a table does not match its contract in ``schemas/``."""
 

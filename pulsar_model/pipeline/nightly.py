@@ -8,20 +8,22 @@ one ``run_log`` row, also when it fails (then with the error, and the job exits 
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import logging
 import time
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from pyspark.sql import SparkSession
-from pyspark.sql import functions as F
 
 from pulsar_model import __version__
-from pulsar_model.errors import ConfigError
+from pulsar_model.errors import ConfigError, NoDataError
 from pulsar_model.ingest.pipeline import IngestResult, append_run_log, ingest_export
 from pulsar_model.pipeline.config import AppConfig
+from pulsar_model.pipeline.progress import Progress
 from pulsar_model.tables.delta_io import DeltaTables
 from pulsar_model.tables.run_lock import warehouse_run_lock
 
@@ -45,15 +47,35 @@ class StageContext:
         """The date this stage works on: the given/ingested one, else the newest ingested export date."""
         if self.export_date is not None:
             return self.export_date
-        if self.tables.exists("managed_ledgers"):
-            newest = self.tables.read("managed_ledgers").agg(F.max("export_date")).first()
-            if newest is not None and newest[0] is not None:
-                value: dt.date = newest[0]
-                return value
-        raise ConfigError(
-            f"The {stage} stage needs a run date: pass --export-date YYYY-MM-DD, or ingest an export first "
-            "(no managed_ledgers table with data was found in the warehouse)"
+        dates = ingested_dates(self.tables)
+        if dates:
+            return dates[-1]
+        raise NoDataError(
+            f"The {stage} stage needs ingested data and the warehouse "
+            f"{self.tables.location('managed_ledgers')} has none: ingest an export first "
+            "(pulsar-analytics ingest --export-dir DIR, or nightly --export-dir DIR)"
         )
+
+
+def ingested_dates(tables: DeltaTables) -> list[dt.date]:
+    """Export dates with ingested data (partitions of ``managed_ledgers``), oldest first; [] when none."""
+    if not tables.exists("managed_ledgers"):
+        return []
+    rows = tables.read("managed_ledgers").select("export_date").distinct().collect()
+    return sorted(r[0] for r in rows if r[0] is not None)
+
+
+def check_run_date(tables: DeltaTables, run_date: dt.date, what: str) -> None:
+    """Raise :class:`NoDataError` naming the available dates when ``run_date`` has no ingested data."""
+    dates = ingested_dates(tables)
+    if run_date in dates:
+        return
+    shown = ", ".join(d.isoformat() for d in dates[-10:]) or "none (ingest an export first)"
+    more = f" (the newest 10 of {len(dates)})" if len(dates) > 10 else ""
+    raise NoDataError(
+        f"No ingested data for {run_date.isoformat()}, so {what} would be empty. Dates with data{more}: "
+        f"{shown}. Pass one of them with --export-date, or ingest that date's export first."
+    )
 
 
 @dataclass(frozen=True)
@@ -69,6 +91,8 @@ class StageOutcome:
     table_versions: dict[str, int]
     #: Accepted records per source the parsers noted an assumption about (``ingest_notes``).
     rows_noted: dict[str, int] = field(default_factory=dict)
+    #: The report stage's :class:`~pulsar_model.report.ReportSummary` (None for every other stage).
+    report: Any = None
 
 
 def _stage_ingest(ctx: StageContext) -> StageOutcome:
@@ -222,12 +246,11 @@ def _stage_history(ctx: StageContext) -> StageOutcome:
 
 
 def _stage_report(ctx: StageContext) -> StageOutcome:
-    from pulsar_model.report import build_report, default_report_path, format_terminal_summary
+    from pulsar_model.report import build_report, default_report_path
 
     run_date = ctx.run_date("report")
     summary = build_report(ctx.tables, run_date, default_report_path(ctx.config.report_dir, run_date))
-    ctx.echo(format_terminal_summary(summary))
-    return _outcome(run_date, {}, {})
+    return dataclasses.replace(_outcome(run_date, {}, {}), report=summary)
 
 
 #: Stages in run order. Analytics stages register here as they land.
@@ -256,16 +279,16 @@ def run_nightly(
     run_id: str | None = None,
     request_files: Sequence[str] = (),
     echo: Callable[[str], None] = print,
+    progress: Progress | None = None,
 ) -> list[StageOutcome]:
     """Run ``stages`` (default: all) in order; stop at the first failure (after logging it).
 
     The run holds the warehouse's run lock (:mod:`pulsar_model.tables.run_lock`) throughout: a concurrent run
-    against the same warehouse fails at once with ``RunLockedError`` and writes nothing.
+    against the same warehouse fails at once with ``RunLockedError`` and writes nothing. Without the ingest
+    stage, an ``export_date`` that has no ingested data fails at once (:class:`NoDataError` naming the dates
+    that have data) instead of writing empty outputs. ``progress`` shows what a running stage computes.
     """
-    chosen = list(stages) if stages else list(STAGES)
-    unknown = [s for s in chosen if s not in STAGES]
-    if unknown:
-        raise ConfigError(f"Unknown stage(s) {', '.join(unknown)}; available stages: {', '.join(STAGES)}")
+    chosen = check_stages(stages)
     run_id = run_id or f"nightly-{dt.datetime.now(dt.UTC):%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:8]}"
     tables = DeltaTables(
         spark,
@@ -273,10 +296,24 @@ def run_nightly(
         table_locations=config.storage.table_locations,
         backend=config.storage.delta_backend,  # type: ignore[arg-type]
     )
+    if export_date is not None and "ingest" not in chosen:
+        check_run_date(tables, export_date, f"the {', '.join(chosen)} stage(s)")
     with warehouse_run_lock(config.storage.warehouse, run_id):
         return _run_stages(
-            spark, tables, config, chosen, run_id, export_dir, export_date, request_files, echo
+            spark, tables, config, chosen, run_id, export_dir, export_date, request_files, echo, progress
         )
+
+
+def check_stages(stages: Sequence[str] | None) -> list[str]:
+    """The stages to run, in the order given (default: all of :data:`STAGES`); unknown names fail with the
+    list of stages (no Spark needed: the command line checks them before the session starts)."""
+    chosen = list(stages) if stages else list(STAGES)
+    unknown = [s for s in chosen if s not in STAGES]
+    if unknown:
+        raise ConfigError(f"Unknown stage(s) {', '.join(unknown)}; available stages: {', '.join(STAGES)}")
+    if not chosen:
+        raise ConfigError(f"No stage given; available stages: {', '.join(STAGES)}")
+    return chosen
 
 
 def _run_stages(
@@ -289,14 +326,18 @@ def _run_stages(
     export_date: dt.date | None,
     request_files: Sequence[str],
     echo: Callable[[str], None],
+    progress: Progress | None = None,
 ) -> list[StageOutcome]:
     outcomes: list[StageOutcome] = []
     for number, name in enumerate(chosen, start=1):
         ctx = StageContext(spark, tables, config, run_id, export_dir, export_date, tuple(request_files), echo)
-        echo(f"[{number}/{len(chosen)}] {name} ...")
+        label = f"[{number}/{len(chosen)}] {name}"
+        echo(f"{label} ...")
         spark.sparkContext.setJobDescription(f"{run_id} stage {number}/{len(chosen)}: {name}")
         started = dt.datetime.now(dt.UTC)
         t0 = time.monotonic()
+        if progress is not None:
+            progress.start(label)
         try:
             outcome = STAGES[name](ctx)
         except Exception as exc:
@@ -322,6 +363,9 @@ def _run_stages(
             )
             echo(f"[{number}/{len(chosen)}] {name} FAILED after {time.monotonic() - t0:.1f}s: {exc}")
             raise
+        finally:
+            if progress is not None:
+                progress.finish()
         finished = dt.datetime.now(dt.UTC)
         append_run_log(
             spark,
@@ -349,15 +393,24 @@ def _run_stages(
             ],
         )
         export_date = export_date or outcome.run_date
-        rows = ", ".join(f"{t}={n}" for t, n in sorted(outcome.rows_out.items()))
-        echo(f"[{number}/{len(chosen)}] {name} done in {time.monotonic() - t0:.1f}s: {rows}")
+        echo(f"{label} done in {time.monotonic() - t0:.1f}s{_rows_text(outcome)}")
         outcomes.append(outcome)
     spark.sparkContext.setJobDescription(None)  # type: ignore[arg-type]
     return outcomes
 
 
+def _rows_text(outcome: StageOutcome) -> str:
+    """``: 4 tables, 12,345 rows`` (the per-table listing is :func:`format_summary`, shown with ``-v``)."""
+    if outcome.report is not None:
+        return f": {outcome.report.out_path}"
+    if not outcome.rows_out:
+        return ""
+    total = sum(outcome.rows_out.values())
+    return f": {len(outcome.rows_out)} table{'s' if len(outcome.rows_out) != 1 else ''}, {total:,} rows"
+
+
 def format_summary(outcomes: Sequence[StageOutcome]) -> str:
-    """A short terminal summary of a run."""
+    """The per-table listing of a run: sources in / accepted / quarantined, rows and version per table."""
     lines = []
     for outcome in outcomes:
         export = f"  export {outcome.export_id}" if outcome.export_id else ""

@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 import os
-import shutil
-import subprocess
+import re
 import sys
 from collections.abc import Mapping
 from pathlib import Path
 
 from pyspark.sql import SparkSession
 
-from pulsar_model.errors import MachineSetupError
+from pulsar_model.errors import ConfigError
+from pulsar_model.pipeline.java import ensure_java
 
 #: Driver JVM options of a session that works on data (jobs, notebooks, benchmarks): the full tiered JIT
 #: (C2) and the parallel collector. Benchmark tier l's backlog stage (local[2], 8 GiB heap, same host):
@@ -49,30 +49,73 @@ BASE_CONF: dict[str, str] = {
 
 
 def check_java() -> str:
-    """Return the ``java -version`` banner, or raise with what to install when Java 17+ is missing."""
-    java = (
-        shutil.which("java", path=os.path.join(os.environ["JAVA_HOME"], "bin"))
-        if "JAVA_HOME" in os.environ
-        else None
-    )
-    java = java or shutil.which("java")
-    hint = (
-        "Spark 4 needs Java 17 or newer. Install it, e.g. `apt-get install openjdk-17-jre-headless` on "
-        "Debian/Ubuntu or `brew install openjdk@17` on macOS, and make `java` reachable on PATH or via "
-        "JAVA_HOME."
-    )
-    if java is None:
-        raise MachineSetupError(f"No `java` found on PATH. {hint}")
-    out = subprocess.run([java, "-version"], capture_output=True, text=True, check=False).stderr
-    first = out.splitlines()[0] if out else ""
+    """Describe the Java runtime Spark will start with (:func:`pulsar_model.pipeline.java.ensure_java`, which
+    also exports ``JAVA_HOME``), or raise with what to install when there is no Java 17+."""
+    return ensure_java().describe()
+
+
+#: ``spark.driver_memory: auto`` gives the driver this share of the machine's memory (local mode: the driver
+#: JVM is also the only executor)...
+AUTO_MEMORY_SHARE = 0.5
+#: ... at least this much and at most this much (GiB): a bigger heap only lengthens full collections.
+AUTO_MEMORY_MIN_GIB, AUTO_MEMORY_MAX_GIB = 1, 32
+#: A run needs at least this much driver memory (GiB), and ...
+MEMORY_FLOOR_GIB = 2.0
+#: ... this many bytes of heap per byte of input on disk (exports are JSON; tables compressed Parquet).
+#: A rule of thumb from the benchmarks: tier l (8 GiB driver) ran; a 1 GiB driver on the demo thrashed.
+MEMORY_PER_INPUT_BYTE = 0.5
+
+_MEMORY_UNITS = {"": 1, "b": 1, "k": 1024, "m": 1024**2, "g": 1024**3, "t": 1024**4}
+
+
+def machine_memory_bytes() -> int | None:
+    """Physical memory, or the cgroup's memory limit when it is smaller (containers); None when unknown."""
     try:
-        quoted = first.split('"')[1]
-        major = int(quoted.split(".")[0]) if not quoted.startswith("1.") else int(quoted.split(".")[1])
-    except (IndexError, ValueError):
-        return first
-    if major < 17:
-        raise MachineSetupError(f"Found Java {quoted} at {java}. {hint}")
-    return first
+        total = int(os.sysconf("SC_PAGE_SIZE")) * int(os.sysconf("SC_PHYS_PAGES"))
+    except (AttributeError, OSError, ValueError):
+        return None
+    for limit_file in ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"):
+        try:
+            text = Path(limit_file).read_text(encoding="ascii").strip()
+        except OSError:
+            continue
+        if text.isdigit() and 0 < int(text) < total:
+            total = int(text)
+    return total
+
+
+def auto_driver_memory(machine_bytes: int | None = None) -> str:
+    """The driver memory ``auto`` stands for: half the machine, whole GiB, between 1g and 32g (4g if the
+    machine's memory cannot be read)."""
+    total = machine_bytes if machine_bytes is not None else machine_memory_bytes()
+    if total is None:
+        return "4g"
+    gib = int(total * AUTO_MEMORY_SHARE // 1024**3)
+    return f"{min(max(gib, AUTO_MEMORY_MIN_GIB), AUTO_MEMORY_MAX_GIB)}g"
+
+
+def memory_bytes(text: str) -> int:
+    """Bytes of a JVM memory setting such as ``4g``, ``512m`` or ``1024`` (bytes)."""
+    match = re.fullmatch(r"(\d+)\s*([bkmgt]?)b?", text.strip().lower())
+    if match is None:
+        raise ConfigError(f"memory setting {text!r} is not a size; write it like 4g, 512m or auto")
+    return int(match.group(1)) * _MEMORY_UNITS[match.group(2)]
+
+
+def memory_warning(driver_memory: str, input_bytes: int, what: str) -> str | None:
+    """A warning naming the setting when ``driver_memory`` looks too small for ``input_bytes`` of input, else
+    None. ``what`` says what was measured (e.g. "the export folder")."""
+    needed = max(MEMORY_FLOOR_GIB * 1024**3, MEMORY_PER_INPUT_BYTE * input_bytes)
+    have = memory_bytes(driver_memory)
+    if have >= needed:
+        return None
+    suggest = max(int(-(-needed // 1024**3)), int(MEMORY_FLOOR_GIB))
+    return (
+        f"spark.driver_memory = {driver_memory} looks too small for {what} "
+        f"({input_bytes / 1024**3:,.1f} GiB): stages may slow down in garbage collection or fail with "
+        f"OutOfMemoryError. Give the driver at least {suggest}g, e.g. --set spark.driver_memory={suggest}g "
+        "(or 'auto': half of this machine's memory)."
+    )
 
 
 def session_settings(
@@ -80,14 +123,21 @@ def session_settings(
     conf: Mapping[str, str] | None = None,
     *,
     fast_start: bool = False,
+    driver_memory: str | None = None,
 ) -> dict[str, str]:
     """The Spark settings :func:`build_session` applies: :data:`BASE_CONF`, the driver JVM options
     (:data:`FAST_START_JAVA_OPTIONS` with ``fast_start``, else :data:`THROUGHPUT_JAVA_OPTIONS`), then
-    ``conf``, which wins. A local master also gets the project's quiet log4j configuration."""
+    ``conf``, which wins. A local master also gets the project's quiet log4j configuration and, with
+    ``driver_memory`` (``auto`` = :func:`auto_driver_memory`), ``spark.driver.memory`` unless ``conf`` sets it
+    (elsewhere the driver JVM is already running when the session is built: spark-submit sizes it)."""
     jvm = {"spark.driver.extraJavaOptions": FAST_START_JAVA_OPTIONS} if fast_start else {}
     settings = {**BASE_CONF, **jvm, **(conf or {})}
     if master is not None and master.startswith("local"):
-        # Quiet local runs: warnings and errors only (clusters keep their own log4j configuration).
+        if driver_memory is not None and "spark.driver.memory" not in settings:
+            settings["spark.driver.memory"] = (
+                auto_driver_memory() if driver_memory == "auto" else driver_memory
+            )
+        # Quiet local runs: errors only (clusters keep their own log4j configuration).
         log4j = Path(__file__).resolve().parents[1] / "resources" / "log4j2.properties"
         settings["spark.driver.extraJavaOptions"] = (
             f"{settings['spark.driver.extraJavaOptions']} -Dlog4j2.configurationFile=file:{log4j}"
@@ -101,6 +151,7 @@ def build_session(
     conf: Mapping[str, str] | None = None,
     *,
     fast_start: bool = False,
+    driver_memory: str | None = None,
 ) -> SparkSession:
     """Return a SparkSession with the project's base settings plus ``conf`` (:func:`session_settings`).
 
@@ -114,7 +165,7 @@ def build_session(
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
         # Local mode binds to loopback only (no need to resolve or expose the host's address).
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    settings = session_settings(master, conf, fast_start=fast_start)
+    settings = session_settings(master, conf, fast_start=fast_start, driver_memory=driver_memory)
     builder = SparkSession.builder.appName(app_name)
     if master is not None:
         builder = builder.master(master)
