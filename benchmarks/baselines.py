@@ -998,5 +998,8 @@ def _compact_topic(
                 marker_type=rows[0]["marker_type"],
             )
         )
-    result = oc.compact(topic, start, current=True, retain_null_key=retain_null_key)
+    # the default line's compactor: markers delivered and skipped, batch 'all' (#20980)
+    result = oc.compact(
+        topic, start, marker_dispatch="delivered", batch_all_deleted=True, keep_null_key=retain_null_key
+    )
     return list(result.retained())

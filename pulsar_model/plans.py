@@ -29,6 +29,7 @@ from pulsar_model.domain.plan_requests import (
     ACTION_RESET_BY_TIME,
     ACTION_SKIP,
     CURSOR_ACTIONS,
+    REQUEST_COLUMNS,
 )
 from pulsar_model.positions import (
     CursorBasis,
@@ -41,19 +42,9 @@ from pulsar_model.readers import reader_start_positions, reset_cursor_by_time_pl
 _TOPIC = ["cluster", "topic"]
 _POS = "struct<ledger_id:bigint,entry_id:bigint>"
 _RANGES = f"array<struct<lower:{_POS},upper:{_POS}>>"
-#: The request columns every plan row carries (the ``plan_requests`` contract's request fields).
-PLAN_REQUEST_COLUMNS = (
-    "request_id",
-    "cluster",
-    "topic",
-    "action",
-    "cursor_name",
-    "n",
-    "deleted_entries",
-    "target_kind",
-    "target",
-    "timestamp_ms",
-)
+#: The request columns every cursor plan row carries: the normalised request up to ``timestamp_ms`` (the
+#: reader-start fields belong to ``reader_starts``).
+PLAN_REQUEST_COLUMNS = REQUEST_COLUMNS[: REQUEST_COLUMNS.index("timestamp_ms") + 1]
 
 
 @dataclass(frozen=True)
