@@ -56,8 +56,8 @@ from pyspark.storagelevel import StorageLevel
 from pulsar_model import DEFAULT_PULSAR_VERSION
 from pulsar_model.backlog import estimated_backlog_size, estimated_size_since_mark_delete
 from pulsar_model.domain.versions import PulsarVersion, VersionLike, flag
-from pulsar_model.engine.flags import FLAGS_COLUMN, with_flags
 from pulsar_model.engine.columns import as_position, position
+from pulsar_model.engine.flags import FLAGS_COLUMN, with_flags
 from pulsar_model.engine.grouped import map_groups
 from pulsar_model.errors import ConfigError, ContractError
 from pulsar_model.quota.policy import is_system_topic, namespace_of, partitioned_topic_of
@@ -222,7 +222,7 @@ class CompactorSemantics:
 
 
 def compactor_semantics(
-    pulsar_version: VersionLike | None = DEFAULT_PULSAR_VERSION, retain_null_key: bool | None = None
+    pulsar_version: VersionLike = DEFAULT_PULSAR_VERSION, retain_null_key: bool | None = None
 ) -> CompactorSemantics:
     """The compactor switches of ``pulsar_version``; ``retain_null_key=None`` = the broker default.
 
@@ -325,7 +325,14 @@ def _read_set(messages: DataFrame, start_positions: DataFrame | None) -> DataFra
     cursor's mark-delete), or all of them when the topic has no start (docs §5.4)."""
     optional = [
         c
-        for c in ("is_null_value", "marker_type", "compacted_out", "has_uncompressed_size", *_TXN, "pulsar_version")
+        for c in (
+            "is_null_value",
+            "marker_type",
+            "compacted_out",
+            "has_uncompressed_size",
+            *_TXN,
+            "pulsar_version",
+        )
         if c in messages.columns
     ]
     base = messages.select(
@@ -679,7 +686,7 @@ def compaction_rows(
 
     The shared intermediate of :func:`compaction_horizons`, :func:`compacted_ledger`, :func:`compact` and
     :func:`compaction_summary`: each takes it as ``rows=`` instead of recomputing the three windows of
-    phase one (the compaction stage materialises it once per broker version and derives all three tables
+    phase one (the compaction stage materialises it once for every cluster and derives all three tables
     from it). Columns: the read columns plus phase one's flags (``is_marker, is_aborted, hidden,
     acks_fail, is_keyed, is_empty, value_empty, is_batch, survives, first_of_key, slots, entry_deleted,
     entry_survives, first_of_entry``) and phase two's ``from_position, to_position, written`` (``written``

@@ -167,8 +167,10 @@ def _rules_of(rules: FailoverRules | None, key_values: dict[str, object]) -> Fai
     return failover_rules(str(version) if version is not None else DEFAULT_PULSAR_VERSION)
 
 
-def _source(consumers: DataFrame, keys: list[str], pulsar_version: VersionLike | None, *extra: str) -> DataFrame:
-    """The consumer columns the grouped passes read (+ the version per row when ``pulsar_version`` is None)."""
+def _source(
+    consumers: DataFrame, keys: list[str], pulsar_version: VersionLike | None, *extra: str
+) -> DataFrame:
+    """The consumer columns the grouped passes read (+ the version per row for ``pulsar_version`` None)."""
     if pulsar_version is None and "pulsar_version" not in consumers.columns:
         raise ContractError(
             "pulsar_version=None reads consumers.pulsar_version (each consumer's cluster version), which "

@@ -729,7 +729,6 @@ def position_after_n(
     Pure and lazy.
     """
     env = _Env.build(ledgers, managed_ledgers, sql_flags(pulsar_version))
-    beh = env.beh
     df = _position_after_n(
         env, env.with_ctx(_by_topic(requests)), F.col("start_position"), F.col("n"), F.col("bound"), "_pa_pan"
     )

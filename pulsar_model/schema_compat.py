@@ -507,7 +507,9 @@ def registration_verdicts(
             )
         flags = with_flags(schema_versions.select(*keys, "version", "pulsar_version"))
         parsed = F.coalesce(F.col(FLAGS_COLUMN)["schema_identity_by_parsed_schema"], F.lit(False))
-        source = source.join(flags.select(*keys, "version", parsed.alias("_by_parsed")), [*keys, "version"], "left")
+        source = source.join(
+            flags.select(*keys, "version", parsed.alias("_by_parsed")), [*keys, "version"], "left"
+        )
         fixed = None
     else:
         fixed = identity_by_parsed_schema(pulsar_version)

@@ -35,8 +35,8 @@ from pyspark.sql import functions as F
 
 from pulsar_model import DEFAULT_PULSAR_VERSION
 from pulsar_model.domain.versions import VersionLike, flag
-from pulsar_model.engine.flags import FLAGS_COLUMN, with_flags
 from pulsar_model.engine.columns import as_position, position
+from pulsar_model.engine.flags import FLAGS_COLUMN, with_flags
 from pulsar_model.errors import ContractError
 from pulsar_model.positions import previous_position
 
@@ -279,7 +279,9 @@ def _limits(
         first = F.col("_first_open")
         by_entry_id = F.when(first.isNotNull(), position(first["ledger_id"], first["entry_id"] - 1))
         chosen = F.when(F.col("_uses_prev"), F.col("_prev_open")).otherwise(by_entry_id)
-        targets = targets.select(*[c for c in targets.columns if c != "_prev_open"], chosen.alias("_prev_open"))
+        targets = targets.select(
+            *[c for c in targets.columns if c != "_prev_open"], chosen.alias("_prev_open")
+        )
     if with_ledgers:
         assert managed_ledgers is not None
         # "maxReadPosition = LAC if ongoing empty" (docs §8.4): the LAC, when the topic's row has one

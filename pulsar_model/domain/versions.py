@@ -215,7 +215,8 @@ class Flag:
 
         def at_least(release: Release) -> str:
             a, b, c = release
-            return f"({major} > {a} OR ({major} = {a} AND ({minor} > {b} OR ({minor} = {b} AND {patch} >= {c}))))"
+            same_minor = f"({minor} = {b} AND {patch} >= {c})"
+            return f"({major} > {a} OR ({major} = {a} AND ({minor} > {b} OR {same_minor})))"
 
         parts = [at_least(self.since)] + [
             f"({major} = {line[0]} AND {minor} = {line[1]} AND {patch} >= {first})"
@@ -335,7 +336,8 @@ def parsed_version_sql(version: str) -> str:
     """
     pattern = _VERSION_RE.pattern.replace("\\", "\\\\")
     major, minor, patch = (f"try_cast(regexp_extract({version}, '{pattern}', {i}) AS INT)" for i in (1, 2, 3))
-    ok = f"({major} IN ({', '.join(str(m) for m in _SUPPORTED_MAJORS)}) AND {minor} IS NOT NULL AND {patch} IS NOT NULL)"
+    majors = ", ".join(str(m) for m in _SUPPORTED_MAJORS)
+    ok = f"({major} IN ({majors}) AND {minor} IS NOT NULL AND {patch} IS NOT NULL)"
     return (
         f"IF(coalesce({ok}, false), named_struct('major', {major}, 'minor', {minor}, 'patch', {patch}), NULL)"
     )

@@ -111,10 +111,11 @@ def sql_flags(pulsar_version: str | PulsarVersion | None) -> SqlFlags:
 def with_flags(
     df: DataFrame, version: str = VERSION_COLUMN, out: str = FLAGS_COLUMN, drop_version: bool = False
 ) -> DataFrame:
-    """``df`` plus ``out``: the flags struct of its ``version`` column. A null version is the default version
-    (:data:`~pulsar_model.DEFAULT_PULSAR_VERSION`, as for the argument); a text that is not ``MAJOR.MINOR.PATCH``
-    of a modelled line gives a null struct, whose flags the builders read as false (versions are validated
-    where they enter the program: configuration, export manifest). Two projections: one parse per row."""
+    """``df`` plus ``out``: the flags struct of its ``version`` column. A null version is the default
+    version (:data:`~pulsar_model.DEFAULT_PULSAR_VERSION`, as for the argument); a text that is not
+    ``MAJOR.MINOR.PATCH`` of a modelled line gives a null struct, whose flags the builders read as false
+    (versions are validated where they enter the program: configuration, export manifest). Two
+    projections: one parse per row."""
     text = f"coalesce(`{version}`, '{DEFAULT_PULSAR_VERSION}')"
     parsed = df.select("*", F.expr(parsed_version_sql(text)).alias(_PARSED))
     keep = [F.col(f"`{c}`") for c in df.columns if not (drop_version and c == version)]

@@ -1021,7 +1021,11 @@ def drop_backlog_for_time_limit(
     return _with_losses(result, entries if losses else None)
 
 
-_EVICTION_FLAGS = ("size_eviction_long_target", "time_limit_millis_int_overflow", "expiry_checks_ledger_close_time")
+_EVICTION_FLAGS = (
+    "size_eviction_long_target",
+    "time_limit_millis_int_overflow",
+    "expiry_checks_ledger_close_time",
+)
 Rules = tuple[Behaviour, dict[str, bool]]
 
 

@@ -37,8 +37,8 @@ from pyspark.sql import types as T
 
 from pulsar_model import DEFAULT_PULSAR_VERSION
 from pulsar_model.domain.versions import VersionLike, flag
-from pulsar_model.engine.flags import FLAGS_COLUMN, with_flags
 from pulsar_model.engine.columns import LATEST, POSITION_TYPE, position
+from pulsar_model.engine.flags import FLAGS_COLUMN, with_flags
 from pulsar_model.engine.grouped import map_groups
 from pulsar_model.errors import ConfigError, ContractError
 from pulsar_model.positions import entries_between
@@ -585,7 +585,8 @@ def replay_snapshot_cache(
     )
     if new_cache is None:
         ev = with_flags(ev, drop_version=True).select(
-            *ev.columns[:-1], F.coalesce(F.col(FLAGS_COLUMN)["new_snapshot_cache"], F.lit(False)).alias("_new")
+            *ev.columns[:-1],
+            F.coalesce(F.col(FLAGS_COLUMN)["new_snapshot_cache"], F.lit(False)).alias("_new"),
         )
     else:
         ev = ev.select("*", F.lit(new_cache).alias("_new"))
@@ -807,7 +808,11 @@ def predicted_updates(
 def with_topic_versions(events: DataFrame, managed_ledgers: DataFrame) -> DataFrame:
     """``events`` plus ``pulsar_version``: the one of its topic's managed-ledger row (export keys too when
     both carry them), for :func:`replay_snapshot_cache` with ``pulsar_version=None``. Pure and lazy."""
-    keys = ["cluster", "topic", *[k for k in EXPORT_KEYS if k in events.columns and k in managed_ledgers.columns]]
+    keys = [
+        "cluster",
+        "topic",
+        *[k for k in EXPORT_KEYS if k in events.columns and k in managed_ledgers.columns],
+    ]
     versions = managed_ledgers.select(*keys, "pulsar_version").dropDuplicates(keys)
     return events.drop("pulsar_version").join(versions, keys, "left")
 
