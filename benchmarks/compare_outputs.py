@@ -12,7 +12,10 @@ of a commit) runs in its own Python process with ``PYTHONPATH`` = that tree, on 
 tables, every stage of ``--stages`` through :func:`pulsar_model.pipeline.nightly.run_nightly`; the child
 records per stage its wall time, CPU seconds and the Spark jobs it ran (like ``benchmarks/run.py``).
 ``--cluster-versions c1=2.10.6,c2=3.0.7`` rewrites ``managed_ledgers.pulsar_version`` of the copied inputs
-(a tier generated with one version becomes a mixed-version export).
+(a tier generated with one version becomes a mixed-version export). Each state's measurements are kept in
+``<work>/state-<label>.json``: ``--run-only LABEL`` runs that state alone (two states can then run side by
+side, each in its own process) and ``--reuse`` compares the states whose file and warehouse exist without
+running them again.
 
 Then every output table written by the stages (the input tables and ``run_log`` excluded) is compared row
 for row: the rows of the run date in both warehouses, as multisets (``exceptAll`` both ways, so duplicates
@@ -214,6 +217,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--ignore-columns", default="", help="comma-separated columns left out of the match")
     parser.add_argument("--work", default=None, help="where the warehouses go (default: a temporary folder)")
     parser.add_argument("--out", required=True, help="result JSON")
+    parser.add_argument("--run-only", default=None, help="LABEL: run that code state only, no comparison")
+    parser.add_argument("--reuse", action="store_true", help="keep the states already run in --work")
     args = parser.parse_args(argv)
     codes = dict(item.split("=", 1) for item in args.code)
     if len(codes) != 2:
@@ -243,6 +248,15 @@ def main(argv: list[str] | None = None) -> int:
     warehouses: dict[str, Path] = {}
     for label, path in codes.items():
         warehouse = work / f"warehouse-{label}"
+        state_file = work / f"state-{label}.json"
+        if args.run_only is not None and label != args.run_only:
+            continue
+        if args.reuse and state_file.is_file() and warehouse.is_dir():
+            report["codes"][label] = json.loads(state_file.read_text(encoding="utf-8"))
+            warehouses[label] = warehouse
+            print(f"[{label}] reused {state_file}", flush=True)
+            continue
+        state_file.unlink(missing_ok=True)
         shutil.rmtree(warehouse, ignore_errors=True)
         _copy_inputs(inputs, warehouse)
         tree = Path(path).resolve()
@@ -260,7 +274,11 @@ def main(argv: list[str] | None = None) -> int:
         }
         report["codes"][label] = {"tree": str(tree), "commit": commit or None, "stages": {}}
         report["codes"][label]["stages"] = _run_child(tree, CHILD, payload)
+        state_file.write_text(json.dumps(report["codes"][label], indent=2) + "\n", encoding="utf-8")
         warehouses[label] = warehouse
+    if args.run_only is not None:
+        print(f"[{args.run_only}] measured -> {work / f'state-{args.run_only}.json'}")
+        return 0
     ignore = tuple(c for c in args.ignore_columns.split(",") if c)
     report["ignored_columns"] = list(ignore)
     report["tables"] = compare(warehouses, dt.date.fromisoformat(export_date), ignore)

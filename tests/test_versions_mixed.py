@@ -30,7 +30,7 @@ from tests.oracle import strategies as S
 #: cluster -> broker version of the mixed export.
 CLUSTERS = {"c-old": "2.10.1", "c-mid": "3.0.7", "c-new": "4.1.3"}
 
-pytestmark = [pytest.mark.filterwarnings("ignore:Generating overly large repr")]
+pytestmark = [pytest.mark.slow, pytest.mark.filterwarnings("ignore:Generating overly large repr")]
 
 MIXED_SETTINGS = settings(
     max_examples=S.PROPERTY_EXAMPLES,

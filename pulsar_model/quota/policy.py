@@ -910,6 +910,7 @@ def quota_breaches(
         F.when(is_size, exact_size).otherwise(exact_time).alias("exact_exceeded"),
         "checked_at",
         reason.alias("reason"),
+        time_ok.alias("_time_ok"),  # kept for is_handled below (dropped by the last select)
     )
     # §3.4 periodic check: size first, time only when size is not exceeded (three-valued logic: an
     # undecidable time check leaves the time row's is_handled null)
