@@ -158,6 +158,7 @@ def compare(
     sys.path.insert(0, str(ROOT))
     from pyspark.sql import DataFrame
     from pyspark.sql import functions as F
+    from pyspark.sql.types import MapType
 
     from pulsar_model.pipeline.session import build_session
     from pulsar_model.tables.delta_io import DeltaTables
@@ -172,7 +173,10 @@ def compare(
         df = tables.read(name)
         if "export_date" in df.columns:
             df = df.where(F.col("export_date") == F.lit(export_date))
-        return df.drop(*[c for c in ignore if c in df.columns])
+        df = df.drop(*[c for c in ignore if c in df.columns])
+        # set operations refuse map columns: a map compares as its entries in key order
+        maps = [f.name for f in df.schema.fields if isinstance(f.dataType, MapType)]
+        return df.withColumns({m: F.array_sort(F.map_entries(F.col(m))) for m in maps})
 
     for name in names:
         if not (a_tables.exists(name) and b_tables.exists(name)):
