@@ -8,7 +8,8 @@
 * :func:`consumed_ledger_size` - the ``consumedLedgerSize`` column helper (three generations).
 
 All transforms are pure and lazy and never mix topics or clusters. Version-dependent behaviour is
-selected with ``pulsar_version`` (see :mod:`pulsar_model.domain.versions`).
+selected with ``pulsar_version`` (see :mod:`pulsar_model.domain.versions`): a version string for every row,
+or ``None`` for each topic's own ``managed_ledgers.pulsar_version`` (docs §0.3).
 """
 
 from __future__ import annotations
@@ -17,19 +18,19 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from pulsar_model import DEFAULT_PULSAR_VERSION
-from pulsar_model.domain.versions import Behaviour, behaviour
 from pulsar_model.engine import columns as C
 from pulsar_model.engine.columns import (
     EARLIEST,
     as_position,
     case,
-    consumed_ledger_size_sql,
+    consumed_ledger_size_flags_sql,
     entries_between_sql,
     fld,
     open_closed_count_sql,
     pos_sql,
     ref,
 )
+from pulsar_model.engine.flags import SqlFlags, sql_flags
 from pulsar_model.positions import (
     CTX,
     KEY,
@@ -38,6 +39,7 @@ from pulsar_model.positions import (
     NULL_STRING,
     ZERO,
     E,
+    VersionArg,
     X,
     _by_topic,
     _coalesce_sql,
@@ -81,7 +83,7 @@ def precise_backlog(
     cursors: DataFrame,
     ledgers: DataFrame,
     managed_ledgers: DataFrame,
-    pulsar_version: str = DEFAULT_PULSAR_VERSION,
+    pulsar_version: VersionArg = DEFAULT_PULSAR_VERSION,
 ) -> DataFrame:
     """Add ``backlog_entries``, ``entries_in_storage`` and ``error`` to every cursor (docs §1.8).
 
@@ -91,14 +93,14 @@ def precise_backlog(
     Guava throw (null + ``error``). ``entries_in_storage`` is ``getNumberOfEntriesInStorage()``: the ML
     count of ``(md, LAC]`` (3.x+) or ``(md, LAC.next]`` (2.x-old); IDM not subtracted. Pure and lazy.
     """
-    beh = behaviour(pulsar_version)
-    env = _Env.build(ledgers, managed_ledgers, beh)
+    env = _Env.build(ledgers, managed_ledgers, sql_flags(pulsar_version))
+    beh = env.beh
     state = _cursor_state(env, cursors, with_plan=False)
     md, md_lk, lac_lk = ref("_pa_md"), ref("_pa_md_lk"), fld(X, "lac_lk")
     count, count_error = entries_between_sql(md, md_lk, "false", LAC, lac_lk, "true", X, beh)
     # 2.x-old counted (md, LAC.next], 3.x+ (md, LAC] (docs §1.8)
-    storage_hi = (
-        pos_sql(fld(LAC, "ledger_id"), f"{fld(LAC, 'entry_id')} + 1") if beh.storage_counts_lac_next else LAC
+    storage_hi = beh.pick(
+        "storage_counts_lac_next", pos_sql(fld(LAC, "ledger_id"), f"{fld(LAC, 'entry_id')} + 1"), LAC
     )
     storage, storage_error = entries_between_sql(md, md_lk, "false", storage_hi, lac_lk, "true", X, beh)
     staged = state.select(
@@ -111,11 +113,15 @@ def precise_backlog(
         E(storage).alias("_s_count"),
         E(storage_error).alias("_s_err"),
     )
-    if beh.precise_backlog_guard:  # 3.x+: 0 when md >= LAC, no range is built
-        backlog = f"IF({md} >= {LAC}, {ZERO}, `_b_count` - `_pa_idm_lac`)"
-        backlog_error = f"IF({md} < {LAC}, `_b_err`, {NULL_STRING})"
-    else:
-        backlog, backlog_error = "`_b_count` - `_pa_idm_lac`", "`_b_err`"
+    # 3.x+: 0 when md >= LAC, no range is built
+    backlog = beh.pick(
+        "precise_backlog_guard",
+        f"IF({md} >= {LAC}, {ZERO}, `_b_count` - `_pa_idm_lac`)",
+        "`_b_count` - `_pa_idm_lac`",
+    )
+    backlog_error = beh.pick(
+        "precise_backlog_guard", f"IF({md} < {LAC}, `_b_err`, {NULL_STRING})", "`_b_err`"
+    )
     staged = staged.select("*", E(backlog).alias("_b"), E(backlog_error).alias("_b_error"))
     error = _coalesce_sql(
         MISSING_TOPIC_SQL,
@@ -135,17 +141,16 @@ def precise_backlog(
 # --- §2.3 topic backlog size ----------------------------------------------------------------------------
 
 
-def _estimate_from_position_sql(pos: str, lk: str, beh: Behaviour) -> str:
+def _estimate_from_position_sql(pos: str, lk: str, beh: SqlFlags) -> str:
     """``estimateBacklogFromPosition(pos)`` (docs §2.4) for a non-null position with lookup ``lk``."""
     after = f"({fld(X, 'total_size')} - {fld(lk, 'sz_lt')})"
-    gen = beh.consumed_generation
-    missing = fld(X, "total_size") if beh.estimate_deleted_total_size else after
+    missing = beh.pick("estimate_deleted_total_size", fld(X, "total_size"), after)
     is_open = f"coalesce({fld(pos, 'ledger_id')} = {fld(X, 'cur_id')}, false)"
     e = fld(pos, "entry_id")
     return case(
         (f"NOT {fld(lk, 'exists')}", missing),
-        (is_open, f"{after} - {consumed_ledger_size_sql(fld(X, 'cls'), fld(X, 'cle'), e, gen)}"),
-        otherwise=f"{after} - {consumed_ledger_size_sql(fld(lk, 'sz'), fld(lk, 'ent'), e, gen)}",
+        (is_open, f"{after} - {consumed_ledger_size_flags_sql(fld(X, 'cls'), fld(X, 'cle'), e, beh)}"),
+        otherwise=f"{after} - {consumed_ledger_size_flags_sql(fld(lk, 'sz'), fld(lk, 'ent'), e, beh)}",
     )
 
 
@@ -153,7 +158,7 @@ def estimated_backlog_size(
     managed_ledgers: DataFrame,
     ledgers: DataFrame,
     cursors: DataFrame,
-    pulsar_version: str = DEFAULT_PULSAR_VERSION,
+    pulsar_version: VersionArg = DEFAULT_PULSAR_VERSION,
 ) -> DataFrame:
     """Topic ``backlogSize`` = ``ManagedLedgerImpl.getEstimatedBacklogSize()`` (docs §2.3).
 
@@ -170,8 +175,8 @@ def estimated_backlog_size(
     listing 0 entries (the open ledger) uses ``currentLedgerSize/Entries``; otherwise minus
     ``consumedLedgerSize`` of md's ledger (generation by version, §2.2). Pure and lazy.
     """
-    beh = behaviour(pulsar_version)
-    env = _Env.build(ledgers, managed_ledgers, beh)
+    env = _Env.build(ledgers, managed_ledgers, sql_flags(pulsar_version))
+    beh = env.beh
     earliest = _position_col(*EARLIEST)
     durable = (
         _by_topic(cursors)
@@ -195,11 +200,12 @@ def estimated_backlog_size(
         *KEY,
         F.col("cursor_name").alias("slowest_cursor_name"),
         F.col("_md").alias("slowest_mark_delete_position"),
-        (F.lit(not beh.slowest_tie_known_from_export) & (F.col("_same_md") > 1)).alias("slowest_cursor_tie"),
+        # no line's heap order is in the export (slowest_cursor_tie_known_from_export, docs §3.9)
+        (F.col("_same_md") > 1).alias("slowest_cursor_tie"),
     )
     topics = env.ctx.join(slowest, on=list(KEY), how="left")
     topics = env.lookup(topics, fld(ref("slowest_mark_delete_position"), "ledger_id"), "_lk")
-    pos, lk, gen = ref("slowest_mark_delete_position"), ref("_lk"), beh.consumed_generation
+    pos, lk = ref("slowest_mark_delete_position"), ref("_lk")
     size = f"({fld(X, 'total_size')} - {fld(lk, 'sz_lt')})"
     e = fld(pos, "entry_id")
     estimate = case(
@@ -207,9 +213,9 @@ def estimated_backlog_size(
         (f"NOT {fld(lk, 'exists')}", size),
         (
             f"{fld(lk, 'ent')} = 0",
-            f"{size} - {consumed_ledger_size_sql(fld(X, 'cls'), fld(X, 'cle'), e, gen)}",
+            f"{size} - {consumed_ledger_size_flags_sql(fld(X, 'cls'), fld(X, 'cle'), e, beh)}",
         ),
-        otherwise=f"{size} - {consumed_ledger_size_sql(fld(lk, 'sz'), fld(lk, 'ent'), e, gen)}",
+        otherwise=f"{size} - {consumed_ledger_size_flags_sql(fld(lk, 'sz'), fld(lk, 'ent'), e, beh)}",
     )
     return topics.select(
         *KEY,
@@ -231,7 +237,7 @@ def estimate_backlog_from_position(
     positions: DataFrame,
     ledgers: DataFrame,
     managed_ledgers: DataFrame,
-    pulsar_version: str = DEFAULT_PULSAR_VERSION,
+    pulsar_version: VersionArg = DEFAULT_PULSAR_VERSION,
 ) -> DataFrame:
     """Add ``estimated_backlog_size_bytes``: ``getEstimatedBacklogSize(position)`` (docs §2.4).
 
@@ -242,8 +248,8 @@ def estimate_backlog_from_position(
     null. (3.x dereferences ``currentLedger`` unguarded; without an open ledger this is computed as "not the
     open ledger".) Pure and lazy.
     """
-    beh = behaviour(pulsar_version)
-    env = _Env.build(ledgers, managed_ledgers, beh)
+    env = _Env.build(ledgers, managed_ledgers, sql_flags(pulsar_version))
+    beh = env.beh
     df = env.with_ctx(_by_topic(positions)).select("*", as_position(F.col("position")).alias("_pa_p"))
     df = env.lookup(df, fld(ref("_pa_p"), "ledger_id"), "_pa_lk")
     estimate = case(
@@ -262,7 +268,7 @@ def estimated_size_since_mark_delete(
     cursors: DataFrame,
     ledgers: DataFrame,
     managed_ledgers: DataFrame,
-    pulsar_version: str = DEFAULT_PULSAR_VERSION,
+    pulsar_version: VersionArg = DEFAULT_PULSAR_VERSION,
 ) -> DataFrame:
     """Add ``estimated_size_since_mark_delete_bytes``: ``getEstimatedSizeSinceMarkDeletePosition()`` (§2.5).
 
@@ -271,8 +277,8 @@ def estimated_size_since_mark_delete(
     ``(md, LAC]``: ``d == 0`` -> the estimate; ``n == 0`` or ``n <= d`` -> ``max(0, estimate)``; else
     ``estimate - d * (estimate div n)``. Null md -> null. Pure and lazy.
     """
-    beh = behaviour(pulsar_version)
-    env = _Env.build(ledgers, managed_ledgers, beh)
+    env = _Env.build(ledgers, managed_ledgers, sql_flags(pulsar_version))
+    beh = env.beh
     state = _cursor_state(env, cursors, with_plan=False)
     md, md_lk = ref("_pa_md"), ref("_pa_md_lk")
     in_range = open_closed_count_sql(md, md_lk, LAC, fld(X, "lac_lk"), X, beh)
@@ -284,14 +290,13 @@ def estimated_size_since_mark_delete(
         E(f"IF({md} < {LAC}, `_pa_idm_lac`, {ZERO})").alias("_acked"),
         E(f"IF({md} < {LAC}, {in_range}, {ZERO})").alias("_in_range"),
     )
-    if beh.size_since_md_subtracts_acks:
-        result = case(
-            ("_acked = 0", "_total"),
-            ("_in_range = 0 OR _in_range <= _acked", f"greatest({ZERO}, _total)"),
-            otherwise="_total - _acked * (_total div _in_range)",
-        )
-    else:  # estimateBacklogFromPosition(md): acked ranges ignored
-        result = "_total"
+    subtracting = case(
+        ("_acked = 0", "_total"),
+        ("_in_range = 0 OR _in_range <= _acked", f"greatest({ZERO}, _total)"),
+        otherwise="_total - _acked * (_total div _in_range)",
+    )
+    # without #25089: estimateBacklogFromPosition(md), acked ranges ignored
+    result = beh.pick("size_since_md_subtracts_acks", subtracting, "_total")
     result = f"IF({md} IS NULL OR {X} IS NULL, CAST(NULL AS BIGINT), {result})"
     added = ["estimated_size_since_mark_delete_bytes"]
     return staged.select(

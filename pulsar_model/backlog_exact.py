@@ -37,8 +37,8 @@ from pyspark.sql import functions as F
 
 from pulsar_model import DEFAULT_PULSAR_VERSION
 from pulsar_model.backlog import precise_backlog
-from pulsar_model.domain.versions import behaviour
 from pulsar_model.engine.columns import as_position
+from pulsar_model.engine.flags import sql_flags
 from pulsar_model.engine.prefix_sweep import prefix_sweep
 from pulsar_model.errors import ContractError
 from pulsar_model.transactions import (
@@ -492,7 +492,7 @@ def exact_backlog(
     cursors: DataFrame,
     entries: DataFrame,
     managed_ledgers: DataFrame,
-    pulsar_version: str = DEFAULT_PULSAR_VERSION,
+    pulsar_version: str | None = DEFAULT_PULSAR_VERSION,
     *,
     ledgers: DataFrame | None = None,
     transactions: DataFrame | None = None,
@@ -531,7 +531,7 @@ def exact_backlog(
     states come from the topic's entries unless ``transactions`` is given. Inputs hold one export per
     topic unless every frame carries ``export_id``/``export_date``. Pure and lazy.
     """
-    behaviour(pulsar_version)  # validates the version string before any plan is built
+    sql_flags(pulsar_version)  # validates the version string before any plan is built
     _require(cursors, CURSOR_COLUMNS, "cursors")
     _require(managed_ledgers, ML_COLUMNS, "managed_ledgers")
     ml_keys = _keys(cursors, managed_ledgers)

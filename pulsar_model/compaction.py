@@ -55,10 +55,11 @@ from pyspark.storagelevel import StorageLevel
 
 from pulsar_model import DEFAULT_PULSAR_VERSION
 from pulsar_model.backlog import estimated_backlog_size, estimated_size_since_mark_delete
-from pulsar_model.domain.versions import PulsarVersion, VersionLike, since
+from pulsar_model.domain.versions import PulsarVersion, VersionLike, flag
 from pulsar_model.engine.columns import as_position, position
+from pulsar_model.engine.flags import FLAGS_COLUMN, with_flags
 from pulsar_model.engine.grouped import map_groups
-from pulsar_model.errors import ConfigError
+from pulsar_model.errors import ConfigError, ContractError
 from pulsar_model.quota.policy import is_system_topic, namespace_of, partitioned_topic_of
 from pulsar_model.tables.contracts import contract
 
@@ -108,8 +109,6 @@ MESSAGE_ID_TYPE = T.StructType(
     ]
 )
 
-#: PIP-318 made ``topicCompactionRetainNullKey=false`` the default from this release (docs §5.2).
-_RETAIN_NULL_KEY_FALSE_SINCE = PulsarVersion(3, 2, 0)
 #: ``MarkerType.TXN_ABORT``: the marker that ends an aborted transaction (docs §8.3).
 TXN_ABORT_MARKER = 22
 
@@ -137,9 +136,6 @@ COMPACTION_CURSOR = "__compaction"
 #: Contract columns the nightly stage adds (export identity, the version applied); the library transforms
 #: return every other column of their contract.
 STAGE_COLUMNS = frozenset({"export_id", "export_date", "pulsar_version"})
-#: ``checkCompaction`` was read in a 2.8/2.9 copy (system topics bypass the checks through an operator
-#: precedence bug) and a 3.x copy (docs §5.3); the boundary between the two is assumed at 3.0.0.
-_TRIGGER_3X_SINCE = PulsarVersion(3, 0, 0)
 #: NamespaceService heartbeat namespaces (v1 ``pulsar/<cluster>/<host:port>``, v2 ``pulsar/<host:port>``):
 #: the 3.x trigger leaves system topics in them alone (docs §5.3).
 _HEARTBEAT_NAMESPACE_PATTERNS = (r"pulsar/[^/]+/[^:]+:\d+", r"pulsar/[^:]+:\d+")
@@ -174,7 +170,7 @@ def compaction_subscription_ignores_individual_acks(version: VersionLike) -> boo
     rejects every non-cumulative ack (``checkArgument``, ``apache/pulsar@005f29a``). 2.10.2 from the label
     only (no 2.10.2 release notes in the index).
     """
-    return since(version, (2, 11, 0), {(2, 8): 4, (2, 9): 4, (2, 10): 2})
+    return flag("compaction_ignores_individual_acks", version)
 
 
 def dispatcher_delivers_markers_to_compaction(version: VersionLike) -> bool:
@@ -188,7 +184,7 @@ def dispatcher_delivers_markers_to_compaction(version: VersionLike) -> bool:
     notes of 2.10.6 and 2.11.4 do not list it (the closed, unmerged apache/pulsar#21951 carries the same
     two labels): assumed absent from every 2.10.x and 2.11.x.
     """
-    return since(version, (3, 2, 0), {(3, 0): 3, (3, 1): 3})
+    return flag("markers_delivered_to_compaction", version)
 
 
 def batch_deleted_only_when_all_deleted(version: VersionLike) -> bool:
@@ -198,7 +194,7 @@ def batch_deleted_only_when_all_deleted(version: VersionLike) -> bool:
     3.0.2 and 3.1.1; every 3.2.0+. The "all" rule in ``nikhil-ctds/ds-pulsar@b17e71c`` (a 3.x
     ``TwoPhaseCompactor``) and the 4.x ``AbstractTwoPhaseCompactor``; "any" in ``apache/pulsar@bb0abb4``.
     """
-    return since(version, (3, 2, 0), {(2, 10): 6, (2, 11): 3, (3, 0): 2, (3, 1): 1})
+    return flag("batch_deleted_when_all", version)
 
 
 def has_retain_null_key_option(version: VersionLike) -> bool:
@@ -207,7 +203,7 @@ def has_retain_null_key_option(version: VersionLike) -> bool:
     apache/pulsar#21578: in the release notes of 2.10.6, 2.11.3, 3.0.3 (with its cherry-pick #21662) and
     3.1.2; 3.2.0 made the default ``false`` (docs §5.2).
     """
-    return since(version, (3, 2, 0), {(2, 10): 6, (2, 11): 3, (3, 0): 3, (3, 1): 2})
+    return flag("retain_null_key_option", version)
 
 
 @dataclass(frozen=True)
@@ -242,7 +238,8 @@ def compactor_semantics(
     else:
         dispatch = "ack_fails"
     if retain_null_key is None:
-        retain_null_key = v < _RETAIN_NULL_KEY_FALSE_SINCE
+        # PIP-318 made topicCompactionRetainNullKey=false the default from 3.2.0 (docs §5.2)
+        retain_null_key = not flag("retain_null_key_default_false", v)
     return CompactorSemantics(
         marker_dispatch=dispatch,
         batch_deleted_when_all=batch_deleted_only_when_all_deleted(v),
@@ -328,7 +325,14 @@ def _read_set(messages: DataFrame, start_positions: DataFrame | None) -> DataFra
     cursor's mark-delete), or all of them when the topic has no start (docs §5.4)."""
     optional = [
         c
-        for c in ("is_null_value", "marker_type", "compacted_out", "has_uncompressed_size", *_TXN)
+        for c in (
+            "is_null_value",
+            "marker_type",
+            "compacted_out",
+            "has_uncompressed_size",
+            *_TXN,
+            "pulsar_version",
+        )
         if c in messages.columns
     ]
     base = messages.select(
@@ -356,10 +360,45 @@ def _read_set(messages: DataFrame, start_positions: DataFrame | None) -> DataFra
 
 
 #: Read columns that only feed phase one's flags: not carried into the (materialised) rows.
-_NOT_CARRIED = frozenset({"_slot_deleted", "is_null_value", "has_uncompressed_size", *_TXN})
+_NOT_CARRIED = frozenset(
+    {"_slot_deleted", "is_null_value", "has_uncompressed_size", *_TXN, "pulsar_version", FLAGS_COLUMN}
+)
 
 
-def _phase_one(read: DataFrame, sem: CompactorSemantics) -> DataFrame:
+@dataclass(frozen=True)
+class _SemColumns:
+    """The compactor switches as columns: literals of one version, or each message's own (per row)."""
+
+    delivered: Column
+    ack_fails: Column
+    when_all: Column | bool
+    keeps_null_key: Column
+
+    @classmethod
+    def of(cls, sem: CompactorSemantics | None, retain_null_key: bool | None) -> _SemColumns:
+        """Literals of ``sem``; ``None``: from the flags struct of each row (``FLAGS_COLUMN``)."""
+        if sem is not None:
+            return cls(
+                F.lit(sem.marker_dispatch == "delivered"),
+                F.lit(sem.marker_dispatch == "ack_fails"),
+                sem.batch_deleted_when_all,
+                F.lit(sem.keeps_null_key),
+            )
+
+        def f(name: str) -> Column:
+            return F.coalesce(F.col(FLAGS_COLUMN)[name], F.lit(False))
+
+        delivered = f("markers_delivered_to_compaction")
+        retain = ~f("retain_null_key_default_false") if retain_null_key is None else F.lit(retain_null_key)
+        return cls(
+            delivered,
+            ~delivered & ~f("compaction_ignores_individual_acks"),
+            f("batch_deleted_when_all"),
+            retain | ~f("retain_null_key_option"),
+        )
+
+
+def _phase_one(read: DataFrame, sem: _SemColumns) -> DataFrame:
     """Per read message: phase-one flags, the key's final latest id, and whether the message survives.
 
     Adds ``is_marker``, ``is_aborted`` (a transactional message whose transaction's abort marker is in the
@@ -386,8 +425,8 @@ def _phase_one(read: DataFrame, sem: CompactorSemantics) -> DataFrame:
     )
     read = read.select("*", is_marker.alias("is_marker"), is_aborted.alias("is_aborted"))
     is_marker, is_aborted = F.col("is_marker"), F.col("is_aborted")
-    hidden = is_aborted | (is_marker & F.lit(sem.marker_dispatch != "delivered"))
-    acks_fail = (is_aborted | is_marker) & F.lit(sem.marker_dispatch == "ack_fails")
+    hidden = is_aborted | (is_marker & ~sem.delivered)
+    acks_fail = (is_aborted | is_marker) & sem.ack_fails
     compacted_out = F.coalesce(F.col("compacted_out"), F.lit(False))
     is_batch = F.col("batch_index") >= 0
     is_keyed = F.col("key").isNotNull() & ~is_marker & ~is_aborted
@@ -403,12 +442,12 @@ def _phase_one(read: DataFrame, sem: CompactorSemantics) -> DataFrame:
 
     # A message that counts as deleted in phase one (batched: compacted_out slots are skipped).
     slot_deleted = (
-        F.when(is_marker | is_aborted, True).when(is_keyed, is_empty).otherwise(F.lit(not sem.keeps_null_key))
+        F.when(is_marker | is_aborted, True).when(is_keyed, is_empty).otherwise(~sem.keeps_null_key)
     ) & ~compacted_out
     survives = (
         F.when(compacted_out, False)
         .when(is_marker | is_aborted, False)
-        .when(~is_keyed, F.lit(sem.keeps_null_key))
+        .when(~is_keyed, sem.keeps_null_key)
         .otherwise(F.coalesce(latest_id == mid, F.lit(False)) & ~is_empty)
     )
 
@@ -427,7 +466,10 @@ def _phase_one(read: DataFrame, sem: CompactorSemantics) -> DataFrame:
     by_entry = Window.partitionBy(*_ENTRY)
     slots = F.count(F.lit(1)).over(by_entry)
     deleted_slots = F.sum(F.col("_slot_deleted").cast("int")).over(by_entry)
-    batch_deleted = (deleted_slots == slots) if sem.batch_deleted_when_all else (deleted_slots > 0)
+    if isinstance(sem.when_all, bool):
+        batch_deleted = (deleted_slots == slots) if sem.when_all else (deleted_slots > 0)
+    else:
+        batch_deleted = F.when(sem.when_all, deleted_slots == slots).otherwise(deleted_slots > 0)
     entry_deleted = F.when(F.col("is_marker") | F.col("is_aborted"), True).otherwise(
         F.when(F.col("is_batch"), batch_deleted).otherwise(F.col("_slot_deleted"))
     )
@@ -488,7 +530,7 @@ def _topic_ranges(flagged: DataFrame) -> DataFrame:
 def compaction_horizons(
     messages: DataFrame,
     retain_null_key: bool | None = None,
-    pulsar_version: VersionLike = DEFAULT_PULSAR_VERSION,
+    pulsar_version: VersionLike | None = DEFAULT_PULSAR_VERSION,
     start_positions: DataFrame | None = None,
     rows: DataFrame | None = None,
     ranges: DataFrame | None = None,
@@ -599,7 +641,7 @@ class CompactionPhases:
 def compaction_phases(
     messages: DataFrame,
     retain_null_key: bool | None = None,
-    pulsar_version: VersionLike = DEFAULT_PULSAR_VERSION,
+    pulsar_version: VersionLike | None = DEFAULT_PULSAR_VERSION,
     start_positions: DataFrame | None = None,
     materialise: bool = False,
 ) -> CompactionPhases:
@@ -612,8 +654,18 @@ def compaction_phases(
     :meth:`CompactionPhases.release` after the last of them. Lazy (the default), the range is a third
     window and each use of the frames recomputes phase one.
     """
-    sem = compactor_semantics(pulsar_version, retain_null_key)
-    flagged = _phase_one(_read_set(messages, start_positions).repartition(*_TOPIC), sem)
+    read = _read_set(messages, start_positions).repartition(*_TOPIC)
+    if pulsar_version is None:
+        if "pulsar_version" not in messages.columns:
+            raise ContractError(
+                "pulsar_version=None reads messages.pulsar_version (each message's cluster version), which "
+                "messages does not have: add the column or pass a version string such as '4.1.3'"
+            )
+        sem = _SemColumns.of(None, retain_null_key)
+        read = with_flags(read)
+    else:
+        sem = _SemColumns.of(compactor_semantics(pulsar_version, retain_null_key), retain_null_key)
+    flagged = _phase_one(read, sem)
     if not materialise:
         return CompactionPhases(rows=_phase_two(flagged), ranges=_topic_ranges(flagged))
     # Persisted (columnar, compressed, spilling to disk), not checkpointed: Spark 4.1 drops the hash
@@ -627,14 +679,14 @@ def compaction_phases(
 def compaction_rows(
     messages: DataFrame,
     retain_null_key: bool | None = None,
-    pulsar_version: VersionLike = DEFAULT_PULSAR_VERSION,
+    pulsar_version: VersionLike | None = DEFAULT_PULSAR_VERSION,
     start_positions: DataFrame | None = None,
 ) -> DataFrame:
     """Both phases for every message phase one reads: one row per read message (docs §5.4-§5.5).
 
     The shared intermediate of :func:`compaction_horizons`, :func:`compacted_ledger`, :func:`compact` and
     :func:`compaction_summary`: each takes it as ``rows=`` instead of recomputing the three windows of
-    phase one (the compaction stage materialises it once per broker version and derives all three tables
+    phase one (the compaction stage materialises it once for every cluster and derives all three tables
     from it). Columns: the read columns plus phase one's flags (``is_marker, is_aborted, hidden,
     acks_fail, is_keyed, is_empty, value_empty, is_batch, survives, first_of_key, slots, entry_deleted,
     entry_survives, first_of_entry``) and phase two's ``from_position, to_position, written`` (``written``
@@ -646,7 +698,7 @@ def compaction_rows(
 def _compacted(
     messages: DataFrame,
     retain_null_key: bool | None,
-    pulsar_version: VersionLike,
+    pulsar_version: VersionLike | None,
     start_positions: DataFrame | None,
     rows: DataFrame | None = None,
 ) -> DataFrame:
@@ -658,7 +710,7 @@ def _compacted(
 def compacted_ledger(
     messages: DataFrame,
     retain_null_key: bool | None = None,
-    pulsar_version: VersionLike = DEFAULT_PULSAR_VERSION,
+    pulsar_version: VersionLike | None = DEFAULT_PULSAR_VERSION,
     start_positions: DataFrame | None = None,
     rows: DataFrame | None = None,
 ) -> DataFrame:
@@ -692,7 +744,7 @@ def compacted_ledger(
 def compact(
     messages: DataFrame,
     retain_null_key: bool | None = None,
-    pulsar_version: VersionLike = DEFAULT_PULSAR_VERSION,
+    pulsar_version: VersionLike | None = DEFAULT_PULSAR_VERSION,
     start_positions: DataFrame | None = None,
 ) -> DataFrame:
     """One row per message retained in the compacted ledger, with its original id (docs §5.4-§5.5).
@@ -719,7 +771,7 @@ def compacted_reader_view(
     starts: DataFrame,
     compacted: DataFrame | None = None,
     retain_null_key: bool | None = None,
-    pulsar_version: VersionLike = DEFAULT_PULSAR_VERSION,
+    pulsar_version: VersionLike | None = DEFAULT_PULSAR_VERSION,
     start_positions: DataFrame | None = None,
 ) -> DataFrame:
     """What a ``readCompacted=true`` reader or consumer receives (docs §5.6): one row per delivered message.
@@ -826,7 +878,7 @@ def compacted_reader_diff(messages: DataFrame, view: DataFrame, starts: DataFram
 def compaction_summary(
     messages: DataFrame,
     retain_null_key: bool | None = None,
-    pulsar_version: VersionLike = DEFAULT_PULSAR_VERSION,
+    pulsar_version: VersionLike | None = DEFAULT_PULSAR_VERSION,
     start_positions: DataFrame | None = None,
     trigger: DataFrame | None = None,
     rows: DataFrame | None = None,
@@ -965,8 +1017,10 @@ class CompactionThresholds:
 
 
 def trigger_rule(pulsar_version: VersionLike) -> Literal["2.x", "3.x"]:
-    """Which ``checkCompaction`` the version runs (docs §5.3; the boundary is assumed at 3.0.0)."""
-    return "3.x" if PulsarVersion.parse(pulsar_version) >= _TRIGGER_3X_SINCE else "2.x"
+    """Which ``checkCompaction`` the version runs (docs §5.3): read in a 2.8/2.9 copy (system topics bypass
+    the checks through an operator precedence bug) and a 3.x copy; flag ``compaction_trigger_3x``, the
+    boundary between the two assumed at 3.0.0."""
+    return "3.x" if flag("compaction_trigger_3x", pulsar_version) else "2.x"
 
 
 def _lookup(mapping: Mapping[str, int], key: Column) -> Column:
@@ -981,7 +1035,7 @@ def compaction_trigger(
     ledgers: DataFrame,
     cursors: DataFrame,
     thresholds: CompactionThresholds | None = None,
-    pulsar_version: VersionLike = DEFAULT_PULSAR_VERSION,
+    pulsar_version: VersionLike | None = DEFAULT_PULSAR_VERSION,
     entries: DataFrame | None = None,
 ) -> DataFrame:
     """Would the broker's periodic ``checkCompaction`` start a compaction now (docs §5.3)? One row per topic.
@@ -1006,9 +1060,8 @@ def compaction_trigger(
     namespace_threshold = _lookup(thresholds.namespaces, namespace_of(topic))
     is_compaction = F.col("cursor_name") == F.lit(COMPACTION_CURSOR)
     compaction_cursor = cursors.where(is_compaction)
-    since_md = estimated_size_since_mark_delete(
-        compaction_cursor, ledgers, managed_ledgers, str(pulsar_version)
-    ).select(
+    version = None if pulsar_version is None else str(pulsar_version)
+    since_md = estimated_size_since_mark_delete(compaction_cursor, ledgers, managed_ledgers, version).select(
         *_TOPIC,
         as_position(F.col("mark_delete_position")).alias("last_horizon"),
         F.col("estimated_size_since_mark_delete_bytes").alias("_compaction_estimate"),
@@ -1022,11 +1075,16 @@ def compaction_trigger(
         .distinct()
         .select(*_TOPIC, F.lit(True).alias("_has_durable_subscription"))
     )
-    backlog = estimated_backlog_size(managed_ledgers, ledgers, cursors, str(pulsar_version)).select(
+    backlog = estimated_backlog_size(managed_ledgers, ledgers, cursors, version).select(
         *_TOPIC, F.col("estimated_backlog_size_bytes").alias("_backlog_estimate")
     )
+    trigger_cols: list[Column] = []
+    source_ml = managed_ledgers
+    if pulsar_version is None:
+        source_ml = with_flags(managed_ledgers)
+        trigger_cols = [F.col(FLAGS_COLUMN)["compaction_trigger_3x"].alias("_trigger_3x")]
     base = (
-        managed_ledgers.select(*_TOPIC, "total_size_bytes", "compacted_ledger_size_bytes")
+        source_ml.select(*_TOPIC, "total_size_bytes", "compacted_ledger_size_bytes", *trigger_cols)
         .join(since_md, _TOPIC, "left")
         .join(durable_subs, _TOPIC, "left")
         .join(backlog, _TOPIC, "left")
@@ -1078,10 +1136,13 @@ def compaction_trigger(
     )
     system = is_system_topic(topic)
     heartbeat = _any_of([namespace_of(topic).rlike(f"^(?:{p})$") for p in _HEARTBEAT_NAMESPACE_PATTERNS])
-    if trigger_rule(pulsar_version) == "3.x":
-        enabled = (threshold > 0) | (system & ~heartbeat)
-    else:  # 2.8/2.9: ``isSystemTopic() || threshold != 0 && notRunning`` (docs §5.3, §12 item 10)
-        enabled = system | (threshold != 0)
+    enabled_3x = (threshold > 0) | (system & ~heartbeat)
+    # 2.8/2.9: ``isSystemTopic() || threshold != 0 && notRunning`` (docs §5.3, §12 item 10)
+    enabled_2x = system | (threshold != 0)
+    if pulsar_version is None:
+        enabled = F.when(F.coalesce(F.col("_trigger_3x"), F.lit(False)), enabled_3x).otherwise(enabled_2x)
+    else:
+        enabled = enabled_3x if trigger_rule(pulsar_version) == "3.x" else enabled_2x
     clean = F.coalesce(F.col("compacted_ledger_size_bytes"), F.lit(0).cast("long"))
     dirty_total = F.col("dirty_bytes") + clean
     return base.select(

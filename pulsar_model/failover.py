@@ -44,7 +44,7 @@ from pyspark.sql import types as T
 
 from pulsar_model import DEFAULT_PULSAR_VERSION
 from pulsar_model.domain.topic_names import PARTITION_MARKER, partition_index
-from pulsar_model.domain.versions import PulsarVersion, VersionLike
+from pulsar_model.domain.versions import PulsarVersion, VersionLike, flag
 from pulsar_model.errors import ContractError
 
 __all__ = [
@@ -70,10 +70,8 @@ NON_NEGATIVE_INT_MASK: Final = 0x7FFFFFFF
 #: ``TopicName.getPartitionIndex`` result of a non-partitioned topic; every negative becomes this (§6.2).
 NON_PARTITIONED: Final = -1
 
-#: PIP-392 (``activeConsumerFailoverConsistentHashing``): first minor release carrying it, and the first
-#: patch of each release line it was cherry-picked to (PR #23584; the patches' release notes, see module doc).
-_PIP392_RELEASE: Final = PulsarVersion(4, 1, 0)
-_PIP392_BACKPORTS: Final = {(3, 0): 8, (3, 3): 3, (4, 0): 1}
+#: PIP-392 (``activeConsumerFailoverConsistentHashing``) is the flag ``failover_consistent_hashing_setting``:
+#: 4.1.0, cherry-picked to 4.0.1, 3.3.3 and 3.0.8 (PR #23584; the patches' release notes, see module doc).
 
 SelectionMode = Literal["modulo", "hash_ring", "first_arrival"]
 
@@ -149,13 +147,43 @@ class FailoverRules:
 def failover_rules(pulsar_version: VersionLike = DEFAULT_PULSAR_VERSION) -> FailoverRules:
     """Parse ``pulsar_version`` (raises ``ConfigError`` when unknown) into :class:`FailoverRules`."""
     v = PulsarVersion.parse(pulsar_version)
-    first_patch = _PIP392_BACKPORTS.get(v.line)
-    pip392 = v >= _PIP392_RELEASE or (first_patch is not None and v.patch >= first_patch)
     return FailoverRules(
         version=v,
-        ring_for_non_partitioned=v >= PulsarVersion(3, 0, 0),
-        has_consistent_hashing_setting=bool(pip392),
-        new_partition_index=v >= PulsarVersion(2, 9, 0),
+        ring_for_non_partitioned=flag("failover_ring_for_non_partitioned", v),
+        has_consistent_hashing_setting=flag("failover_consistent_hashing_setting", v),
+        new_partition_index=flag("new_partition_index", v),
+    )
+
+
+#: The group-key entry carrying a subscription's own broker version (``pulsar_version=None``).
+_VERSION_KEY: Final = "_pa_ver"
+
+
+def _rules_of(rules: FailoverRules | None, key_values: dict[str, object]) -> FailoverRules:
+    """The call's rules, or (per row) those of the subscription's own version (null = the default)."""
+    if rules is not None:
+        return rules
+    version = key_values.get(_VERSION_KEY)
+    return failover_rules(str(version) if version is not None else DEFAULT_PULSAR_VERSION)
+
+
+def _source(
+    consumers: DataFrame, keys: list[str], pulsar_version: VersionLike | None, *extra: str
+) -> DataFrame:
+    """The consumer columns the grouped passes read (+ the version per row for ``pulsar_version`` None)."""
+    if pulsar_version is None and "pulsar_version" not in consumers.columns:
+        raise ContractError(
+            "pulsar_version=None reads consumers.pulsar_version (each consumer's cluster version), which "
+            "consumers does not have: add the column or pass a version string such as '4.1.3'"
+        )
+    version = [F.col("pulsar_version").cast("string").alias(_VERSION_KEY)] if pulsar_version is None else []
+    return consumers.select(
+        *keys,
+        F.col("consumer_name").cast("string").alias("consumer_name"),
+        F.col("priority_level").cast("int").alias("priority_level"),
+        F.col("connect_order").cast("int").alias("connect_order"),
+        *extra,
+        *version,
     )
 
 
@@ -306,6 +334,7 @@ def _map_subscriptions(
     """
     names = [f.name for f in schema.fields]
     with_stats = "is_active_in_stats" in source.columns
+    with_version = _VERSION_KEY in source.columns
 
     def run(batches: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
         out: list[dict[str, object]] = []
@@ -326,6 +355,8 @@ def _map_subscriptions(
                 if key != current:
                     flush()
                     current, values = key, dict(zip(keys, key, strict=True))
+                    if with_version:  # one cluster, one version: the subscription's first row tells it
+                        values[_VERSION_KEY] = cols[_VERSION_KEY][i]
                     group = _Consumers([], [], [], [])
                 group.names.append(str(cols["consumer_name"][i]))
                 group.prios.append(int(cols["priority_level"][i]))
@@ -343,7 +374,7 @@ def _map_subscriptions(
 
 
 def _group_fn(
-    rules: FailoverRules,
+    rules: FailoverRules | None,
     consistent_hashing: bool,
     with_stats: bool,
     scenario: _Scenario | None,
@@ -351,7 +382,8 @@ def _group_fn(
     def fn(key_values: dict[str, object], group: _Consumers) -> list[dict[str, object]]:
         topic = str(key_values["topic"])
         row: dict[str, object] = dict(key_values)
-        base = _assign(group, topic, rules, consistent_hashing)
+        group_rules = _rules_of(rules, key_values)
+        base = _assign(group, topic, group_rules, consistent_hashing)
         if scenario is None:
             row.update(base)
         else:
@@ -365,7 +397,7 @@ def _group_fn(
                 row["what_if_active_consumer_name"] = None
                 row["what_if_selection_mode"] = None
             else:
-                alt = _assign(changed, topic, rules, hashing)
+                alt = _assign(changed, topic, group_rules, hashing)
                 row["what_if_active_consumer_name"] = alt["active_consumer_name"]
                 row["what_if_selection_mode"] = alt["selection_mode"]
             row["active_changed"] = row["what_if_active_consumer_name"] != base["active_consumer_name"]
@@ -385,20 +417,14 @@ def _group_fn(
 def _run(
     consumers: DataFrame,
     consistent_hashing: bool,
-    pulsar_version: VersionLike,
+    pulsar_version: VersionLike | None,
     scenario: _Scenario | None,
 ) -> DataFrame:
     keys = _check_columns(consumers)
-    rules = failover_rules(pulsar_version)
+    rules = None if pulsar_version is None else failover_rules(pulsar_version)
     with_stats = scenario is None and "is_active_in_stats" in consumers.columns
     extra = ["is_active_in_stats"] if with_stats else []
-    source = consumers.select(
-        *keys,
-        F.col("consumer_name").cast("string").alias("consumer_name"),
-        F.col("priority_level").cast("int").alias("priority_level"),
-        F.col("connect_order").cast("int").alias("connect_order"),
-        *extra,
-    )
+    source = _source(consumers, keys, pulsar_version, *extra)
     key_fields = [f for f in source.schema.fields if f.name in keys]
     if scenario is None:
         fields = [*key_fields, *_ASSIGNMENT_FIELDS, *(_STATS_FIELDS if with_stats else [])]
@@ -418,7 +444,7 @@ def _run(
 def active_consumers(
     consumers: DataFrame,
     consistent_hashing: bool = False,
-    pulsar_version: VersionLike = DEFAULT_PULSAR_VERSION,
+    pulsar_version: VersionLike | None = DEFAULT_PULSAR_VERSION,
 ) -> DataFrame:
     """The active consumer of every Failover subscription (docs §6.3, §6.4, §6.5).
 
@@ -443,7 +469,7 @@ def what_if_active_consumers(
     remove: Sequence[str] = (),
     consistent_hashing: bool = False,
     what_if_consistent_hashing: bool | None = None,
-    pulsar_version: VersionLike = DEFAULT_PULSAR_VERSION,
+    pulsar_version: VersionLike | None = DEFAULT_PULSAR_VERSION,
 ) -> DataFrame:
     """Active consumer before and after a change, for every subscription (docs §6.3, §6.4).
 
@@ -466,13 +492,15 @@ DEFAULT_ADDED_CONSUMER: Final = "what-if-consumer"
 
 
 def _what_if_rows(
-    rules: FailoverRules,
+    rules: FailoverRules | None,
     consistent_hashing: bool,
     added_consumer: str,
 ) -> GroupFn:
     def fn(key_values: dict[str, object], group: _Consumers) -> list[dict[str, object]]:
         topic = str(key_values["topic"])
-        base = _assign(group, topic, rules, consistent_hashing)
+        group_rules = _rules_of(rules, key_values)
+        key_values = {k: v for k, v in key_values.items() if k != _VERSION_KEY}
+        base = _assign(group, topic, group_rules, consistent_hashing)
         top_priority = int(base["top_priority_level"])  # type: ignore[call-overload]
         scenarios: list[tuple[str, str | None, _Scenario]] = [
             (SCENARIO_REMOVE_CONSUMER, name, _Scenario(remove=(name,))) for name in dict.fromkeys(group.names)
@@ -487,7 +515,7 @@ def _what_if_rows(
         for scenario, consumer, change in scenarios:
             changed = _apply_scenario(group, change)
             hashing = consistent_hashing if change.consistent_hashing is None else change.consistent_hashing
-            alt = _assign(changed, topic, rules, hashing) if changed.names else None
+            alt = _assign(changed, topic, group_rules, hashing) if changed.names else None
             what_if_name = None if alt is None else alt["active_consumer_name"]
             rows.append(
                 {
@@ -512,7 +540,7 @@ def _what_if_rows(
 def failover_what_ifs(
     consumers: DataFrame,
     consistent_hashing: bool = False,
-    pulsar_version: VersionLike = DEFAULT_PULSAR_VERSION,
+    pulsar_version: VersionLike | None = DEFAULT_PULSAR_VERSION,
     added_consumer: str = DEFAULT_ADDED_CONSUMER,
 ) -> DataFrame:
     """Standard what-if questions for every Failover subscription (docs §6.3, §6.4).
@@ -531,13 +559,8 @@ def failover_what_ifs(
     Pure and lazy.
     """
     keys = _check_columns(consumers)
-    rules = failover_rules(pulsar_version)
-    source = consumers.select(
-        *keys,
-        F.col("consumer_name").cast("string").alias("consumer_name"),
-        F.col("priority_level").cast("int").alias("priority_level"),
-        F.col("connect_order").cast("int").alias("connect_order"),
-    )
+    rules = None if pulsar_version is None else failover_rules(pulsar_version)
+    source = _source(consumers, keys, pulsar_version)
     key_fields = [f for f in source.schema.fields if f.name in keys]
     schema = T.StructType(
         [

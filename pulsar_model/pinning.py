@@ -40,9 +40,10 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from pulsar_model import DEFAULT_PULSAR_VERSION
-from pulsar_model.domain.versions import PulsarVersion
+from pulsar_model.domain.versions import flag
 from pulsar_model.engine.columns import EARLIEST, as_position
 from pulsar_model.engine.columns import position as position_col
+from pulsar_model.engine.flags import FLAGS_COLUMN, VERSION_COLUMN, with_flags
 from pulsar_model.errors import ContractError
 
 __all__ = [
@@ -56,15 +57,15 @@ KEY = ("cluster", "topic")
 EXPORT_ID = "export_id"
 EXPORT_DATE = "export_date"
 
-#: First release assumed to trim the ledger of a slowest mark-delete at that ledger's last entry (rule 2 of
-#: the module docstring): absent in the 2.10.1 source, present in the 3.x copy; apache/pulsar issue #19077
-#: (Dec 2022, broker 2.9.2) reports the old behaviour. Assumed: every 3.x release.
-_MD_LAST_ENTRY_TRIM_SINCE = PulsarVersion(3, 0, 0)
-
 
 def trims_ledger_of_mark_delete_at_last_entry(pulsar_version: str = DEFAULT_PULSAR_VERSION) -> bool:
-    """``internalTrimLedgers`` also deletes the slowest md's ledger when md is its last entry (3.x+)."""
-    return PulsarVersion.parse(pulsar_version) >= _MD_LAST_ENTRY_TRIM_SINCE
+    """``internalTrimLedgers`` also deletes the slowest md's ledger when md is its last entry (3.x+).
+
+    Flag ``md_last_entry_trim``: absent in the 2.10.1 source, present in the 3.x copy; apache/pulsar issue
+    #19077 (Dec 2022, broker 2.9.2) reports the old behaviour. Assumed: every 3.x release (rule 2 of the
+    module docstring).
+    """
+    return flag("md_last_entry_trim", pulsar_version)
 
 
 def _topic_keys(managed_ledgers: DataFrame, ledgers: DataFrame, cursors: DataFrame) -> list[str]:
@@ -83,15 +84,18 @@ def _topic_keys(managed_ledgers: DataFrame, ledgers: DataFrame, cursors: DataFra
 
 
 def _below(
-    lid: Column, entries: Column, bound_pos: Column, protected: Column, last_entry_rule: bool
+    lid: Column, entries: Column, bound_pos: Column, protected: Column, last_entry_rule: bool | Column
 ) -> Column:
-    """Ledger ``lid`` is in ``headMap(bound)`` for a slowest md ``bound_pos`` (module docstring rule 2)."""
+    """Ledger ``lid`` is in ``headMap(bound)`` for a slowest md ``bound_pos`` (module docstring rule 2);
+    ``last_entry_rule`` is the version's ``md_last_entry_trim`` (a bool, or a per-row column)."""
     below = lid < bound_pos["ledger_id"]
-    if last_entry_rule:
+    if last_entry_rule is not False:
         # entries == md.entry + 1, written without the +1 so that no position can overflow
         at_last_entry = (
             (lid == bound_pos["ledger_id"]) & (lid != protected) & (entries - 1 == bound_pos["entry_id"])
         )
+        if isinstance(last_entry_rule, Column):
+            at_last_entry = last_entry_rule & at_last_entry
         below = below | at_last_entry
     return F.coalesce(below, F.lit(False))
 
@@ -100,7 +104,7 @@ def pinning_report(
     managed_ledgers: DataFrame,
     ledgers: DataFrame,
     cursors: DataFrame,
-    pulsar_version: str = DEFAULT_PULSAR_VERSION,
+    pulsar_version: str | None = DEFAULT_PULSAR_VERSION,
 ) -> DataFrame:
     """Per-topic pinning report: which ledgers the next trim deletes and which the slowest cursor alone keeps.
 
@@ -130,18 +134,33 @@ def pinning_report(
       of the tied cursors frees no ledger. 0 / empty without durable cursors.
 
     ``pulsar_version`` selects whether a slowest md at the last entry of a closed ledger releases that
-    ledger (3.x+, :func:`trims_ledger_of_mark_delete_at_last_entry`). Pure and lazy.
+    ledger (3.x+, :func:`trims_ledger_of_mark_delete_at_last_entry`); ``None`` reads each topic's own
+    ``managed_ledgers.pulsar_version``. Pure and lazy.
     """
-    last_entry_rule = trims_ledger_of_mark_delete_at_last_entry(pulsar_version)
     keys = _topic_keys(managed_ledgers, ledgers, cursors)
     ml_cols = [*keys] + (
         [EXPORT_DATE] if EXPORT_DATE in managed_ledgers.columns and EXPORT_DATE not in keys else []
     )
+    rule_cols: list[Column] = []
+    last_entry_rule: bool | Column
+    if pulsar_version is None:
+        if VERSION_COLUMN not in managed_ledgers.columns:
+            raise ContractError(
+                "pulsar_version=None reads managed_ledgers.pulsar_version, which managed_ledgers does not "
+                "have: add the column or pass a version string such as '4.1.3'"
+            )
+        managed_ledgers = with_flags(managed_ledgers)
+        rule_cols = [F.coalesce(F.col(FLAGS_COLUMN)["md_last_entry_trim"], F.lit(False)).alias("_rule")]
+        last_entry_rule = F.col("_rule")
+    else:
+        last_entry_rule = trims_ledger_of_mark_delete_at_last_entry(pulsar_version)
     ml = managed_ledgers.repartition(*[F.col(k) for k in KEY]).select(
         *ml_cols,
         F.col("current_ledger_id").cast("long").alias("_cur"),
         as_position(F.col("last_confirmed_entry")).alias("_lac"),
+        *rule_cols,
     )
+    rule_names = ["_rule"] if rule_cols else []
 
     # durable cursors of each topic, sorted by (md, cursor_order, name): the heap root first (docs §3.9)
     kind = (
@@ -178,6 +197,7 @@ def pinning_report(
         second["md"].alias("next_slowest_mark_delete_position"),
         target.alias("pin_target_position"),
         first["key"].alias("_slow"),
+        *rule_names,
     )
 
     # one row per listed ledger: trimmable now / trimmable once the slowest cursor reached the target
@@ -187,7 +207,9 @@ def pinning_report(
         F.coalesce(F.col("entries").cast("long"), F.lit(0).cast("long")).alias("_ent"),
         F.coalesce(F.col("size_bytes").cast("long"), F.lit(0).cast("long")).alias("_sz"),
     )
-    rows = led.join(topics.select(*keys, "_cur", "_slow", "pin_target_position"), on=keys, how="inner")
+    rows = led.join(
+        topics.select(*keys, "_cur", "_slow", "pin_target_position", *rule_names), on=keys, how="inner"
+    )
     rows = rows.select(
         "*",
         # the broker's currentLedger: the open ledger, else the last (closed) ledger (module docstring)

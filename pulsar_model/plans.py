@@ -49,7 +49,7 @@ PLAN_REQUEST_COLUMNS = REQUEST_COLUMNS[: REQUEST_COLUMNS.index("timestamp_ms") +
 
 @dataclass(frozen=True)
 class PlanInputs:
-    """The run date's input tables the plans are computed on (one broker version's topics)."""
+    """The run date's input tables the plans are computed on."""
 
     managed_ledgers: DataFrame
     ledgers: DataFrame
@@ -95,7 +95,7 @@ def _entry_totals(
 def cursor_plans(
     requests: DataFrame,
     inputs: PlanInputs,
-    pulsar_version: str,
+    pulsar_version: str | None,
     actions: Collection[str] = CURSOR_ACTIONS,
     basis: CursorBasis | None = None,
 ) -> DataFrame:
@@ -210,9 +210,16 @@ def cursor_plans(
     parts = [build() for action, build in chosen.items() if action in actions]
     if not parts:
         parts = [reset().limit(0)]
-    return functools.reduce(DataFrame.unionByName, parts).select(
-        "*", F.lit(pulsar_version).alias("pulsar_version")
-    )
+    return _with_version_label(functools.reduce(DataFrame.unionByName, parts), ml, pulsar_version)
+
+
+def _with_version_label(df: DataFrame, managed_ledgers: DataFrame, pulsar_version: str | None) -> DataFrame:
+    """Add ``pulsar_version``: the version applied - the argument, or (``None``) the topic's own
+    ``managed_ledgers.pulsar_version`` (null for a topic without a managed-ledger row)."""
+    if pulsar_version is not None:
+        return df.select("*", F.lit(pulsar_version).alias("pulsar_version"))
+    versions = managed_ledgers.select(*_TOPIC, "pulsar_version")
+    return df.join(versions, _TOPIC, "left")
 
 
 def with_entry_effects(
@@ -334,7 +341,7 @@ def with_entry_effects(
 
 
 def reader_plans(
-    requests: DataFrame, inputs: PlanInputs, pulsar_version: str, basis: CursorBasis | None = None
+    requests: DataFrame, inputs: PlanInputs, pulsar_version: str | None, basis: CursorBasis | None = None
 ) -> DataFrame:
     """One row per ``reader_start`` request: the ``reader_starts`` rows (docs §7).
 
@@ -360,10 +367,10 @@ def reader_plans(
         basis=basis,
     )
     ids = inputs.managed_ledgers.select(*_TOPIC, "export_id")
-    return out.join(ids, _TOPIC, "left").select(
+    return _with_version_label(out.join(ids, _TOPIC, "left"), inputs.managed_ledgers, pulsar_version).select(
         *req.columns,
         "export_id",
-        F.lit(pulsar_version).alias("pulsar_version"),
+        "pulsar_version",
         "mark_delete_position",
         "read_position",
         "first_delivered",

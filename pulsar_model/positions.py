@@ -2,7 +2,9 @@
 
 Every transform is pure and lazy, works per ``(cluster, topic)`` and keeps one output row per input
 request row (extra request columns are carried through). Version-dependent behaviour is selected with
-``pulsar_version`` (see :mod:`pulsar_model.domain.versions`).
+``pulsar_version`` (see :mod:`pulsar_model.domain.versions`): a version string applies that version to every
+row; ``None`` applies each topic's own ``managed_ledgers.pulsar_version`` (null = the default version), so
+one plan serves clusters of several versions (docs §0.3).
 
 How the sequential broker loops are expressed set-based:
 
@@ -37,7 +39,6 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from pulsar_model import DEFAULT_PULSAR_VERSION
-from pulsar_model.domain.versions import Behaviour, behaviour
 from pulsar_model.engine.columns import (
     BASE_ROW_FIELDS,
     BASE_ROW_SQL_TYPE,
@@ -63,6 +64,8 @@ from pulsar_model.engine.columns import (
     remove_at_most_sql,
     row_lookup_sql,
 )
+from pulsar_model.engine.flags import FLAGS_COLUMN, VERSION_COLUMN, SqlFlags, sql_flags, with_flags
+from pulsar_model.errors import ContractError
 
 __all__ = [
     "BOUND_START_EXCLUDED",
@@ -83,6 +86,10 @@ __all__ = [
     "reset_cursor_plan",
     "skip_entries",
 ]
+
+#: The type of every public transform's ``pulsar_version`` argument: a version string ("every row has this
+#: version") or ``None`` ("each topic's own ``managed_ledgers.pulsar_version``", docs §0.3).
+VersionArg = str | None
 
 #: ``PositionBound`` values of ``getPositionAfterN`` (docs §1.1, §1.9).
 BOUND_START_INCLUDED = "startIncluded"
@@ -133,8 +140,14 @@ def _by_topic(df: DataFrame) -> DataFrame:
     return df.repartition(*[F.col(c) for c in KEY])
 
 
-def _ml_frame(managed_ledgers: DataFrame) -> DataFrame:
-    """One row per managed ledger with the normalised columns the arithmetic needs (docs §0.2)."""
+def _ml_frame(managed_ledgers: DataFrame, flags: SqlFlags) -> DataFrame:
+    """One row per managed ledger with the normalised columns the arithmetic needs (docs §0.2), plus the
+    flags struct of its ``pulsar_version`` when ``flags`` are per row."""
+    extra: list[Column] = []
+    if flags.per_row:
+        require_version_column(managed_ledgers, "managed_ledgers")
+        managed_ledgers = with_flags(managed_ledgers)
+        extra.append(F.col(FLAGS_COLUMN))
     return managed_ledgers.select(
         F.col("cluster"),
         F.col("topic"),
@@ -143,36 +156,49 @@ def _ml_frame(managed_ledgers: DataFrame) -> DataFrame:
         F.coalesce(F.col("current_ledger_size_bytes").cast("long"), F.lit(0).cast("long")).alias("cls"),
         as_position(F.col("last_confirmed_entry")).alias("lac"),
         F.coalesce(F.col("total_size_bytes").cast("long"), F.lit(0).cast("long")).alias("total_size"),
+        *extra,
     )
 
 
-def _open_ledger_walk_total_sql(cle: str, lac: str, beh: Behaviour) -> str:
+def require_version_column(df: DataFrame, name: str) -> None:
+    """Raise :class:`ContractError` when a per-row call (``pulsar_version=None``) gets no version column."""
+    if VERSION_COLUMN not in df.columns:
+        raise ContractError(
+            f"pulsar_version=None reads each row's broker version from {name}.{VERSION_COLUMN}, which "
+            f"{name} does not have: add the column (e.g. from the managed_ledgers table) or pass a version "
+            "string such as '4.1.3'"
+        )
+
+
+def _open_ledger_walk_total_sql(cle: str, lac: str, beh: SqlFlags) -> str:
     """``getPositionAfterN``'s entry count for the open ledger (docs §1.9, §11.2).
 
     3.x+ (and 2.10.1): ``LAC.entry + 1`` only when ``currentLedgerEntries > 0``; 2.x-old always
     ``LAC.entry + 1`` - the phantom entries of an empty open ledger.
     """
     lac_count = f"({fld(lac, 'entry_id')} + 1)"
-    if beh.pan_current_ledger_guard:
-        return f"IF({cle} > 0, {lac_count}, {ZERO})"
-    return lac_count
+    # the guard came with the LAC clamp, in the same method version (docs §1.9)
+    return beh.pick("pan_lac_clamp", f"IF({cle} > 0, {lac_count}, {ZERO})", lac_count)
 
 
-def _valid_entry0_sql(beh: Behaviour) -> str:
+def _valid_entry0_sql(beh: SqlFlags) -> str:
     """``isValidPosition((lid, 0))`` for a ledger present in the map (docs §1.4); view-row columns."""
     lac_l, lac_e = fld("lac", "ledger_id"), fld("lac", "entry_id")
-    if beh.new_valid_position:
-        expr = f"(is_cur OR IF(lid = {lac_l}, {lac_e} >= 0, ent > 0))"
-    else:
-        expr = case((f"lid > {lac_l}", "false"), (f"lid = {lac_l}", f"{lac_e} + 1 >= 0"), otherwise="ent > 0")
-    return f"coalesce({expr}, false)"
+    new = f"(is_cur OR IF(lid = {lac_l}, {lac_e} >= 0, ent > 0))"
+    old = case((f"lid > {lac_l}", "false"), (f"lid = {lac_l}", f"{lac_e} + 1 >= 0"), otherwise="ent > 0")
+    return f"coalesce({beh.pick('new_valid_position', new, old)}, false)"
 
 
 @dataclass(frozen=True)
 class _Env:
-    """The ledger view and topic context of one call, plus the seek helpers built on them."""
+    """The ledger view and topic context of one call, plus the seek helpers built on them.
 
-    beh: Behaviour
+    ``source`` is the call's :class:`SqlFlags` as resolved from ``pulsar_version``; ``beh`` the same flags
+    bound to the topic context (``_pa_ctx.flags`` per row), which every builder on a ``_pa_ctx`` frame reads.
+    """
+
+    source: SqlFlags
+    beh: SqlFlags
     view: DataFrame
     ctx: DataFrame
 
@@ -181,16 +207,18 @@ class _Env:
         cls,
         ledgers: DataFrame,
         managed_ledgers: DataFrame,
-        beh: Behaviour,
+        flags: SqlFlags,
         materialise: Callable[[DataFrame], DataFrame] | None = None,
     ) -> _Env:
         """The environment of ``ledgers``/``managed_ledgers``; ``materialise`` (e.g. the caller's
         ``localCheckpoint``) is applied to the ledger view, then to the context built on it."""
         keep = materialise or (lambda df: df)
-        ml = _ml_frame(_by_topic(managed_ledgers))
-        view = keep(_ledger_view(_by_topic(ledgers), ml, beh))
-        ctx = keep(_context(ml, view, beh))
-        return cls(beh=beh, view=view, ctx=ctx)
+        ml = _ml_frame(_by_topic(managed_ledgers), flags)
+        row_flags = flags.at(ref(FLAGS_COLUMN))
+        view = keep(_ledger_view(_by_topic(ledgers), ml, row_flags))
+        beh = flags.at(fld(X, "flags"))
+        ctx = keep(_context(ml, view, row_flags, beh))
+        return cls(source=flags, beh=beh, view=view, ctx=ctx)
 
     def with_ctx(self, df: DataFrame) -> DataFrame:
         """Left-join the topic context struct ``_pa_ctx`` (null when the topic has no managed ledger)."""
@@ -216,7 +244,7 @@ class _Env:
         return _seek(df, E(target_sql), view, out, mode="ceil")
 
 
-def _ledger_view(ledgers: DataFrame, ml: DataFrame, beh: Behaviour) -> DataFrame:
+def _ledger_view(ledgers: DataFrame, ml: DataFrame, beh: SqlFlags) -> DataFrame:
     """One row per ledger: ``cluster, topic, lid, valid0, cur_id, lac_lid, row``.
 
     ``row`` (the struct seeks return) has the :data:`~pulsar_model.engine.columns.BASE_ROW_FIELDS`: ``lid,
@@ -233,7 +261,8 @@ def _ledger_view(ledgers: DataFrame, ml: DataFrame, beh: Behaviour) -> DataFrame
         F.coalesce(F.col("entries").cast("long"), F.lit(0).cast("long")).alias("ent"),
         F.coalesce(F.col("size_bytes").cast("long"), F.lit(0).cast("long")).alias("sz"),
     ).where(F.col("lid").isNotNull())
-    joined = base.join(ml.select(*KEY, "cur_id", "cle", "lac"), on=list(KEY), how="left")
+    flag_cols = [FLAGS_COLUMN] if beh.per_row else []
+    joined = base.join(ml.select(*KEY, "cur_id", "cle", "lac", *flag_cols), on=list(KEY), how="left")
     joined = joined.select("*", E("coalesce(cur_id = lid, false)").alias("is_cur"))
     walk = f"IF(is_cur, {_open_ledger_walk_total_sql('cle', 'lac', beh)}, ent)"
     step1 = joined.select(
@@ -276,7 +305,7 @@ def _ledger_view(ledgers: DataFrame, ml: DataFrame, beh: Behaviour) -> DataFrame
     return step3.select(*KEY, "lid", "valid0", "cur_id", "lac_lid", row.alias("row"))
 
 
-def _context(ml: DataFrame, view: DataFrame, beh: Behaviour) -> DataFrame:
+def _context(ml: DataFrame, view: DataFrame, row_beh: SqlFlags, beh: SqlFlags) -> DataFrame:
     """One row per managed ledger: ``cluster, topic, _pa_ctx`` (the topic context struct, see columns.py).
 
     Besides the managed-ledger columns it carries the ledger-list summary (first/max ids, the open, last
@@ -301,6 +330,7 @@ def _context(ml: DataFrame, view: DataFrame, beh: Behaviour) -> DataFrame:
         F.max_by(F.when(below_cur, F.col("row")), F.when(below_cur, F.col("lid"))).alias("_cur_floor"),
     )
     joined = ml.join(summary, on=list(KEY), how="left")
+    flag_fields = [F.col(FLAGS_COLUMN).alias("flags")] if beh.per_row else []
     ctx0 = F.struct(
         "cur_id",
         "cle",
@@ -312,10 +342,11 @@ def _context(ml: DataFrame, view: DataFrame, beh: Behaviour) -> DataFrame:
         F.coalesce(F.col("n_ledgers"), F.lit(0).cast("long")).alias("n_ledgers"),
         "first_valid0_lid",
         E(f"CAST(first_valid0_row AS {BASE_ROW_SQL_TYPE})").alias("first_valid0_row"),
-        E(_open_ledger_walk_total_sql("cle", "lac", beh)).alias("w_cur"),
+        E(_open_ledger_walk_total_sql("cle", "lac", row_beh)).alias("w_cur"),
         F.coalesce(F.col("total_walk"), F.lit(0).cast("long")).alias("total_walk"),
         "cur_row",
         "max_row",
+        *flag_fields,
     )
     staged = joined.select(*KEY, ctx0.alias(CTX), "_lac_floor", "_cur_floor")
     lac_lk = ledger_lookup_sql(fld(LAC, "ledger_id"), ref("_lac_floor"), X)
@@ -422,7 +453,7 @@ def previous_position(requests: DataFrame, ledgers: DataFrame, managed_ledgers: 
     all empty, ``(L,-1)`` when there is no earlier ledger. Null position, or a topic without
     managed-ledger row -> null. Pure and lazy.
     """
-    env = _Env.build(ledgers, managed_ledgers, behaviour(DEFAULT_PULSAR_VERSION))
+    env = _Env.build(ledgers, managed_ledgers, sql_flags(DEFAULT_PULSAR_VERSION))
     df = env.with_ctx(_by_topic(requests)).select("*", as_position(F.col("position")).alias("_pa_p"))
     df = env.lookup(df, fld(ref("_pa_p"), "ledger_id"), "_pa_lk")
     result = f"IF({X} IS NULL, {NULL_POS_SQL}, {previous_position_sql(ref('_pa_p'), ref('_pa_lk'), X)})"
@@ -433,7 +464,7 @@ def is_valid_position(
     requests: DataFrame,
     ledgers: DataFrame,
     managed_ledgers: DataFrame,
-    pulsar_version: str = DEFAULT_PULSAR_VERSION,
+    pulsar_version: VersionArg = DEFAULT_PULSAR_VERSION,
 ) -> DataFrame:
     """Add ``is_valid``: ``isValidPosition(position)`` (docs §1.4) in the version's order.
 
@@ -442,8 +473,8 @@ def is_valid_position(
     2.x-old: everything after LAC's ledger is invalid, LAC's ledger accepts ``LAC.entry+1``. Null when the
     position is null or the topic has no managed-ledger row. Pure and lazy.
     """
-    beh = behaviour(pulsar_version)
-    env = _Env.build(ledgers, managed_ledgers, beh)
+    env = _Env.build(ledgers, managed_ledgers, sql_flags(pulsar_version))
+    beh = env.beh
     df = env.with_ctx(_by_topic(requests)).select("*", as_position(F.col("position")).alias("_pa_p"))
     df = env.lookup(df, fld(ref("_pa_p"), "ledger_id"), "_pa_lk")
     valid = is_valid_position_sql(ref("_pa_p"), ref("_pa_lk"), X, beh)
@@ -455,7 +486,7 @@ def next_valid_position(
     requests: DataFrame,
     ledgers: DataFrame,
     managed_ledgers: DataFrame,
-    pulsar_version: str = DEFAULT_PULSAR_VERSION,
+    pulsar_version: VersionArg = DEFAULT_PULSAR_VERSION,
 ) -> DataFrame:
     """Add ``next_valid_position``: ``getNextValidPosition(position)`` (docs §1.5).
 
@@ -463,8 +494,8 @@ def next_valid_position(
     valid, else (3.x/4.x) ``(open ledger, 0)`` when the open ledger is empty or ``LAC.next``; 2.x-old
     always falls back to ``LAC.next``. Null position -> null. Pure and lazy.
     """
-    beh = behaviour(pulsar_version)
-    env = _Env.build(ledgers, managed_ledgers, beh)
+    env = _Env.build(ledgers, managed_ledgers, sql_flags(pulsar_version))
+    beh = env.beh
     df = env.with_ctx(_by_topic(requests)).select("*", as_position(F.col("position")).alias("_pa_p"))
     df = env.lookup(df, fld(ref("_pa_p"), "ledger_id"), "_pa_lk")
     result = next_valid_position_sql(ref("_pa_p"), ref("_pa_lk"), X, beh)
@@ -477,7 +508,7 @@ def entries_between(
     requests: DataFrame,
     ledgers: DataFrame,
     managed_ledgers: DataFrame,
-    pulsar_version: str = DEFAULT_PULSAR_VERSION,
+    pulsar_version: VersionArg = DEFAULT_PULSAR_VERSION,
 ) -> DataFrame:
     """Add ``entries`` and ``error``: ``ManagedLedgerImpl.getNumberOfEntries(range)`` (docs §1.7).
 
@@ -487,8 +518,8 @@ def entries_between(
     when the broker throws: Guava cannot build a range with ``lower > upper`` (or ``open(a, a)``) in any
     version, and 4.x also rejects ``comparePositions(lower, upper) > 0`` ("Invalid range ..."). Pure and lazy.
     """
-    beh = behaviour(pulsar_version)
-    env = _Env.build(ledgers, managed_ledgers, beh)
+    env = _Env.build(ledgers, managed_ledgers, sql_flags(pulsar_version))
+    beh = env.beh
     df = env.with_ctx(_by_topic(requests)).select(
         "*",
         as_position(F.col("lower")).alias("_pa_lo"),
@@ -560,11 +591,11 @@ def _position_after_n(
     c0, lk0c = c("c0"), c("lk0")
     e0 = fld(c0, "entry_id")
     total0 = f"coalesce({fld(lk0c, 'walk')}, {ZERO})"
-    unread0 = f"IF({total0} > 0, {total0} - {e0}, {ZERO})" if beh.pan_unread_guard else f"({total0} - {e0})"
+    unread0 = beh.pick("pan_unread_guard", f"IF({total0} > 0, {total0} - {e0}, {ZERO})", f"({total0} - {e0})")
     negative = f"coalesce({nn} < 0, false)"  # "while (entriesToSkip >= 0)" never runs
     # 2.x-old: ledgers.get(id).getEntries() on a ledger missing from the map throws an NPE
-    npe_first = (
-        "false" if beh.pan_deleted_ledger_as_empty else f"(NOT {negative} AND {fld(lk0c, 'walk')} IS NULL)"
+    npe_first = beh.pick(
+        "pan_deleted_ledger_as_empty", "false", f"(NOT {negative} AND {fld(lk0c, 'walk')} IS NULL)"
     )
     df = df.select(
         "*",
@@ -595,37 +626,39 @@ def _position_after_n(
         E(f"{tgt} - {fld(X, 'total_walk')}").alias(f"{prefix}_rem"),
     )
     remaining = c("rem")
-    if beh.pan_past_end == "revisit_last_ledger":
-        max_walk = fld(max_row, "walk")
-        end_pos = case(
-            (f"{max_row} IS NULL", NULL_POS_SQL),
-            (fld(max_row, "is_cur"), pos_sql(fld(max_row, "lid"), f"least({remaining}, {w_cur})")),
-            (f"{max_walk} > 0", pos_sql(fld(max_row, "lid"), f"pmod({remaining} - 1, {max_walk}) + 1")),
-            otherwise=NULL_POS_SQL,
-        )
-        end_error = case(
-            (
-                f"{max_row} IS NULL",
-                _sql_string("NoSuchElementException: ledgers.lastKey() on an empty ledger map"),
-            ),
-            (f"{fld(max_row, 'is_cur')} OR {max_walk} > 0", NULL_STRING),
-            otherwise=_sql_string(
-                "getPositionAfterN never returns: the last ledger is empty and not the open ledger, so the "
-                "broker re-visits ledgers.lastKey() forever"
-            ),
-        )
-    elif beh.pan_past_end == "loop_forever":
-        end_pos = NULL_POS_SQL
-        end_error = _sql_string(
-            "getPositionAfterN never returns: past the last ledger it moves to ledgers.lastKey()+1, which is "
-            "absent from the map and counts 0 entries, forever"
-        )
-    else:
-        end_pos = NULL_POS_SQL
-        end_error = _sql_string(
-            "NullPointerException: getPositionAfterN ran past the last ledger (ledgers.lastKey()+1 is not in "
-            "the ledger map)"
-        )
+    # past the last ledger (see versions.py _past_end): re-walk the last key, loop forever, or NPE
+    max_walk = fld(max_row, "walk")
+    revisit_pos = case(
+        (f"{max_row} IS NULL", NULL_POS_SQL),
+        (fld(max_row, "is_cur"), pos_sql(fld(max_row, "lid"), f"least({remaining}, {w_cur})")),
+        (f"{max_walk} > 0", pos_sql(fld(max_row, "lid"), f"pmod({remaining} - 1, {max_walk}) + 1")),
+        otherwise=NULL_POS_SQL,
+    )
+    revisit_error = case(
+        (
+            f"{max_row} IS NULL",
+            _sql_string("NoSuchElementException: ledgers.lastKey() on an empty ledger map"),
+        ),
+        (f"{fld(max_row, 'is_cur')} OR {max_walk} > 0", NULL_STRING),
+        otherwise=_sql_string(
+            "getPositionAfterN never returns: the last ledger is empty and not the open ledger, so the "
+            "broker re-visits ledgers.lastKey() forever"
+        ),
+    )
+    loop_error = _sql_string(
+        "getPositionAfterN never returns: past the last ledger it moves to ledgers.lastKey()+1, which is "
+        "absent from the map and counts 0 entries, forever"
+    )
+    npe_end_error = _sql_string(
+        "NullPointerException: getPositionAfterN ran past the last ledger (ledgers.lastKey()+1 is not in "
+        "the ledger map)"
+    )
+    end_pos = beh.pick("pan_falls_back_to_last_key", revisit_pos, NULL_POS_SQL)
+    end_error = beh.pick(
+        "pan_falls_back_to_last_key",
+        revisit_error,
+        beh.pick("pan_deleted_ledger_as_empty", loop_error, npe_end_error),
+    )
     neg, npe, first_c, use_a_c, use_open, open0 = (
         c("neg"),
         c("npe"),
@@ -676,7 +709,7 @@ def _position_after_n(
         E(error).alias(f"{prefix}_err"),
     )
     df = df.select("*", E(previous_position_sql(c("cur"), c("cur_lk"), X)).alias(f"{prefix}_prev"))
-    result = f"IF({c('prev')} > {LAC}, {LAC}, {c('prev')})" if beh.pan_lac_clamp else c("prev")
+    result = beh.pick("pan_lac_clamp", f"IF({c('prev')} > {LAC}, {LAC}, {c('prev')})", c("prev"))
     return df.select("*", E(f"IF({c('err')} IS NULL, {result}, {NULL_POS_SQL})").alias(f"{prefix}_pos"))
 
 
@@ -684,7 +717,7 @@ def position_after_n(
     requests: DataFrame,
     ledgers: DataFrame,
     managed_ledgers: DataFrame,
-    pulsar_version: str = DEFAULT_PULSAR_VERSION,
+    pulsar_version: VersionArg = DEFAULT_PULSAR_VERSION,
 ) -> DataFrame:
     """Add ``position`` and ``error``: ``getPositionAfterN(start_position, n, bound)`` (docs §1.9).
 
@@ -695,8 +728,7 @@ def position_after_n(
     LAC (3.x+). When the broker would throw or loop forever, ``position`` is null and ``error`` says why.
     Pure and lazy.
     """
-    beh = behaviour(pulsar_version)
-    env = _Env.build(ledgers, managed_ledgers, beh)
+    env = _Env.build(ledgers, managed_ledgers, sql_flags(pulsar_version))
     df = _position_after_n(
         env, env.with_ctx(_by_topic(requests)), F.col("start_position"), F.col("n"), F.col("bound"), "_pa_pan"
     )
@@ -974,9 +1006,9 @@ class CursorBasis:
     env: _Env
     state: DataFrame | None
 
-    def check(self, pulsar_version: str, *, needs_state: bool = False) -> None:
+    def check(self, pulsar_version: VersionArg, *, needs_state: bool = False) -> None:
         """Raise ``ValueError`` when built for another version's behaviour (or without a needed state)."""
-        if self.env.beh != behaviour(pulsar_version):
+        if self.env.source != sql_flags(pulsar_version):
             raise ValueError(f"CursorBasis built for another Pulsar version than {pulsar_version!r}")
         if needs_state and self.state is None:
             raise ValueError("CursorBasis built without the cursor state (with_state=False)")
@@ -986,7 +1018,7 @@ def cursor_basis(
     cursors: DataFrame,
     ledgers: DataFrame,
     managed_ledgers: DataFrame,
-    pulsar_version: str = DEFAULT_PULSAR_VERSION,
+    pulsar_version: VersionArg = DEFAULT_PULSAR_VERSION,
     *,
     with_state: bool = True,
     materialise: Callable[[DataFrame], DataFrame] | None = None,
@@ -998,7 +1030,7 @@ def cursor_basis(
     a driver passes ``DataFrame.localCheckpoint`` so later plans start from small leaves (pure and lazy
     without it).
     """
-    env = _Env.build(ledgers, managed_ledgers, behaviour(pulsar_version), materialise)
+    env = _Env.build(ledgers, managed_ledgers, sql_flags(pulsar_version), materialise)
     state = None
     if with_state:
         state = _cursor_state(env, cursors, with_plan=True)
@@ -1014,7 +1046,7 @@ def _env_and_state(
     cursors: DataFrame,
     ledgers: DataFrame,
     managed_ledgers: DataFrame,
-    pulsar_version: str,
+    pulsar_version: VersionArg,
     basis: CursorBasis | None,
 ) -> tuple[_Env, DataFrame]:
     """The basis' environment and cursor state, or freshly built ones when ``basis`` is None."""
@@ -1030,7 +1062,7 @@ def skip_entries(
     cursors: DataFrame,
     ledgers: DataFrame,
     managed_ledgers: DataFrame,
-    pulsar_version: str = DEFAULT_PULSAR_VERSION,
+    pulsar_version: VersionArg = DEFAULT_PULSAR_VERSION,
     *,
     basis: CursorBasis | None = None,
 ) -> DataFrame:
@@ -1116,7 +1148,7 @@ def clear_backlog_plan(
     cursors: DataFrame,
     ledgers: DataFrame,
     managed_ledgers: DataFrame,
-    pulsar_version: str = DEFAULT_PULSAR_VERSION,
+    pulsar_version: VersionArg = DEFAULT_PULSAR_VERSION,
     *,
     basis: CursorBasis | None = None,
 ) -> DataFrame:
@@ -1146,7 +1178,7 @@ def reset_cursor_plan(
     cursors: DataFrame,
     ledgers: DataFrame,
     managed_ledgers: DataFrame,
-    pulsar_version: str = DEFAULT_PULSAR_VERSION,
+    pulsar_version: VersionArg = DEFAULT_PULSAR_VERSION,
     *,
     basis: CursorBasis | None = None,
 ) -> DataFrame:
@@ -1161,12 +1193,12 @@ def reset_cursor_plan(
     :func:`cursor_basis` of these same ledgers and managed ledgers (its view and context are used; the
     state is not needed). Pure and lazy.
     """
-    beh = behaviour(pulsar_version)
     if basis is None:
-        env = _Env.build(ledgers, managed_ledgers, beh)
+        env = _Env.build(ledgers, managed_ledgers, sql_flags(pulsar_version))
     else:
         basis.check(pulsar_version)
         env = basis.env
+    beh = env.beh
     cursor_md = _by_topic(cursors).select(
         *KEY,
         F.col("cursor_name").alias("_key"),
@@ -1196,10 +1228,11 @@ def reset_cursor_plan(
     moved = next_valid_position_sql(prop, "`_pa_lk_prop`", X, beh)
     actual = f"IF(coalesce({special} OR {valid}, false), {prop}, {moved})"
     df = df.select("*", E(actual).alias("_pa_actual"))
-    if beh.reset_latest_next_valid:
-        latest_read = next_valid_position_sql(LAC, fld(X, "lac_lk"), X, beh)
-    else:
-        latest_read = pos_sql(fld(LAC, "ledger_id"), f"{fld(LAC, 'entry_id')} + 1")
+    latest_read = beh.pick(
+        "reset_latest_next_valid",
+        next_valid_position_sql(LAC, fld(X, "lac_lk"), X, beh),
+        pos_sql(fld(LAC, "ledger_id"), f"{fld(LAC, 'entry_id')} + 1"),
+    )
     new_read = case(
         (f"`_pa_actual` = {earliest}", first_position_sql(X)),
         (f"`_pa_actual` = {latest}", latest_read),

@@ -61,7 +61,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from pulsar_model import DEFAULT_PULSAR_VERSION
-from pulsar_model.domain.versions import Behaviour, PulsarVersion, VersionLike, behaviour, since
+from pulsar_model.domain.versions import Behaviour, PulsarVersion, VersionLike, behaviour, flag
 from pulsar_model.engine.columns import (
     EARLIEST,
     LATEST,
@@ -78,6 +78,7 @@ from pulsar_model.engine.columns import (
     previous_position_sql,
     ref,
 )
+from pulsar_model.engine.flags import sql_flags
 from pulsar_model.positions import (
     KEY,
     LAC,
@@ -146,7 +147,7 @@ _NO_EXPORT_TIME = "managed_ledgers.exported_at is null or missing: no 'now' for 
 _NO_FIRST_POSITION = "NullPointerException: getFirstPosition() is null (the managed ledger has no ledgers)"
 
 
-# --- version predicates (defined here, not in versions.py: only the reader/finder code reads them) ----------
+# --- version predicates (their release rules are flags of versions.py; the evidence is here) ---------------
 
 
 def reader_steps_back_every_start_id(version: VersionLike) -> bool:
@@ -154,7 +155,7 @@ def reader_steps_back_every_start_id(version: VersionLike) -> bool:
 
     docs/semantics: "1.x/2.0 only stepped back when batchIndex >= 0". Boundary assumed: 2.1.0.
     """
-    return PulsarVersion.parse(version) >= PulsarVersion(2, 1, 0)
+    return flag("reader_steps_back_every_start_id", version)
 
 
 def reader_md_is_previous_of_read(version: VersionLike) -> bool:
@@ -164,17 +165,17 @@ def reader_md_is_previous_of_read(version: VersionLike) -> bool:
     apache/pulsar copy. Assumed to come with the non-durable-cursor fix apache/pulsar#21250 (labels
     release/2.10.6, 2.11.3, 3.0.2; 3.1.1 assumed).
     """
-    return since(version, (3, 2, 0), {(2, 10): 6, (2, 11): 3, (3, 0): 2, (3, 1): 1})
+    return flag("reader_md_is_previous_of_read", version)
 
 
 def find_compares_strictly_earlier(version: VersionLike) -> bool:
     """The finder matches ``entryTimestamp < ts`` (apache/pulsar#6393, release/2.5.1); before: ``<= ts``."""
-    return PulsarVersion.parse(version) >= PulsarVersion(2, 5, 1)
+    return flag("find_strictly_earlier", version)
 
 
 def find_uses_broker_entry_timestamp(version: VersionLike) -> bool:
     """The finder compares the broker-entry-metadata timestamp when present (PIP-70, first in 2.8.0)."""
-    return PulsarVersion.parse(version) >= PulsarVersion(2, 8, 0)
+    return flag("find_broker_entry_timestamp", version)
 
 
 def find_reads_from_ledger(version: VersionLike) -> bool:
@@ -185,7 +186,7 @@ def find_reads_from_ledger(version: VersionLike) -> bool:
     ``PersistentMessageFinderTest.testPersistentMessageFinderWhenLastMessageDelete``). The fixing PR was
     not found; boundary assumed: 3.1.0, back-ported to 3.0.1.
     """
-    return since(version, (3, 1, 0), {(3, 0): 1})
+    return flag("find_reads_from_ledger", version)
 
 
 def find_searches_closed_range(version: VersionLike) -> bool:
@@ -198,7 +199,7 @@ def find_searches_closed_range(version: VersionLike) -> bool:
     a search this module does not model and is answered as 4.0.1 (docs §7.5). Older brokers search from
     ``(first ledger, 0)`` with ``max = numberOfEntries - 1``.
     """
-    return since(version, (4, 1, 0), {(4, 0): 3, (3, 3): 7})
+    return flag("find_closed_range", version)
 
 
 def find_narrows_by_ledger_close_time(version: VersionLike) -> Literal["none", "first_entry", "last_entry"]:
@@ -211,7 +212,7 @@ def find_narrows_by_ledger_close_time(version: VersionLike) -> Literal["none", "
     """
     if not find_searches_closed_range(version):
         return "none"
-    return "last_entry" if since(version, (4, 1, 0), {(4, 0): 5, (3, 3): 7}) else "first_entry"
+    return "last_entry" if flag("find_narrows_to_last_entry", version) else "first_entry"
 
 
 def _find_clamps_check_last(version: VersionLike) -> bool:
@@ -220,7 +221,7 @@ def _find_clamps_check_last(version: VersionLike) -> bool:
     apache/pulsar#9083 (Dec 2020); assumed in 2.7.1+. Only matters without the 2.10.1 LAC clamp of
     ``getPositionAfterN``.
     """
-    return since(version, (2, 8, 0), {(2, 7): 1})
+    return flag("find_clamps_check_last", version)
 
 
 @dataclass(frozen=True)
@@ -645,6 +646,7 @@ _SEARCH_IN = [
     ("v3", T.LongType()),  # m: LAC ledger | l: close ms | e: compared timestamp | a: upper ledger
     ("v4", T.LongType()),  # m: LAC entry | a: upper entry
     ("v5", T.LongType()),  # m: export time ms
+    ("_pa_ver", T.StringType()),  # m: the topic's broker version (per-row calls)
 ]
 _POS_FIELDS = ("found", "linear", "md", "rp")
 _SEARCH_OUT = T.StructType(
@@ -664,8 +666,9 @@ _ARROW_TYPES = {T.StringType: pa.string(), T.LongType: pa.int64(), T.BooleanType
 _ARROW_OUT = pa.schema([pa.field(f.name, _ARROW_TYPES[type(f.dataType)]) for f in _SEARCH_OUT.fields])
 
 
-def _search_fn(rules: FindRules) -> Callable[[pa.Table], pa.Table]:
-    """The per-topic function of ``applyInArrow``: one output row per distinct request key."""
+def _search_fn(rules: FindRules | None, skew_ms: int | None) -> Callable[[pa.Table], pa.Table]:
+    """The per-topic function of ``applyInArrow``: one output row per distinct request key. ``rules`` None:
+    each topic's rules come from its managed-ledger row's version (``pulsar_version=None``)."""
 
     def fn(table: pa.Table) -> pa.Table:
         kinds = table.column("_k")
@@ -678,11 +681,13 @@ def _search_fn(rules: FindRules) -> Callable[[pa.Table], pa.Table]:
         requests: dict[tuple[str | None, int | None, bool], None] = {}
         known: set[str] = set()
         acked: dict[str, list[tuple[Pos, Pos]]] = {}
+        version: str | None = None
         for i in range(rest.num_rows):
             kind = cols["_k"][i]
             v1, v2, v3, v4, v5 = (cols[f"v{k}"][i] for k in range(1, 6))
             if kind == _KIND_ML:
                 ml = (v1, v2, v3, v4, v5)
+                version = cols["_pa_ver"][i]
             elif kind == _KIND_LEDGER and v1 is not None:
                 ledgers.append((v1, v2 or 0, v3))
             elif kind == _KIND_REQUEST:
@@ -691,7 +696,8 @@ def _search_fn(rules: FindRules) -> Callable[[pa.Table], pa.Table]:
                 known.add(cols[_SUB][i])
             elif kind == _KIND_ACK and None not in (v1, v2, v3, v4):
                 acked.setdefault(cols[_SUB][i], []).append(((v1, v2), (v3, v4)))
-        model = None if ml is None else _model(rules.beh, ml, ledgers, entry_rows)
+        r = rules if rules is not None else find_rules(version or DEFAULT_PULSAR_VERSION, skew_ms)
+        model = None if ml is None else _model(r, ml, ledgers, entry_rows)
         series = model.live_series() if model is not None else ([], np.empty(0, dtype=np.int64))
         out: list[dict[str, Any]] = []
         for sub, t, rb in requests:
@@ -702,7 +708,7 @@ def _search_fn(rules: FindRules) -> Callable[[pa.Table], pa.Table]:
             else:
                 assert model is not None and ml is not None and t is not None and sub is not None
                 when = ml[4] - t * 1000 if rb else t
-                res = _reset_by_time(model, when, rules, acked.get(sub, []), topic, series)
+                res = _reset_by_time(model, when, r, acked.get(sub, []), topic, series)
             for name in _POS_FIELDS:
                 p = getattr(res, name)
                 row[f"_pa_{name}_l"], row[f"_pa_{name}_e"] = (None, None) if p is None else p
@@ -736,9 +742,10 @@ def _refusal(
 
 
 def _model(
-    beh: Behaviour, ml: tuple[Any, ...], ledgers: list[tuple[int, int, int | None]], entry_rows: pa.Table
+    rules: FindRules, ml: tuple[Any, ...], ledgers: list[tuple[int, int, int | None]], entry_rows: pa.Table
 ) -> _Topic | None:
-    """The per-topic model; None when the managed ledger has no LAC."""
+    """The per-topic model; None when the managed ledger has no LAC. The entries' compared timestamp is
+    ``v4`` (broker-entry timestamp when present) or ``v3`` (publish time) per ``rules``."""
     if ml[2] is None or ml[3] is None:
         return None
     ledgers.sort()
@@ -747,7 +754,8 @@ def _model(
     if entry_rows.num_rows:
         lids = entry_rows.column("v1").to_numpy(zero_copy_only=False).astype(np.int64)
         eids = entry_rows.column("v2").to_numpy(zero_copy_only=False).astype(np.int64)
-        stamps = entry_rows.column("v3").to_numpy(zero_copy_only=False).astype(np.int64)
+        stamp_column = "v4" if rules.broker_timestamp else "v3"
+        stamps = entry_rows.column(stamp_column).to_numpy(zero_copy_only=False).astype(np.int64)
         order = np.lexsort((eids, lids))
         lids, eids, stamps = lids[order], eids[order], stamps[order]
         first = np.ones(len(lids), dtype=bool)  # duplicates (several exports / messages of a batch): keep one
@@ -760,7 +768,7 @@ def _model(
             exp_ids[int(part_l[0])] = part_e
             exp_ts[int(part_l[0])] = part_t
     return _Topic(
-        beh=beh,
+        beh=rules.beh,
         ids=[lid for lid, _e, _c in ledgers],
         listed={lid: e for lid, e, _c in ledgers},
         closed_ms={lid: c for lid, _e, c in ledgers},
@@ -779,16 +787,21 @@ def _ms(df: DataFrame, name: str) -> Column:
     return F.unix_millis(F.col(name).cast("timestamp"))
 
 
-def _entry_stamps(entries: DataFrame, rules: FindRules) -> DataFrame:
-    """``cluster, topic, ledger_id, entry_id, ts``: the timestamp the finder compares, one row per input row
-    (an ``entries`` table; a ``messages`` table works too: every message of an entry has its publish time)."""
+def _entry_stamps(entries: DataFrame) -> DataFrame:
+    """``cluster, topic, ledger_id, entry_id, ts, broker_ts``: the timestamps the finder compares, one row
+    per input row - the publish time, and the broker-entry timestamp when present (PIP-70 versions, else
+    the publish time). An ``entries`` table; a ``messages`` table works too (publish times only)."""
     if "publish_time_ms" in entries.columns:
         publish = F.col("publish_time_ms").cast("long")
     else:
         publish = _ms(entries, "publish_time")
-    stamp = F.coalesce(_ms(entries, "broker_timestamp"), publish) if rules.broker_timestamp else publish
+    broker = F.coalesce(_ms(entries, "broker_timestamp"), publish)
     return entries.select(
-        *KEY, F.col("ledger_id").cast("long"), F.col("entry_id").cast("long"), stamp.alias("ts")
+        *KEY,
+        F.col("ledger_id").cast("long"),
+        F.col("entry_id").cast("long"),
+        publish.alias("ts"),
+        broker.alias("broker_ts"),
     )
 
 
@@ -798,7 +811,8 @@ def _search(
     ledgers: DataFrame,
     managed_ledgers: DataFrame,
     entries: DataFrame,
-    rules: FindRules,
+    rules: FindRules | None,
+    skew_ms: int | None,
 ) -> DataFrame:
     """Run the time search for ``keys`` (``cluster, topic`` + :data:`_SUB`, :data:`_TS`, :data:`_RB`; may
     repeat); one row per distinct key, see :data:`_SEARCH_OUT`.
@@ -806,7 +820,8 @@ def _search(
     Only the requested topics are shipped to the per-topic function: every input is semi-joined with the
     broadcast request keys (requests are few next to entries), so the only shuffle is the grouping.
     ``cursors`` (reset by time) adds the names of the topics' cursors and, for brokers whose search asks the
-    cursor (:func:`find_reads_from_ledger` false), their acknowledged ranges.
+    cursor (:func:`find_reads_from_ledger` false), their acknowledged ranges. ``rules`` None: each topic's
+    own version (the ``pulsar_version`` of its managed-ledger row) picks them inside the per-topic function.
     """
     topics = F.broadcast(keys.select(*KEY))
 
@@ -828,6 +843,7 @@ def _search(
                 "v3": lac["ledger_id"],
                 "v4": lac["entry_id"],
                 "v5": _ms(managed_ledgers, "exported_at"),
+                "_pa_ver": F.col("pulsar_version") if rules is None else F.lit(None),
             },
         ),
         shaped(
@@ -836,9 +852,9 @@ def _search(
             {"v1": F.col("ledger_id"), "v2": F.col("entries"), "v3": _ms(ledgers, "closed_at")},
         ),
         shaped(
-            _entry_stamps(entries, rules),
+            _entry_stamps(entries),
             _KIND_ENTRY,
-            {"v1": F.col("ledger_id"), "v2": F.col("entry_id"), "v3": F.col("ts")},
+            {"v1": F.col("ledger_id"), "v2": F.col("entry_id"), "v3": F.col("ts"), "v4": F.col("broker_ts")},
         ),
         shaped(keys, _KIND_REQUEST, {name: F.col(name) for name in (_SUB, _TS, _RB)}, semi=False),
     ]
@@ -848,7 +864,7 @@ def _search(
             topics, on=list(KEY), how="left_semi"
         )
         parts.append(shaped(mine, _KIND_CURSOR, {_SUB: F.col("cursor_name")}, semi=False))
-        if not rules.from_ledger:
+        if rules is None or not rules.from_ledger:
             ranges = mine.select(*KEY, "cursor_name", F.explode("individually_deleted").alias("_r"))
             values = {
                 _SUB: F.col("cursor_name"),
@@ -861,7 +877,7 @@ def _search(
     union = parts[0]
     for part in parts[1:]:
         union = union.unionByName(part)
-    return union.groupBy(*KEY).applyInArrow(_search_fn(rules), _SEARCH_OUT)
+    return union.groupBy(*KEY).applyInArrow(_search_fn(rules, skew_ms), _SEARCH_OUT)
 
 
 def _pos_of(name: str) -> str:
@@ -934,7 +950,7 @@ def reader_start_positions(
     ledgers: DataFrame,
     managed_ledgers: DataFrame,
     messages: DataFrame | None = None,
-    pulsar_version: str = DEFAULT_PULSAR_VERSION,
+    pulsar_version: str | None = DEFAULT_PULSAR_VERSION,
     *,
     entries: DataFrame | None = None,
     ledger_close_clock_skew_ms: int | None = DEFAULT_LEDGER_CLOSE_CLOCK_SKEW_MS,
@@ -981,13 +997,14 @@ def reader_start_positions(
     keyword): a :func:`pulsar_model.positions.cursor_basis` of these same ledgers and managed ledgers, whose
     ledger view and topic context are used instead of building them. Pure and lazy.
     """
-    beh = behaviour(pulsar_version)
-    rules = find_rules(pulsar_version, ledger_close_clock_skew_ms)
+    flags = sql_flags(pulsar_version)
+    rules = None if pulsar_version is None else find_rules(pulsar_version, ledger_close_clock_skew_ms)
     if basis is None:
-        env = _Env.build(ledgers, managed_ledgers, beh)
+        env = _Env.build(ledgers, managed_ledgers, flags)
     else:
         basis.check(pulsar_version)
         env = basis.env
+    beh = env.beh
     df = _by_topic(requests).select(
         "*",
         F.col("start_kind").cast("string").alias("_pa_kind"),
@@ -1013,8 +1030,10 @@ def reader_start_positions(
     df = df.select("*", E(raw).alias("_pa_raw"))
     raw_l, raw_e = fld(ref("_pa_raw"), "ledger_id"), fld(ref("_pa_raw"), "entry_id")
     step = f"({raw_l} >= 0 AND {raw_e} >= 0)"
-    if not reader_steps_back_every_start_id(beh.version):
-        step = f"({step} AND {is_mid} AND {fld(sid, 'batch_index')} >= 0)"
+    # 1.x/2.0 stepped back only batched start ids (reader_steps_back_every_start_id)
+    step = beh.pick(
+        "reader_steps_back_every_start_id", step, f"({step} AND {is_mid} AND {fld(sid, 'batch_index')} >= 0)"
+    )
     stepped = pos_sql(raw_l, f"{raw_e} - 1")
     df = df.select("*", E(f"IF(coalesce({step}, false), {stepped}, `_pa_raw`)").alias("_pa_start"))
     st = ref("_pa_start")
@@ -1040,12 +1059,13 @@ def reader_start_positions(
     df = df.select(
         "*", E(f"IF({compacted}, {p_next}, {nv})").alias("_pa_rp0"), E(rp_lookup).alias("_pa_lk_rp")
     )
-    if reader_md_is_previous_of_read(beh.version):
-        recovered_md = previous_position_sql(ref("_pa_rp0"), ref("_pa_lk_rp"), X)
-    else:
-        recovered_md = pp
+    recovered_md = beh.pick(
+        "reader_md_is_previous_of_read", previous_position_sql(ref("_pa_rp0"), ref("_pa_lk_rp"), X), pp
+    )
     df = df.select("*", E(f"IF({beyond}, {pp}, {recovered_md})").alias("_pa_md0"))
-    df = _with_rollback(df, requests, ledgers, managed_ledgers, messages, entries, rules)
+    df = _with_rollback(
+        df, requests, ledgers, managed_ledgers, messages, entries, rules, ledger_close_clock_skew_ms
+    )
     kind_error = (
         f"IF(coalesce({kind} IN ('{START_MESSAGE_ID}', '{START_EARLIEST}', '{START_LATEST}'), false), "
         f"{NULL_STRING}, concat('unknown start_kind ', coalesce({kind}, 'null'), "
@@ -1108,7 +1128,8 @@ def _with_rollback(
     managed_ledgers: DataFrame,
     messages: DataFrame | None,
     entries: DataFrame | None,
-    rules: FindRules,
+    rules: FindRules | None,
+    skew_ms: int | None,
 ) -> DataFrame:
     """Add ``_pa_rb_md``, ``_pa_rb_rp``, ``_pa_rb_err``, ``_pa_rb_rfail``: the reset by publish time of
     rollback requests.
@@ -1134,7 +1155,7 @@ def _with_rollback(
     keys = requests.where(rollback > 0).select(
         *KEY, F.lit("").alias(_SUB), rollback.alias(_TS), F.lit(True).alias(_RB)
     )
-    found = _search(keys, None, ledgers, managed_ledgers, stamps, rules).select(
+    found = _search(keys, None, ledgers, managed_ledgers, stamps, rules, skew_ms).select(
         *KEY,
         F.col(_TS).alias("_pa_rb"),
         E(_pos_of("md")).alias("_pa_rb_md"),
@@ -1236,7 +1257,7 @@ def reset_cursor_by_time_plan(
     ledgers: DataFrame,
     managed_ledgers: DataFrame,
     entries: DataFrame,
-    pulsar_version: str = DEFAULT_PULSAR_VERSION,
+    pulsar_version: str | None = DEFAULT_PULSAR_VERSION,
     *,
     ledger_close_clock_skew_ms: int | None = DEFAULT_LEDGER_CLOSE_CLOCK_SKEW_MS,
 ) -> DataFrame:
@@ -1266,12 +1287,12 @@ def reset_cursor_by_time_plan(
     Not modelled: the compaction-horizon ``forceReset`` (targets inside the compacted range are used as they
     are) and the autoSkipNonRecoverableData retries of failed reads. Pure and lazy.
     """
-    rules = find_rules(pulsar_version, ledger_close_clock_skew_ms)
+    rules = None if pulsar_version is None else find_rules(pulsar_version, ledger_close_clock_skew_ms)
     req = requests.select(
         "*", F.col("cursor_name").cast("string").alias(_SUB), F.col("timestamp_ms").cast("long").alias(_TS)
     )
     keys = req.select(*KEY, _SUB, _TS, F.lit(False).alias(_RB))
-    found = _search(keys, cursors, ledgers, managed_ledgers, entries, rules)
+    found = _search(keys, cursors, ledgers, managed_ledgers, entries, rules, ledger_close_clock_skew_ms)
     # renamed key columns: the search output descends from the requests, so a join on shared names would
     # be an ambiguous self join
     found = found.select(

@@ -25,7 +25,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Sequence
-from typing import Final
+from typing import Final, Literal
 
 import pandas as pd
 from pyspark.sql import Column, DataFrame
@@ -33,7 +33,8 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from pulsar_model import DEFAULT_PULSAR_VERSION
-from pulsar_model.domain.versions import PulsarVersion, VersionLike
+from pulsar_model.domain.versions import PulsarVersion, VersionLike, flag
+from pulsar_model.engine.flags import FLAGS_COLUMN, with_flags
 from pulsar_model.engine.grouped import map_groups
 from pulsar_model.engine.schema_avro import AvroSchemaError, Schema, parse_schema, schemas_equal
 from pulsar_model.engine.schema_avro import can_read as avro_can_read
@@ -92,7 +93,7 @@ AVRO_PARSED_TYPES: Final = ("AVRO", "JSON", "PROTOBUF")
 #: apache/pulsar PR #9612 (label release/2.7.1) made ``getSchemaVersionBySchemaData`` compare AVRO, JSON and
 #: PROTOBUF versions by parsed schema (``Schema.equals``) and type; before, the SHA-256 of the bytes alone
 #: decided (docs §9.2).
-IDENTITY_BY_PARSED_SCHEMA_SINCE: Final = PulsarVersion(2, 7, 1)
+IDENTITY_BY_PARSED_SCHEMA_SINCE: Final = PulsarVersion(2, 7, 1)  # flag schema_identity_by_parsed_schema
 #: Jackson ``JsonSchema`` type ids: a JSON schema in the legacy (pre-Avro) format (docs §9.8).
 _JACKSON_SCHEMA_TYPES: Final = ("object", "array", "string", "number", "integer", "boolean", "null", "any")
 
@@ -143,11 +144,11 @@ def resolve_strategy(
     if namespace == UNDEFINED:
         namespace = None
     auto = _set(auto_update_strategy)
-    if v < PulsarVersion(2, 8, 0):
+    if not flag("schema_strategy_broker_fallback", v):
         if namespace is not None:
             return namespace, "namespace"
         return AUTO_UPDATE_TO_STRATEGY[auto or AUTO_UPDATE_DEFAULT_2_5], "auto_update"
-    if v < PulsarVersion(3, 0, 0):
+    if not flag("schema_strategy_topic_policy", v):
         if namespace is not None:
             return namespace, "namespace"
         if broker_strategy != UNDEFINED:
@@ -166,16 +167,53 @@ def resolve_strategy(
 def effective_strategies(
     policies: DataFrame,
     broker_strategy: str = BROKER_DEFAULT_STRATEGY,
-    pulsar_version: VersionLike = DEFAULT_PULSAR_VERSION,
+    pulsar_version: VersionLike | None = DEFAULT_PULSAR_VERSION,
 ) -> DataFrame:
     """Add ``strategy`` and ``strategy_source`` to each policy row (docs §9.3, as :func:`resolve_strategy`).
 
     ``policies`` carries ``cluster, topic`` and optional nullable string columns ``topic_strategy``,
     ``namespace_strategy`` and ``auto_update_strategy`` (missing column or null/empty = not set; an
-    unknown auto-update value counts as not set). One row per input row. Pure and lazy.
+    unknown auto-update value counts as not set). ``pulsar_version=None``: each row's own
+    ``pulsar_version`` column picks the rule (flags ``schema_strategy_broker_fallback``,
+    ``schema_strategy_topic_policy``). One row per input row. Pure and lazy.
     """
+    if pulsar_version is None:
+        if "pulsar_version" not in policies.columns:
+            raise ContractError(
+                "pulsar_version=None reads policies.pulsar_version, which policies does not have: add the "
+                "column or pass a version string such as '4.1.3'"
+            )
+        resolve_strategy(None, None, None, broker_strategy)  # validates the broker strategy
+        flagged = with_flags(policies)
+        fl = F.col(FLAGS_COLUMN)
+        old = _strategy_columns(policies, broker_strategy, "2.5")
+        mid = _strategy_columns(policies, broker_strategy, "2.8")
+        new = _strategy_columns(policies, broker_strategy, "3.x")
+        fallback = F.coalesce(fl["schema_strategy_broker_fallback"], F.lit(False))
+        topic_policy = F.coalesce(fl["schema_strategy_topic_policy"], F.lit(False))
+
+        def pick(i: int) -> Column:
+            return F.when(topic_policy, new[i]).when(fallback, mid[i]).otherwise(old[i])
+
+        kept = [F.col(f"`{c}`") for c in policies.columns]
+        return flagged.select(*kept, pick(0).alias("strategy"), pick(1).alias("strategy_source"))
     resolve_strategy(None, None, None, broker_strategy, pulsar_version)  # validates the arguments
-    v = PulsarVersion.parse(pulsar_version)
+    rule: Literal["2.5", "2.8", "3.x"] = (
+        "3.x"
+        if flag("schema_strategy_topic_policy", pulsar_version)
+        else "2.8"
+        if flag("schema_strategy_broker_fallback", pulsar_version)
+        else "2.5"
+    )
+    strategy, source = _strategy_columns(policies, broker_strategy, rule)
+    return policies.select("*", strategy.alias("strategy"), source.alias("strategy_source"))
+
+
+def _strategy_columns(
+    policies: DataFrame, broker_strategy: str, rule: Literal["2.5", "2.8", "3.x"]
+) -> tuple[Column, Column]:
+    """``(strategy, strategy_source)`` columns of one release rule of :func:`resolve_strategy`: before 2.8
+    (the 2.5 rule), 2.8-2.x (assumed range), 3.x+."""
 
     def opt(name: str) -> Column:
         col = F.col(name).cast("string") if name in policies.columns else F.lit(None).cast("string")
@@ -184,10 +222,10 @@ def effective_strategies(
     mapping = F.create_map(*[F.lit(x) for pair in AUTO_UPDATE_TO_STRATEGY.items() for x in pair])
     auto = mapping[opt("auto_update_strategy")]
     topic, namespace = opt("topic_strategy"), opt("namespace_strategy")
-    if v < PulsarVersion(2, 8, 0):
+    if rule == "2.5":
         chain = [(namespace, "namespace"), (auto, "auto_update")]
         fallback = (F.lit(AUTO_UPDATE_TO_STRATEGY[AUTO_UPDATE_DEFAULT_2_5]), "auto_update")
-    elif v < PulsarVersion(3, 0, 0):
+    elif rule == "2.8":
         chain = [(namespace, "namespace")]
         if broker_strategy != UNDEFINED:
             chain.append((F.lit(broker_strategy), "broker"))
@@ -200,7 +238,7 @@ def effective_strategies(
     source = F.lit(fallback[1])
     for col, name in reversed(chain):
         source = F.when(col.isNotNull(), F.lit(name)).otherwise(source)
-    return policies.select("*", strategy.alias("strategy"), source.alias("strategy_source"))
+    return strategy, source
 
 
 # --- Avro checks ----------------------------------------------------------------------------------------
@@ -208,7 +246,7 @@ def effective_strategies(
 
 def identity_by_parsed_schema(pulsar_version: VersionLike = DEFAULT_PULSAR_VERSION) -> bool:
     """Does the registry find an identical version by parsed schema (True) or by bytes (docs §9.2)?"""
-    return PulsarVersion.parse(pulsar_version) >= IDENTITY_BY_PARSED_SCHEMA_SINCE
+    return flag("schema_identity_by_parsed_schema", pulsar_version)
 
 
 def _checker_parse(definition: str) -> Schema:
@@ -439,7 +477,7 @@ def registration_verdicts(
     schema_versions: DataFrame,
     strategies: DataFrame | None = None,
     default_strategy: str = BROKER_DEFAULT_STRATEGY,
-    pulsar_version: VersionLike = DEFAULT_PULSAR_VERSION,
+    pulsar_version: VersionLike | None = DEFAULT_PULSAR_VERSION,
 ) -> DataFrame:
     """Replay ``putSchemaIfAbsent`` for every version of each topic, oldest first (docs §9.2, §11.21).
 
@@ -459,12 +497,26 @@ def registration_verdicts(
         raise ConfigError(
             f"Unknown default strategy {default_strategy!r}; use one of {', '.join(STRATEGIES)}"
         )
-    by_parsed_schema = identity_by_parsed_schema(pulsar_version)
     keys = _keys(schema_versions)
     source = _with_strategy(schema_versions, keys, strategies, default_strategy)
+    if pulsar_version is None:
+        if "pulsar_version" not in schema_versions.columns:
+            raise ContractError(
+                "pulsar_version=None reads schema_versions.pulsar_version (each topic's cluster version), "
+                "which schema_versions does not have: add the column or pass a version string such as '4.1.3'"
+            )
+        flags = with_flags(schema_versions.select(*keys, "version", "pulsar_version"))
+        parsed = F.coalesce(F.col(FLAGS_COLUMN)["schema_identity_by_parsed_schema"], F.lit(False))
+        source = source.join(
+            flags.select(*keys, "version", parsed.alias("_by_parsed")), [*keys, "version"], "left"
+        )
+        fixed = None
+    else:
+        fixed = identity_by_parsed_schema(pulsar_version)
     key_fields = [f for f in source.schema.fields if f.name in keys]
 
     def per_topic(pdf: pd.DataFrame) -> list[dict[str, object]]:
+        by_parsed_schema = fixed if fixed is not None else bool(pdf["_by_parsed"].iloc[0])
         return _verdicts(pdf, str(pdf["strategy"].iloc[0]), by_parsed_schema)
 
     schema = T.StructType([*key_fields, *_VERDICT_FIELDS])

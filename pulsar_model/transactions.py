@@ -34,8 +34,9 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from pulsar_model import DEFAULT_PULSAR_VERSION
-from pulsar_model.domain.versions import PulsarVersion, VersionLike
+from pulsar_model.domain.versions import VersionLike, flag
 from pulsar_model.engine.columns import as_position, position
+from pulsar_model.engine.flags import FLAGS_COLUMN, with_flags
 from pulsar_model.errors import ContractError
 from pulsar_model.positions import previous_position
 
@@ -82,9 +83,8 @@ TXN_KEY: Final = ("txnid_most_bits", "txnid_least_bits")
 
 #: apache/pulsar PR #22024 "[fix][txn] Get previous position by managed ledger" (merged Feb 2024, no
 #: release/* label): listed in the 3.1.3 and 3.2.1 release notes (apache/pulsar-site), in every 3.3+
-#: from master; not found in any 2.10.x, 2.11.x or 3.0.x release notes.
-_PREVIOUS_POSITION_RELEASE: Final = PulsarVersion(3, 3, 0)
-_PREVIOUS_POSITION_BACKPORTS: Final = {(3, 1): 3, (3, 2): 1}
+#: from master; not found in any 2.10.x, 2.11.x or 3.0.x release notes (flag
+#: ``max_read_previous_position`` of versions.py).
 
 
 def max_read_uses_previous_position(version: VersionLike) -> bool:
@@ -98,11 +98,7 @@ def max_read_uses_previous_position(version: VersionLike) -> bool:
     ``removeTxnAndUpdateMaxReadPosition``. The change is PR #22024 (3.1.3, 3.2.1, 3.3+); 3.0.x is assumed
     to keep ``(L, E-1)`` (no release note of the line lists #22024).
     """
-    v = PulsarVersion.parse(version)
-    if v >= _PREVIOUS_POSITION_RELEASE:
-        return True
-    first_patch = _PREVIOUS_POSITION_BACKPORTS.get(v.line)
-    return first_patch is not None and v.patch >= first_patch
+    return flag("max_read_previous_position", version)
 
 
 def _keys(entries: DataFrame) -> list[str]:
@@ -115,8 +111,19 @@ def _keys(entries: DataFrame) -> list[str]:
     return ["cluster", "topic", *[k for k in EXPORT_KEYS if k in entries.columns]]
 
 
-def _normalised(entries: DataFrame, keys: list[str]) -> DataFrame:
-    """The entry columns this module reads, typed; ``message_count`` defaults to 1 per entry."""
+def _normalised(entries: DataFrame, keys: list[str], per_row: bool = False) -> DataFrame:
+    """The entry columns this module reads, typed; ``message_count`` defaults to 1 per entry. ``per_row``
+    adds ``_uses_prev``: :func:`max_read_uses_previous_position` of each entry's ``pulsar_version``."""
+    version: list[Column] = []
+    if per_row:
+        if "pulsar_version" not in entries.columns:
+            raise ContractError(
+                "pulsar_version=None reads entries.pulsar_version (each entry's cluster version), which "
+                "entries does not have: add the column or pass a version string such as '4.1.3'"
+            )
+        entries = with_flags(entries)
+        flag_col = F.col(FLAGS_COLUMN)["max_read_previous_position"]
+        version = [F.coalesce(flag_col, F.lit(False)).alias("_uses_prev")]
     count = (
         F.coalesce(F.col("message_count").cast("long"), F.lit(1).cast("long"))
         if "message_count" in entries.columns
@@ -135,6 +142,7 @@ def _normalised(entries: DataFrame, keys: list[str]) -> DataFrame:
         count.alias("message_count"),
         (has_txn & marker.isin(*TXN_MARKER_TYPES)).alias("_is_txn_marker"),
         (has_txn & marker.isNull()).alias("_is_txn_data"),
+        *version,
     )
 
 
@@ -238,31 +246,42 @@ def _limits(
     txns: DataFrame,
     ledgers: DataFrame | None,
     managed_ledgers: DataFrame | None,
-    pulsar_version: VersionLike,
+    pulsar_version: VersionLike | None,
 ) -> DataFrame:
-    """One row per topic: last position, open transactions, ``max_read_position`` (docs §8.4)."""
+    """One row per topic: last position, open transactions, ``max_read_position`` (docs §8.4); per row
+    (``pulsar_version`` None) the rule is each topic's ``_uses_prev``."""
     open_txns = txns.where(F.col("state") == STATE_OPEN).where(F.col("first_position").isNotNull())
     oldest = open_txns.groupBy(*keys).agg(
         F.count(F.lit(1)).alias("open_txn_count"),
         F.min(F.struct("first_position", "txn_id")).alias("_oldest"),
     )
-    per_topic = e.groupBy(*keys).agg(F.max("position").alias("last_position"))
+    per_row = pulsar_version is None
+    uses_prev = [F.bool_or("_uses_prev").alias("_uses_prev")] if per_row else []
+    per_topic = e.groupBy(*keys).agg(F.max("position").alias("last_position"), *uses_prev)
     targets = per_topic.join(oldest, on=keys, how="left").select(
         *keys,
         "last_position",
+        *(["_uses_prev"] if per_row else []),
         F.coalesce(F.col("open_txn_count"), F.lit(0)).cast("long").alias("open_txn_count"),
         F.col("_oldest.txn_id").alias("oldest_open_txn_id"),
         F.col("_oldest.first_position").alias("_first_open"),
     )
     nothing_open = F.col("last_position")
     with_ledgers = ledgers is not None and managed_ledgers is not None
-    if not max_read_uses_previous_position(pulsar_version):
+    if not per_row and not max_read_uses_previous_position(pulsar_version):  # type: ignore[arg-type]
         targets = _previous_by_entry_id(targets)
     elif with_ledgers:
         assert ledgers is not None and managed_ledgers is not None
         targets = _previous_from_ledgers(targets, keys, ledgers, managed_ledgers)
     else:
         targets = _previous_from_entries(targets, e, keys)
+    if per_row:  # the older lines' (L, E-1) where the topic's version predates PR #22024
+        first = F.col("_first_open")
+        by_entry_id = F.when(first.isNotNull(), position(first["ledger_id"], first["entry_id"] - 1))
+        chosen = F.when(F.col("_uses_prev"), F.col("_prev_open")).otherwise(by_entry_id)
+        targets = targets.select(
+            *[c for c in targets.columns if c != "_prev_open"], chosen.alias("_prev_open")
+        )
     if with_ledgers:
         assert managed_ledgers is not None
         # "maxReadPosition = LAC if ongoing empty" (docs §8.4): the LAC, when the topic's row has one
@@ -287,7 +306,7 @@ def max_read_positions(
     entries: DataFrame,
     ledgers: DataFrame | None = None,
     managed_ledgers: DataFrame | None = None,
-    pulsar_version: VersionLike = DEFAULT_PULSAR_VERSION,
+    pulsar_version: VersionLike | None = DEFAULT_PULSAR_VERSION,
 ) -> DataFrame:
     """The transaction buffer's ``maxReadPosition`` per topic and what it holds back (docs §8.4, §8.5).
 
@@ -312,7 +331,7 @@ def max_read_positions(
     Pure and lazy.
     """
     keys = _keys(entries)
-    e = _normalised(entries, keys)
+    e = _normalised(entries, keys, per_row=pulsar_version is None)
     txns = transaction_states(entries)
     summary = _limits(e, keys, txns, ledgers, managed_ledgers, pulsar_version)
     visible = _classify(e, keys, summary.select(*keys, "max_read_position"), txns)
@@ -352,7 +371,7 @@ def transaction_visibility(
     entries: DataFrame,
     ledgers: DataFrame | None = None,
     managed_ledgers: DataFrame | None = None,
-    pulsar_version: VersionLike = DEFAULT_PULSAR_VERSION,
+    pulsar_version: VersionLike | None = DEFAULT_PULSAR_VERSION,
 ) -> DataFrame:
     """What a (non-``__compaction``) consumer gets from each entry now (docs §8.4, §8.5, golden §8.7).
 
@@ -365,7 +384,7 @@ def transaction_visibility(
     ``pulsar_version``, see :func:`max_read_positions`). Pure and lazy.
     """
     keys = _keys(entries)
-    e = _normalised(entries, keys)
+    e = _normalised(entries, keys, per_row=pulsar_version is None)
     txns = transaction_states(entries)
     limits = _limits(e, keys, txns, ledgers, managed_ledgers, pulsar_version)
     limits = limits.select(*keys, "max_read_position")

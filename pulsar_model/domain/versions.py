@@ -1,7 +1,11 @@
 """Pulsar broker versions and the behaviour each one selects (docs §0.3, §1, §2, §11, §12).
 
-Everything here is plain Python (no Spark): a version string is parsed once at the entry point of a
-transform and turned into a frozen :class:`Behaviour` whose flags the DataFrame code reads.
+Everything here is plain Python (no Spark). Every documented difference between release lines is one
+named :class:`Flag` of :data:`FLAGS`: a release rule ("since release X, back-ported to line Y at patch Z,
+until release U"). That one definition is evaluated two ways: in Python (:meth:`Flag.holds`,
+:func:`flag`, :class:`Behaviour` for the per-topic engines and the unit tests) and as Spark-SQL text over a
+parsed ``pulsar_version`` column (:func:`parsed_version_sql`, :func:`flags_sql`: ``try_cast`` of the three
+numbers, then plain comparisons), so one plan serves rows of every version (docs §0.3).
 
 Where docs/semantics/ gives only the approximate version labels of the copies it read ("2.x-old",
 "2.9/2.10", "3.x", "4.x", "master"), the boundaries below were refined with public evidence; each
@@ -40,7 +44,9 @@ from pulsar_model import DEFAULT_PULSAR_VERSION
 from pulsar_model.errors import ConfigError
 
 __all__ = [
+    "FLAGS",
     "Behaviour",
+    "Flag",
     "PastEndBehaviour",
     "PulsarVersion",
     "behaviour",
@@ -48,9 +54,12 @@ __all__ = [
     "consumed_size_generation",
     "counts_lac_next_in_storage",
     "estimate_deleted_ledger_returns_total_size",
+    "flag",
+    "flags_sql",
     "has_lac_clamp",
     "has_precise_backlog_guard",
     "is_2x_old_position_after_n",
+    "parsed_version_sql",
     "position_after_n_counts_deleted_ledger_as_empty",
     "position_after_n_falls_back_to_last_key",
     "position_after_n_guards_unread",
@@ -166,6 +175,182 @@ def check_version(text: object, where: str, fix: str = "") -> str:
     return str(text).strip()
 
 
+# --- the flags: one release rule per documented difference (docs §0.3) ---------------------------------
+
+Release = tuple[int, int, int]
+
+
+@dataclass(frozen=True)
+class Flag:
+    """One documented difference between release lines, as a release rule.
+
+    The change is in every release ``>= since``, and in the patches ``>= backports[line]`` of the lines it
+    was back-ported to; ``until`` (exclusive) ends it again (a regression fixed in the next patch).
+    ``old_behaviour`` flips the answer: the flag names what the releases WITHOUT the change do (e.g.
+    ``storage_counts_lac_next``). ``evidence`` cites the pull request or the source copies (docs §0.3
+    lists every flag with it).
+    """
+
+    name: str
+    since: Release
+    backports: tuple[tuple[tuple[int, int], int], ...] = ()
+    until: Release | None = None
+    old_behaviour: bool = False
+    evidence: str = ""
+
+    def holds(self, version: VersionLike) -> bool:
+        """The flag's value for ``version`` (raises :class:`ConfigError` when the version is unknown)."""
+        v = PulsarVersion.parse(version)
+        key = (v.major, v.minor, v.patch)
+        changed = key >= self.since or any(
+            v.line == line and v.patch >= patch for line, patch in self.backports
+        )
+        if self.until is not None and key >= self.until:
+            changed = False
+        return changed != self.old_behaviour
+
+    def sql(self, parsed: str) -> str:
+        """The flag as a Spark-SQL boolean over a :func:`parsed_version_sql` struct reference ``parsed``."""
+        major, minor, patch = (f"{parsed}.`{f}`" for f in ("major", "minor", "patch"))
+
+        def at_least(release: Release) -> str:
+            a, b, c = release
+            same_minor = f"({minor} = {b} AND {patch} >= {c})"
+            return f"({major} > {a} OR ({major} = {a} AND ({minor} > {b} OR {same_minor})))"
+
+        parts = [at_least(self.since)] + [
+            f"({major} = {line[0]} AND {minor} = {line[1]} AND {patch} >= {first})"
+            for line, first in self.backports
+        ]
+        changed = "(" + " OR ".join(parts) + ")"
+        if self.until is not None:
+            changed = f"({changed} AND NOT {at_least(self.until)})"
+        return f"(NOT {changed})" if self.old_behaviour else changed
+
+
+def _bp(**lines: int) -> tuple[tuple[tuple[int, int], int], ...]:
+    """``_bp(l2_10=6)`` -> ``(((2, 10), 6),)``: back-ports by line, written as keyword arguments."""
+    out = []
+    for key, patch in lines.items():
+        major, minor = key[1:].split("_")
+        out.append(((int(major), int(minor)), patch))
+    return tuple(out)
+
+
+_NV = _bp(l2_10=6, l2_11=3, l3_0=2, l3_1=1)  # apache/pulsar#21248 / #21250 / #20951 / #20980 back-ports
+_4X_COUNTS = _bp(l4_0=9, l4_1=3)  # 4.0.9 / 4.1.3 release notes (#24938, #25037, #25089, #25044)
+
+#: Every version flag, by name. The position, backlog and quota modules read them through
+#: :class:`Behaviour`; the other modules through :func:`flag` (their predicates keep the long evidence).
+FLAGS: dict[str, Flag] = {
+    f.name: f
+    for f in (
+        # --- managed ledger (docs §1) ---
+        Flag("new_valid_position", (3, 2, 0), _NV, evidence="#21248; 3.1.1 assumed"),
+        Flag("pan_lac_clamp", (2, 11, 0), _bp(l2_10=1), evidence="2.10.1 source; not in 2.8/2.9 (assumed)"),
+        Flag("pan_deleted_ledger_as_empty", (2, 11, 0), _bp(l2_8=4, l2_9=3, l2_10=1), evidence="#14481"),
+        Flag("pan_unread_guard", (3, 0, 0), evidence="3.0+ sources, not 2.10.1 (assumed 3.0.0)"),
+        Flag("pan_falls_back_to_last_key", (3, 0, 0), _bp(l2_8=5, l2_10=3, l2_11=1), evidence="#17971"),
+        Flag("entry_count_4x", (4, 2, 0), _4X_COUNTS, evidence="#24938 + #25037"),
+        Flag("precise_backlog_guard", (3, 0, 0), evidence="3.x copies (docs §1.8)"),
+        Flag("storage_counts_lac_next", (3, 0, 0), old_behaviour=True, evidence="2.x copies (docs §1.8)"),
+        Flag("reset_latest_next_valid", (3, 0, 0), evidence="ManagedCursorImpl 2.x vs 3.x copies"),
+        # --- backlog size (docs §2) ---
+        Flag("consumed_size_whole_ledger", (2, 5, 2), evidence="#6700 (release/2.5.2)"),
+        Flag("consumed_size_at_or_past_last", (3, 0, 0), evidence="3.x copy; first release assumed"),
+        Flag(
+            "estimate_deleted_total_size",
+            (3, 0, 0),
+            _bp(l2_11=1),
+            old_behaviour=True,
+            evidence="#19017 (3.0.0), #20069 (2.11.1)",
+        ),
+        Flag("size_since_md_subtracts_acks", (4, 2, 0), _4X_COUNTS, evidence="#25089"),
+        Flag("md_last_entry_trim", (3, 0, 0), evidence="2.10.1 vs 3.x internalTrimLedgers; issue #19077"),
+        # --- backlog quotas (docs §3) ---
+        Flag("time_quota_supported", (2, 8, 0), evidence="#10093"),
+        Flag("time_quota_from_size_quota", (2, 8, 0), until=(2, 8, 1), evidence="#11404 (fixed 2.8.1)"),
+        Flag("non_precise_skips_last_ledger", (2, 10, 1), _bp(l2_8=4, l2_9=3), evidence="#15663"),
+        Flag("topic_level_quotas_supported", (2, 7, 0), evidence="#7646"),
+        Flag("quota_default_limit_unlimited", (2, 1, 0), evidence="backlogQuotaDefaultLimitGB 50 before 2.1"),
+        Flag("dedup_snapshot_instead_of_disconnect", (3, 2, 0), _NV, evidence="#20951"),
+        Flag("size_eviction_long_target", (4, 0, 0), evidence="fddc44f vs 2537ffc copies (assumed 4.0)"),
+        Flag(
+            "time_limit_millis_int_overflow", (4, 0, 0), old_behaviour=True, evidence="3.x copy (assumed 4.0)"
+        ),
+        Flag(
+            "expiry_checks_ledger_close_time",
+            (3, 3, 0),
+            _bp(l2_10=6, l2_11=4, l3_0=4, l3_1=4, l3_2=2),
+            evidence="#21940 + #22335",
+        ),
+        # --- replicated subscriptions (docs §4) ---
+        Flag("new_snapshot_cache", (4, 2, 0), _4X_COUNTS, evidence="#25044"),
+        # --- compaction (docs §5) ---
+        Flag(
+            "compaction_ignores_individual_acks",
+            (2, 11, 0),
+            _bp(l2_8=4, l2_9=4, l2_10=2),
+            evidence="#16205",
+        ),
+        Flag("markers_delivered_to_compaction", (3, 2, 0), _bp(l3_0=3, l3_1=3), evidence="#21718"),
+        Flag("batch_deleted_when_all", (3, 2, 0), _NV, evidence="#20980"),
+        Flag("retain_null_key_option", (3, 2, 0), _bp(l2_10=6, l2_11=3, l3_0=3, l3_1=2), evidence="#21578"),
+        Flag("retain_null_key_default_false", (3, 2, 0), evidence="PIP-318 default"),
+        Flag("compaction_trigger_3x", (3, 0, 0), evidence="2.8/2.9 vs 3.x checkCompaction (assumed 3.0)"),
+        # --- failover (docs §6) ---
+        Flag("failover_ring_for_non_partitioned", (3, 0, 0), evidence="docs §6.4"),
+        Flag(
+            "failover_consistent_hashing_setting", (4, 1, 0), _bp(l3_0=8, l3_3=3, l4_0=1), evidence="#23584"
+        ),
+        Flag("new_partition_index", (2, 9, 0), evidence="#10902"),
+        # --- readers (docs §7) ---
+        Flag("reader_steps_back_every_start_id", (2, 1, 0), evidence="docs §7.2 (assumed 2.1.0)"),
+        Flag("reader_md_is_previous_of_read", (3, 2, 0), _NV, evidence="#21250 (3.1.1 assumed)"),
+        Flag("find_strictly_earlier", (2, 5, 1), evidence="#6393"),
+        Flag("find_broker_entry_timestamp", (2, 8, 0), evidence="PIP-70"),
+        Flag("find_reads_from_ledger", (3, 1, 0), _bp(l3_0=1), evidence="issue #20368 (assumed)"),
+        Flag("find_closed_range", (4, 1, 0), _bp(l4_0=3, l3_3=7), evidence="#22792 + #23919"),
+        Flag("find_narrows_to_last_entry", (4, 1, 0), _bp(l4_0=5, l3_3=7), evidence="#24219"),
+        Flag("find_clamps_check_last", (2, 8, 0), _bp(l2_7=1), evidence="#9083 (assumed 2.7.1)"),
+        # --- transactions (docs §8) ---
+        Flag("max_read_previous_position", (3, 3, 0), _bp(l3_1=3, l3_2=1), evidence="#22024"),
+        # --- schema registry (docs §9) ---
+        Flag("schema_identity_by_parsed_schema", (2, 7, 1), evidence="#9612"),
+        Flag("schema_strategy_broker_fallback", (2, 8, 0), evidence="docs §9.3 (assumed 2.8)"),
+        Flag("schema_strategy_topic_policy", (3, 0, 0), evidence="docs §9.3 (3.x)"),
+    )
+}
+
+
+def flag(name: str, version: VersionLike) -> bool:
+    """The value of flag ``name`` (a key of :data:`FLAGS`) for ``version``."""
+    return FLAGS[name].holds(version)
+
+
+def parsed_version_sql(version: str) -> str:
+    """Spark-SQL struct ``major, minor, patch`` (ints) of a version string expression, null when the text
+    is not ``MAJOR.MINOR.PATCH`` of a modelled line (the same grammar :meth:`PulsarVersion.parse` accepts).
+
+    ``try_cast`` and ``regexp_extract`` only: no expression that throws with ANSI on.
+    """
+    pattern = _VERSION_RE.pattern.replace("\\", "\\\\")
+    major, minor, patch = (f"try_cast(regexp_extract({version}, '{pattern}', {i}) AS INT)" for i in (1, 2, 3))
+    majors = ", ".join(str(m) for m in _SUPPORTED_MAJORS)
+    ok = f"({major} IN ({majors}) AND {minor} IS NOT NULL AND {patch} IS NOT NULL)"
+    return (
+        f"IF(coalesce({ok}, false), named_struct('major', {major}, 'minor', {minor}, 'patch', {patch}), NULL)"
+    )
+
+
+def flags_sql(parsed: str, names: tuple[str, ...] | None = None) -> str:
+    """Spark-SQL struct of the boolean flags ``names`` (default: all of :data:`FLAGS`) over a
+    :func:`parsed_version_sql` struct reference ``parsed``; null when ``parsed`` is null."""
+    chosen = names if names is not None else tuple(FLAGS)
+    fields = ", ".join(f"'{name}', {FLAGS[name].sql(parsed)}" for name in chosen)
+    return f"IF({parsed} IS NULL, NULL, named_struct({fields}))"
+
+
 # --- getPositionAfterN (docs §1.9) -------------------------------------------------------------------
 
 
@@ -174,7 +359,7 @@ def position_after_n_counts_deleted_ledger_as_empty(version: VersionLike) -> boo
 
     PR #14481 (release/2.8.4, 2.9.3, 2.10.1).
     """
-    return since(version, (2, 11, 0), {(2, 8): 4, (2, 9): 3, (2, 10): 1})
+    return flag("pan_deleted_ledger_as_empty", version)
 
 
 def has_lac_clamp(version: VersionLike) -> bool:
@@ -183,7 +368,7 @@ def has_lac_clamp(version: VersionLike) -> bool:
     Seen in the 2.10.1 source; absent from the 2.8/2.9 copy ("2.x-old"). Both changes are in the same
     method version, so one predicate covers them. Assumed: not back-ported to 2.8.x/2.9.x.
     """
-    return since(version, (2, 11, 0), {(2, 10): 1})
+    return flag("pan_lac_clamp", version)
 
 
 def is_2x_old_position_after_n(version: VersionLike) -> bool:
@@ -202,7 +387,7 @@ def position_after_n_guards_unread(version: VersionLike) -> bool:
     ``test_position_after_n_2_10_deleted_start_ledger_unguarded_unread``). No 2.10.x or 2.11.x source
     with the guard was found; assumed from 3.0.0 only.
     """
-    return PulsarVersion.parse(version) >= PulsarVersion(3, 0, 0)
+    return flag("pan_unread_guard", version)
 
 
 def position_after_n_falls_back_to_last_key(version: VersionLike) -> bool:
@@ -211,7 +396,7 @@ def position_after_n_falls_back_to_last_key(version: VersionLike) -> bool:
     apache/pulsar#17971 (the fix of the endless loop), labels release/2.8.5, release/2.10.3 and
     release/2.11.1 (it merged after branch-2.11 was cut: 2.11.0 still has ``lastKey()+1``); every 3.0+.
     """
-    return since(version, (3, 0, 0), {(2, 8): 5, (2, 10): 3, (2, 11): 1})
+    return flag("pan_falls_back_to_last_key", version)
 
 
 def _past_end(version: VersionLike) -> PastEndBehaviour:
@@ -231,7 +416,7 @@ def uses_new_valid_position(version: VersionLike) -> bool:
 
     PR #21248 (release/2.10.6, 2.11.3, 3.0.2); 3.1.0 predates its merge, assumed in 3.1.1.
     """
-    return since(version, (3, 2, 0), {(2, 10): 6, (2, 11): 3, (3, 0): 2, (3, 1): 1})
+    return flag("new_valid_position", version)
 
 
 # --- getNumberOfEntries(Range) (docs §1.7) -------------------------------------------------------------
@@ -248,7 +433,7 @@ def uses_4x_entry_count(version: VersionLike) -> bool:
     description makes a range inside one deleted ledger count 0; its code was not found in any copy, so
     those two patches keep the plain arithmetic here (docs §1.7).
     """
-    return since(version, (4, 2, 0), {(4, 0): 9, (4, 1): 3})
+    return flag("entry_count_4x", version)
 
 
 # --- cursor counts (docs §1.8) -------------------------------------------------------------------------
@@ -256,26 +441,20 @@ def uses_4x_entry_count(version: VersionLike) -> bool:
 
 def has_precise_backlog_guard(version: VersionLike) -> bool:
     """Precise backlog returns 0 when ``md >= LAC`` (3.x+; 2.x builds ``Range.openClosed(md, LAC)``)."""
-    return PulsarVersion.parse(version).major >= 3
+    return flag("precise_backlog_guard", version)
 
 
 def counts_lac_next_in_storage(version: VersionLike) -> bool:
     """``getNumberOfEntriesInStorage`` counts ``(md, LAC.next]`` (2.x-old) instead of ``(md, LAC]``."""
-    return PulsarVersion.parse(version).major < 3
+    return flag("storage_counts_lac_next", version)
 
 
 def reset_latest_uses_next_valid(version: VersionLike) -> bool:
     """Reset to *latest* reads from ``nextValid(LAC)`` (3.x/master copies) rather than ``LAC.next`` (2.x)."""
-    return PulsarVersion.parse(version).major >= 3
+    return flag("reset_latest_next_valid", version)
 
 
 # --- backlog size (docs §2) ----------------------------------------------------------------------------
-
-
-#: apache/pulsar#6700 (label release/2.5.2) added the ``entries == e + 1`` whole-ledger shortcut.
-_CONSUMED_WHOLE_LEDGER_SINCE = PulsarVersion(2, 5, 2)
-#: The ``entries <= e + 1`` form (docs §2.2): on master in 2023, after the branch-2.11 cut; assumed 3.0.0.
-_CONSUMED_AT_OR_PAST_LAST_SINCE = PulsarVersion(3, 0, 0)
 
 
 def consumed_size_generation(version: VersionLike) -> int:
@@ -288,12 +467,9 @@ def consumed_size_generation(version: VersionLike) -> int:
     2022) has it in every 2.11.x. The ``<=`` form is in ``apache/pulsar@3f8bb4b`` (3.x) and every 4.x copy;
     the PR that made the change was not found, so 3.0.0 as its first release is assumed.
     """
-    v = PulsarVersion.parse(version)
-    if v < _CONSUMED_WHOLE_LEDGER_SINCE:
+    if not flag("consumed_size_whole_ledger", version):
         return 1
-    if v < _CONSUMED_AT_OR_PAST_LAST_SINCE:
-        return 2
-    return 3
+    return 3 if flag("consumed_size_at_or_past_last", version) else 2
 
 
 def estimate_deleted_ledger_returns_total_size(version: VersionLike) -> bool:
@@ -302,7 +478,7 @@ def estimate_deleted_ledger_returns_total_size(version: VersionLike) -> bool:
     Changed by apache/pulsar#19017 (3.0.0), which reached branch-2.11 only with #20069 for 2.11.1; the
     2.10 line kept ``totalSize``.
     """
-    return not since(version, (3, 0, 0), {(2, 11): 1})
+    return flag("estimate_deleted_total_size", version)
 
 
 def slowest_cursor_tie_known_from_export(version: VersionLike) -> bool:
@@ -331,7 +507,7 @@ def size_since_mark_delete_subtracts_individual_acks(version: VersionLike) -> bo
     PR #25089 (merged Dec 2025): listed in the release notes of 4.0.9 and 4.1.3 (``apache/pulsar-site``
     ``release-notes/versioned/pulsar-4.0.9.md``, ``pulsar-4.1.3.md``), not in 4.0.8 / 4.1.2; every 4.2+.
     """
-    return since(version, (4, 2, 0), {(4, 0): 9, (4, 1): 3})
+    return flag("size_since_md_subtracts_acks", version)
 
 
 # --- the behaviour record ------------------------------------------------------------------------------

@@ -30,7 +30,7 @@ from pyspark.sql import Column
 from pyspark.sql import functions as F
 from pyspark.sql.types import BooleanType, LongType, StructField, StructType
 
-from pulsar_model.domain.versions import Behaviour
+from pulsar_model.engine.flags import SqlFlags
 
 #: Java ``Long.MAX_VALUE``; ``LATEST = (MAX, MAX)`` (docs §0.1) and the 4.x "unbounded ledger" size (§1.7).
 LONG_MAX = 9223372036854775807
@@ -261,44 +261,43 @@ def previous_position_sql(p: str, lk: str, ctx: str) -> str:
     )
 
 
-def is_valid_position_sql(p: str, lk: str, ctx: str, beh: Behaviour) -> str:
+def is_valid_position_sql(p: str, lk: str, ctx: str, beh: SqlFlags) -> str:
     """``isValidPosition(P)`` (docs §1.4): 3.x/4.x order or the 2.x-old order, per ``beh``."""
     lac = fld(ctx, "lac")
     lac_l, lac_e = fld(lac, "ledger_id"), fld(lac, "entry_id")
     led, e = fld(p, "ledger_id"), fld(p, "entry_id")
-    if beh.new_valid_position:
-        inner = case(
-            (fld(lk, "is_cur"), f"(({led} = {lac_l} AND {e} <= {lac_e} + 1) OR {e} = 0)"),
-            (f"{led} = {lac_l}", f"{e} <= {lac_e}"),
-            otherwise=f"{e} < {fld(lk, 'ent')}",
-        )
-        return case((f"NOT {fld(lk, 'exists')}", "false"), (f"{e} < 0", "false"), otherwise=inner)
-    return case(
+    inner = case(
+        (fld(lk, "is_cur"), f"(({led} = {lac_l} AND {e} <= {lac_e} + 1) OR {e} = 0)"),
+        (f"{led} = {lac_l}", f"{e} <= {lac_e}"),
+        otherwise=f"{e} < {fld(lk, 'ent')}",
+    )
+    new = case((f"NOT {fld(lk, 'exists')}", "false"), (f"{e} < 0", "false"), otherwise=inner)
+    old = case(
         (f"{e} < 0", "false"),
         (f"{led} > {lac_l}", "false"),
         (f"{led} = {lac_l}", f"{e} <= {lac_e} + 1"),
         (f"NOT {fld(lk, 'exists')}", f"IF({led} < {lac_l}, false, {e} = 0)"),
         otherwise=f"{e} < {fld(lk, 'ent')}",
     )
+    return beh.pick("new_valid_position", new, old)
 
 
-def next_valid_fallback_sql(ctx: str, beh: Behaviour) -> str:
+def next_valid_fallback_sql(ctx: str, beh: SqlFlags) -> str:
     """Where ``getNextValidPosition`` lands when no later ledger has a valid entry 0 (docs §1.5)."""
     lac = fld(ctx, "lac")
     lac_next = pos_sql(fld(lac, "ledger_id"), f"{fld(lac, 'entry_id')} + 1")
-    if beh.new_valid_position:
-        empty_open = f"({fld(ctx, 'cur_id')} IS NOT NULL AND {fld(ctx, 'cle')} = 0)"
-        return f"IF({empty_open}, {pos_sql(fld(ctx, 'cur_id'), '0')}, {lac_next})"
-    return lac_next  # 2.x-old: the internal NPE is caught and answered with LAC.next
+    empty_open = f"({fld(ctx, 'cur_id')} IS NOT NULL AND {fld(ctx, 'cle')} = 0)"
+    new = f"IF({empty_open}, {pos_sql(fld(ctx, 'cur_id'), '0')}, {lac_next})"
+    return beh.pick("new_valid_position", new, lac_next)  # 2.x-old: the NPE is caught, LAC.next
 
 
-def next_position_is_valid_sql(p: str, lk: str, ctx: str, beh: Behaviour) -> str:
+def next_position_is_valid_sql(p: str, lk: str, ctx: str, beh: SqlFlags) -> str:
     """``isValidPosition(P.next)`` - the first test of ``getNextValidPosition(P)``."""
     q = pos_sql(fld(p, "ledger_id"), f"{fld(p, 'entry_id')} + 1")
     return f"coalesce({is_valid_position_sql(q, lk, ctx, beh)}, false)"
 
 
-def next_valid_position_sql(p: str, lk: str, ctx: str, beh: Behaviour, q_valid: str | None = None) -> str:
+def next_valid_position_sql(p: str, lk: str, ctx: str, beh: SqlFlags, q_valid: str | None = None) -> str:
     """``getNextValidPosition(P)`` (docs §1.5); ``lk`` is the lookup of ``P.ledger``.
 
     Validity inside a ledger is a prefix of entry ids, so the loop of §1.5 reduces to: ``P.next`` if
@@ -316,17 +315,18 @@ def next_valid_position_sql(p: str, lk: str, ctx: str, beh: Behaviour, q_valid: 
     )
 
 
-def next_valid_lookup_sql(q_valid: str, lk: str, ctx: str, beh: Behaviour) -> str:
+def next_valid_lookup_sql(q_valid: str, lk: str, ctx: str, beh: SqlFlags) -> str:
     """The ledger lookup of ``getNextValidPosition(P)`` given ``q_valid`` = ``isValid(P.next)`` (§1.5).
 
     Same ledger as ``P`` when ``P.next`` is valid; the first later valid ledger (from ``lk.nv0_row``, whose
     own ``nv0_row`` is left null); otherwise the open ledger's or LAC's lookup (the fallbacks).
     """
-    if beh.new_valid_position:
-        empty_open = f"({fld(ctx, 'cur_id')} IS NOT NULL AND {fld(ctx, 'cle')} = 0)"
-        fallback = f"IF({empty_open}, {fld(ctx, 'cur_lk')}, {fld(ctx, 'lac_lk')})"
-    else:
-        fallback = fld(ctx, "lac_lk")
+    empty_open = f"({fld(ctx, 'cur_id')} IS NOT NULL AND {fld(ctx, 'cle')} = 0)"
+    fallback = beh.pick(
+        "new_valid_position",
+        f"IF({empty_open}, {fld(ctx, 'cur_lk')}, {fld(ctx, 'lac_lk')})",
+        fld(ctx, "lac_lk"),
+    )
     return case(
         (q_valid, lk),
         (f"{fld(lk, 'nv0_gt')} IS NOT NULL", base_row_lookup_sql(fld(lk, "nv0_row"), ctx)),
@@ -352,7 +352,7 @@ def _flag(cond: str) -> str:
 
 
 def compare_positions_4x_sql(
-    a: str, a_lk: str, b: str, b_lk: str, ctx: str, beh: Behaviour, *, b_is_lac: bool = False
+    a: str, a_lk: str, b: str, b_lk: str, ctx: str, beh: SqlFlags, *, b_is_lac: bool = False
 ) -> str:
     """4.x ``ManagedLedgerImpl.comparePositions`` (used by its ``getNumberOfEntries``).
 
@@ -394,7 +394,7 @@ def entries_between_3x_sql(lo: str, lo_lk: str, lo_closed: str, hi: str, hi_lk: 
 
 
 def entries_between_4x_sql(
-    lo: str, lo_lk: str, lo_closed: str, hi: str, hi_lk: str, hi_closed: str, ctx: str, beh: Behaviour
+    lo: str, lo_lk: str, lo_closed: str, hi: str, hi_lk: str, hi_closed: str, ctx: str, beh: SqlFlags
 ) -> str:
     """4.x ``getNumberOfEntries(range)`` arithmetic (docs §1.7), without its "Invalid range" check."""
     lc, hc = _flag(lo_closed), _flag(hi_closed)
@@ -428,7 +428,7 @@ def entries_between_4x_sql(
 
 
 def entries_between_sql(
-    lo: str, lo_lk: str, lo_closed: str, hi: str, hi_lk: str, hi_closed: str, ctx: str, beh: Behaviour
+    lo: str, lo_lk: str, lo_closed: str, hi: str, hi_lk: str, hi_closed: str, ctx: str, beh: SqlFlags
 ) -> tuple[str, str]:
     """``getNumberOfEntries(range)`` per version (docs §1.7) -> ``(count, error)`` SQL.
 
@@ -441,25 +441,30 @@ def entries_between_sql(
         guava_range_invalid_sql(lo, lo_closed, hi, hi_closed),
         f"concat('IllegalArgumentException: Invalid range: ', {text})",
     )
-    if beh.entry_count_4x:
-        count = entries_between_4x_sql(lo, lo_lk, lo_closed, hi, hi_lk, hi_closed, ctx, beh)
+    four = beh.constant("entry_count_4x")
+    count_4x = error_4x = count_3x = error_3x = ""
+    if four is not False:
+        count_4x = entries_between_4x_sql(lo, lo_lk, lo_closed, hi, hi_lk, hi_closed, ctx, beh)
         cmp_bad = f"coalesce({compare_positions_4x_sql(lo, lo_lk, hi, hi_lk, ctx, beh)} > 0, false)"
-        error = case(guava, (cmp_bad, f"concat('IllegalArgumentException: Invalid range ', {text})"))
-    else:
-        count = entries_between_3x_sql(lo, lo_lk, lo_closed, hi, hi_lk, hi_closed)
-        error = case(guava)
-    return count, error
+        error_4x = case(guava, (cmp_bad, f"concat('IllegalArgumentException: Invalid range ', {text})"))
+    if four is not True:
+        count_3x = entries_between_3x_sql(lo, lo_lk, lo_closed, hi, hi_lk, hi_closed)
+        error_3x = case(guava)
+    return beh.pick("entry_count_4x", count_4x, count_3x), beh.pick("entry_count_4x", error_4x, error_3x)
 
 
-def open_closed_count_sql(lo: str, lo_lk: str, hi: str, hi_lk: str, ctx: str, beh: Behaviour) -> str:
+def open_closed_count_sql(lo: str, lo_lk: str, hi: str, hi_lk: str, ctx: str, beh: SqlFlags) -> str:
     """ML count of ``(lo, hi]`` for internal, well-formed ranges (``lo <= hi``): the arithmetic only.
 
     The broker builds these ranges itself (cursor counts, IDM walks); for consistent ledger data its
     "Invalid range" checks cannot fire, so they are left out of the expression.
     """
-    if beh.entry_count_4x:
-        return entries_between_4x_sql(lo, lo_lk, "false", hi, hi_lk, "true", ctx, beh)
-    return entries_between_3x_sql(lo, lo_lk, "false", hi, hi_lk, "true")
+    four = beh.constant("entry_count_4x")
+    count_4x = (
+        "" if four is False else entries_between_4x_sql(lo, lo_lk, "false", hi, hi_lk, "true", ctx, beh)
+    )
+    count_3x = "" if four is True else entries_between_3x_sql(lo, lo_lk, "false", hi, hi_lk, "true")
+    return beh.pick("entry_count_4x", count_4x, count_3x)
 
 
 def remove_at_most_sql(ranges: str, md: str) -> str:
@@ -472,6 +477,29 @@ def remove_at_most_sql(ranges: str, md: str) -> str:
     return (
         f"transform(filter({ranges}, r -> r.b > {md}), "
         f"r -> named_struct('lower', IF(r.a < {md}, {md}, r.a), 'upper', r.b))"
+    )
+
+
+def consumed_ledger_size_flags_sql(size: str, entries: str, entry_id: str, beh: SqlFlags) -> str:
+    """:func:`consumed_ledger_size_sql` with the generation read from the version flags (docs §2.2):
+    ``consumed_size_whole_ledger`` (2 and 3) and ``consumed_size_at_or_past_last`` (3)."""
+    whole, past = beh.constant("consumed_size_whole_ledger"), beh.constant("consumed_size_at_or_past_last")
+    if whole is not None and past is not None:
+        return consumed_ledger_size_sql(size, entries, entry_id, 1 if not whole else 3 if past else 2)
+    partial = (
+        f"IF({entry_id} >= 0, ({entry_id} + 1) * (CAST({size} AS BIGINT) div CAST({entries} AS BIGINT)), 0)"
+    )
+    return case(
+        (f"{entries} <= 0", "CAST(0 AS BIGINT)"),
+        (
+            f"{beh.all('consumed_size_at_or_past_last')} AND {entries} <= {entry_id} + 1",
+            f"CAST({size} AS BIGINT)",
+        ),
+        (
+            f"{beh.all('consumed_size_whole_ledger')} AND {entries} = {entry_id} + 1",
+            f"CAST({size} AS BIGINT)",
+        ),
+        otherwise=f"CAST({partial} AS BIGINT)",
     )
 
 

@@ -41,7 +41,7 @@ from pyspark.sql.pandas.types import to_arrow_schema
 
 from pulsar_model import DEFAULT_PULSAR_VERSION
 from pulsar_model.backlog_exact import request_totals
-from pulsar_model.domain.versions import Behaviour, PulsarVersion, VersionLike, behaviour, since
+from pulsar_model.domain.versions import Behaviour, VersionLike, behaviour, flag
 from pulsar_model.engine import topic_engine as eng
 from pulsar_model.errors import ConfigError
 
@@ -106,7 +106,7 @@ def size_eviction_uses_long_target(version: VersionLike) -> bool:
 
     Assumed: every 4.x release has it and no 3.x release does (the copies read were not tagged).
     """
-    return PulsarVersion.parse(version).major >= 4
+    return flag("size_eviction_long_target", version)
 
 
 def time_limit_millis_overflow_int(version: VersionLike) -> bool:
@@ -114,7 +114,7 @@ def time_limit_millis_overflow_int(version: VersionLike) -> bool:
     apache/pulsar 3.x BacklogQuotaManager) instead of ``SECONDS.toMillis(limitTime)`` (4.x, lhotari@2537ffc):
     a limit above 2,147,483 s (~24.8 days) wraps around. Assumed boundary: 4.0.
     """
-    return PulsarVersion.parse(version).major < 4
+    return flag("time_limit_millis_int_overflow", version)
 
 
 def expiry_checks_ledger_close_time(version: VersionLike) -> bool:
@@ -123,7 +123,7 @@ def expiry_checks_ledger_close_time(version: VersionLike) -> bool:
     with #22335 (skip unclosed ledgers; release/2.10.6, 2.11.4). Assumed: 2.10.6, 2.11.4, 3.0.4, 3.1.4,
     3.2.2 and every 3.3+.
     """
-    return since(version, (3, 3, 0), {(2, 10): 6, (2, 11): 4, (3, 0): 4, (3, 1): 4, (3, 2): 2})
+    return flag("expiry_checks_ledger_close_time", version)
 
 
 def is_system_cursor_name(name: str) -> bool:
@@ -155,6 +155,7 @@ _PACKED_FIELDS: list[tuple[str, T.DataType]] = [
     ("m_total", T.LongType()),
     ("m_eac", T.LongType()),
     ("m_now", T.LongType()),
+    ("m_ver", T.StringType()),  # the topic's broker version (pulsar_version=None)
     ("l_id", T.LongType()),
     ("l_ent", T.LongType()),
     ("l_sz", T.LongType()),
@@ -299,8 +300,10 @@ def _pack(
     limit_col: str,
     entries: DataFrame | None,
     now: Column,
+    per_row_version: bool = False,
 ) -> DataFrame:
-    """One union of tagged rows (managed ledger, ledgers, cursors, limit, entry timestamps) per topic."""
+    """One union of tagged rows (managed ledger, ledgers, cursors, limit, entry timestamps) per topic; with
+    ``per_row_version`` the managed-ledger row carries its ``pulsar_version`` (``m_ver``)."""
     for name, df, needed in (
         (
             "managed_ledgers",
@@ -326,6 +329,7 @@ def _pack(
                 "m_total": F.coalesce(F.col("total_size_bytes").cast("long"), F.lit(0)),
                 "m_eac": _opt(managed_ledgers, "entries_added_counter", "long"),
                 "m_now": now,
+                "m_ver": F.col("pulsar_version") if per_row_version else F.lit(None),
             },
         ),
         _tagged(
@@ -866,7 +870,7 @@ def drop_backlog_for_size_limit(
     ledgers: DataFrame,
     cursors: DataFrame,
     limits: DataFrame,
-    pulsar_version: str = DEFAULT_PULSAR_VERSION,
+    pulsar_version: str | None = DEFAULT_PULSAR_VERSION,
     *,
     entries: DataFrame | None = None,
     counter: str = COUNTER_AUTO,
@@ -913,13 +917,15 @@ def drop_backlog_for_size_limit(
     if counter not in (COUNTER_AUTO, COUNTER_PRECISE):
         raise ConfigError(f"counter must be {COUNTER_AUTO!r} or {COUNTER_PRECISE!r}, got {counter!r}")
     trace_limit = _trace_limit(trace_max_iterations)
-    beh = behaviour(pulsar_version)
-    formula_4x = size_eviction_uses_long_target(beh.version)
+    rules = _rules_of(pulsar_version, managed_ledgers)
     use_counter = counter == COUNTER_AUTO
-    packed = _pack(managed_ledgers, ledgers, cursors, limits, "limit_size_bytes", None, F.lit(None))
+    packed = _pack(
+        managed_ledgers, ledgers, cursors, limits, "limit_size_bytes", None, F.lit(None), rules is None
+    )
 
     def per_topic(topic: _Topic) -> list[dict[str, Any]]:
-        return _size_topic(topic, beh, use_counter, formula_4x, trace_limit)
+        beh, flags = rules or _topic_rules(topic)
+        return _size_topic(topic, beh, use_counter, flags["size_eviction_long_target"], trace_limit)
 
     result = _grouped(packed, SIZE_SCHEMA, per_topic)
     return _with_losses(result, entries if losses else None)
@@ -933,7 +939,7 @@ def drop_backlog_for_time_limit(
     entries: DataFrame | None = None,
     precise: bool = False,
     now: dt.datetime | int | None = None,
-    pulsar_version: str = DEFAULT_PULSAR_VERSION,
+    pulsar_version: str | None = DEFAULT_PULSAR_VERSION,
     trace_max_iterations: int = DEFAULT_TRACE_MAX_ITERATIONS,
     losses: bool = True,
 ) -> DataFrame:
@@ -978,10 +984,7 @@ def drop_backlog_for_time_limit(
     if precise and entries is None:
         raise ConfigError("precise time eviction reads entry timestamps: pass entries (docs §3.7)")
     trace_limit = _trace_limit(trace_max_iterations)
-    beh = behaviour(pulsar_version)
-    formula_4x = size_eviction_uses_long_target(beh.version)
-    overflow = time_limit_millis_overflow_int(beh.version)
-    closure = expiry_checks_ledger_close_time(beh.version)
+    rules = _rules_of(pulsar_version, managed_ledgers)
     now_ms = _now_ms(now)
     exported = (
         _millis(F.col("exported_at"))
@@ -997,13 +1000,54 @@ def drop_backlog_for_time_limit(
         if precise and entries is not None
         else None
     )
-    packed = _pack(managed_ledgers, ledgers, cursors, limits, "limit_time_seconds", probed, exported)
+    packed = _pack(
+        managed_ledgers, ledgers, cursors, limits, "limit_time_seconds", probed, exported, rules is None
+    )
 
     def per_topic(topic: _Topic) -> list[dict[str, Any]]:
-        return _time_topic(topic, beh, precise, now_ms, overflow, closure, formula_4x, trace_limit)
+        beh, flags = rules or _topic_rules(topic)
+        return _time_topic(
+            topic,
+            beh,
+            precise,
+            now_ms,
+            flags["time_limit_millis_int_overflow"],
+            flags["expiry_checks_ledger_close_time"],
+            flags["size_eviction_long_target"],
+            trace_limit,
+        )
 
     result = _grouped(packed, TIME_SCHEMA, per_topic)
     return _with_losses(result, entries if losses else None)
+
+
+_EVICTION_FLAGS = (
+    "size_eviction_long_target",
+    "time_limit_millis_int_overflow",
+    "expiry_checks_ledger_close_time",
+)
+Rules = tuple[Behaviour, dict[str, bool]]
+
+
+def _rules_for(version: VersionLike) -> Rules:
+    return behaviour(version), {name: flag(name, version) for name in _EVICTION_FLAGS}
+
+
+def _rules_of(pulsar_version: str | None, managed_ledgers: DataFrame) -> Rules | None:
+    """The call's rules for a version string (validated here); None = per topic from ``m_ver``."""
+    if pulsar_version is not None:
+        return _rules_for(pulsar_version)
+    if "pulsar_version" not in managed_ledgers.columns:
+        raise ConfigError(
+            "pulsar_version=None reads managed_ledgers.pulsar_version, which managed_ledgers does not have: "
+            "add the column or pass a version string such as '4.1.3'"
+        )
+    return None
+
+
+def _topic_rules(topic: _Topic) -> Rules:
+    """The rules of the topic's own version (its managed-ledger row; null = the default version)."""
+    return _rules_for(topic.ml_value("m_ver") or DEFAULT_PULSAR_VERSION)
 
 
 def _trace_limit(trace_max_iterations: int) -> int:

@@ -55,7 +55,7 @@ from pyspark.sql import functions as F
 
 from pulsar_model import DEFAULT_PULSAR_VERSION
 from pulsar_model.backlog import estimated_backlog_size
-from pulsar_model.domain.versions import PulsarVersion, behaviour
+from pulsar_model.domain.versions import PulsarVersion, flag
 from pulsar_model.engine import columns as C
 from pulsar_model.engine.columns import (
     EARLIEST,
@@ -65,6 +65,8 @@ from pulsar_model.engine.columns import (
     next_valid_position_sql,
     ref,
 )
+from pulsar_model.engine.flags import FLAGS_COLUMN, SqlFlags, sql_flags, with_flags
+from pulsar_model.errors import ContractError
 from pulsar_model.positions import CTX, E, X, _Env
 
 __all__ = [
@@ -217,25 +219,14 @@ REASON_DEDUP_TIE: Final = (
 # ======================================================================================================
 
 
-def since(
-    version: str | PulsarVersion, first: tuple[int, int, int], backports: dict[tuple[int, int], int]
-) -> bool:
-    """True from ``first`` on, or from the given patch of a release line the change was back-ported to."""
-    v = PulsarVersion.parse(version)
-    if (v.major, v.minor, v.patch) >= first:
-        return True
-    patch = backports.get(v.line)
-    return patch is not None and v.patch >= patch
-
-
 def time_quota_supported(version: str | PulsarVersion) -> bool:
     """The broker checks ``message_age`` quotas (PR #10093, 2.8.0); older brokers check size only (§3.4)."""
-    return PulsarVersion.parse(version) >= PulsarVersion(2, 8, 0)
+    return flag("time_quota_supported", version)
 
 
 def time_quota_from_size_quota(version: str | PulsarVersion) -> bool:
     """2.8.0 read the time limit and policy from the ``destination_storage`` quota (#11404, fixed 2.8.1)."""
-    return PulsarVersion.parse(version) == PulsarVersion(2, 8, 0)
+    return flag("time_quota_from_size_quota", version)
 
 
 def non_precise_skips_last_ledger(version: str | PulsarVersion) -> bool:
@@ -243,17 +234,17 @@ def non_precise_skips_last_ledger(version: str | PulsarVersion) -> bool:
 
     Labels release/2.8.4, 2.9.3, 2.10.1; earlier brokers check the close time of a closed last ledger too.
     """
-    return since(version, (2, 10, 1), {(2, 8): 4, (2, 9): 3})
+    return flag("non_precise_skips_last_ledger", version)
 
 
 def topic_level_quotas_supported(version: str | PulsarVersion) -> bool:
     """Topic-level backlog quotas exist (PR #7646, 2.7.0)."""
-    return PulsarVersion.parse(version) >= PulsarVersion(2, 7, 0)
+    return flag("topic_level_quotas_supported", version)
 
 
 def default_limit_size_bytes(version: str | PulsarVersion) -> int:
     """Built-in default size limit: 50 GiB in 1.x/2.0 (``backlogQuotaDefaultLimitGB``), else -1 (§3.2)."""
-    if PulsarVersion.parse(version) < PulsarVersion(2, 1, 0):
+    if not flag("quota_default_limit_unlimited", version):
         return LEGACY_DEFAULT_LIMIT_GB * BYTES_IN_GIGABYTE
     return DEFAULT_LIMIT_SIZE_BYTES
 
@@ -263,7 +254,7 @@ def dedup_snapshot_instead_of_disconnect(version: str | PulsarVersion) -> bool:
 
     Label release/2.10.6; 2.11.3, 3.0.2 and 3.1.1 assumed (back-ports of the same fix); every 3.2+.
     """
-    return since(version, (3, 2, 0), {(2, 10): 6, (2, 11): 3, (3, 0): 2, (3, 1): 1})
+    return flag("dedup_snapshot_instead_of_disconnect", version)
 
 
 # ======================================================================================================
@@ -409,7 +400,7 @@ def _dedupe_quota_rows(backlog_quotas: DataFrame) -> DataFrame:
 def effective_quotas(
     backlog_quotas: DataFrame,
     managed_ledgers: DataFrame,
-    pulsar_version: str = DEFAULT_PULSAR_VERSION,
+    pulsar_version: str | None = DEFAULT_PULSAR_VERSION,
     topic_policies_enabled: bool = True,
 ) -> DataFrame:
     """The backlog quota the broker applies, one row per ``(cluster, topic, quota_type)`` (docs §3.2).
@@ -434,22 +425,33 @@ def effective_quotas(
     In 2.8.0 the ``message_age`` row repeats the ``destination_storage`` quota (``resolved_from_type``).
     ``stats_limit`` is the broker's own view from ``topics stats`` (``backlogQuotaLimitSize`` for the size
     row, ``backlogQuotaLimitTime`` for the time row, 3.x+) and ``stats_limit_matches`` compares it with the
-    resolved limit (null when not exported). Pure and lazy.
+    resolved limit (null when not exported). ``pulsar_version=None``: each topic's own
+    ``managed_ledgers.pulsar_version`` (then repeated in a ``pulsar_version`` column). Pure and lazy.
     """
-    version = PulsarVersion.parse(pulsar_version)
-    with_topic_level = topic_policies_enabled and topic_level_quotas_supported(version)
-    topics = managed_ledgers.select(
+    flags = _flags(pulsar_version, managed_ledgers)
+    topic_level = flags.constant("topic_level_quotas_supported")
+    with_topic_level = topic_policies_enabled and topic_level is not False
+    per_row = [F.col(FLAGS_COLUMN).alias("_fl"), F.col("pulsar_version")] if flags.per_row else []
+    source = with_flags(managed_ledgers) if flags.per_row else managed_ledgers
+    topics = source.select(
         F.col("cluster"),
         F.col("topic"),
         _col_or_null(managed_ledgers, "stats_backlog_quota_limit_size_bytes", "long").alias("_stats_size"),
         _col_or_null(managed_ledgers, "stats_backlog_quota_limit_time_seconds", "long").alias("_stats_time"),
+        *per_row,
     )
     candidate = "struct<level:string,scope:string,rank:int>"
     options: list[Column] = []
     if with_topic_level:
-        options.append(F.struct(F.lit(LEVEL_TOPIC), F.col("topic"), F.lit(0)).cast(candidate))
+        # per row, a version without topic-level policies gets null candidates: they match no quota row
+        allowed = flags.column("topic_level_quotas_supported")
         options.append(
-            F.struct(F.lit(LEVEL_TOPIC), partitioned_topic_of(F.col("topic")), F.lit(1)).cast(candidate)
+            F.when(allowed, F.struct(F.lit(LEVEL_TOPIC), F.col("topic"), F.lit(0))).cast(candidate)
+        )
+        options.append(
+            F.when(
+                allowed, F.struct(F.lit(LEVEL_TOPIC), partitioned_topic_of(F.col("topic")), F.lit(1))
+            ).cast(candidate)
         )
     options.append(F.struct(F.lit(LEVEL_NAMESPACE), namespace_of(F.col("topic")), F.lit(2)).cast(candidate))
     options.append(F.struct(F.lit(LEVEL_BROKER), F.col("cluster"), F.lit(3)).cast(candidate))
@@ -479,14 +481,19 @@ def effective_quotas(
         ),
         F.first("_stats_size").alias("_stats_size"),
         F.first("_stats_time").alias("_stats_time"),
+        *[F.first(c).alias(c) for c in ("_fl", "pulsar_version") if flags.per_row],
     )
     resolved = F.col("_q")
-    if time_quota_from_size_quota(version):
+    from_size = flags.constant("time_quota_from_size_quota")
+    if from_size is not False:
         by_topic = Window.partitionBy(*KEY)
         size_q = F.first(F.when(F.col("quota_type") == QUOTA_TYPE_SIZE, F.col("_q")), ignorenulls=True).over(
             by_topic
         )
-        resolved = F.when(F.col("quota_type") == QUOTA_TYPE_TIME, size_q).otherwise(F.col("_q"))
+        from_size_col = flags.column("time_quota_from_size_quota")
+        resolved = F.when((F.col("quota_type") == QUOTA_TYPE_TIME) & from_size_col, size_q).otherwise(
+            F.col("_q")
+        )
     staged = grouped.select(
         *KEY,
         "quota_type",
@@ -494,13 +501,18 @@ def effective_quotas(
         "_b",
         "_stats_size",
         "_stats_time",
-        F.lit(QUOTA_TYPE_SIZE if time_quota_from_size_quota(version) else None).cast("string").alias("_from"),
+        F.when(flags.column("time_quota_from_size_quota"), F.lit(QUOTA_TYPE_SIZE))
+        .cast("string")
+        .alias("_from"),
+        *[c for c in ("_fl", "pulsar_version") if flags.per_row],
     )
-    default_size = default_limit_size_bytes(version)
+    default_size = F.when(
+        flags.column("quota_default_limit_unlimited"), F.lit(DEFAULT_LIMIT_SIZE_BYTES)
+    ).otherwise(F.lit(LEGACY_DEFAULT_LIMIT_GB * BYTES_IN_GIGABYTE))
     has_q = F.col("_q").isNotNull()
     limit_size = F.when(
         has_q, F.coalesce(F.col("_q.limit_size_bytes"), F.lit(DISABLED_LIMIT).cast("long"))
-    ).otherwise(F.lit(default_size).cast("long"))
+    ).otherwise(default_size.cast("long"))
     limit_time = F.when(
         has_q, F.coalesce(F.col("_q.limit_time_seconds"), F.lit(DISABLED_LIMIT).cast("long"))
     ).otherwise(F.lit(DEFAULT_LIMIT_TIME_SECONDS).cast("long"))
@@ -529,6 +541,7 @@ def effective_quotas(
         F.coalesce(F.col("_b.check_enabled"), F.lit(DEFAULT_CHECK_ENABLED)).alias("check_enabled"),
         is_system_topic(F.col("topic")).alias("is_system_topic"),
         stats_limit.alias("stats_limit"),
+        *(["pulsar_version"] if flags.per_row else []),
     )
     return out.select(
         "*",
@@ -543,12 +556,23 @@ def effective_quotas(
 # ======================================================================================================
 
 
+def _flags(pulsar_version: str | None, managed_ledgers: DataFrame) -> SqlFlags:
+    """The call's flags, bound to a ``_fl`` flags column per row (``pulsar_version=None``)."""
+    flags = sql_flags(pulsar_version)
+    if flags.per_row and "pulsar_version" not in managed_ledgers.columns:
+        raise ContractError(
+            "pulsar_version=None reads managed_ledgers.pulsar_version, which managed_ledgers does not have: "
+            "add the column or pass a version string such as '4.1.3'"
+        )
+    return flags.at("`_fl`")
+
+
 def _topic_state(
     managed_ledgers: DataFrame,
     ledgers: DataFrame,
     cursors: DataFrame,
     entries: DataFrame | None,
-    version: str,
+    version: str | None,
 ) -> DataFrame:
     """One row per managed ledger with everything the size and time checks read (docs §2.3, §3.4).
 
@@ -559,8 +583,9 @@ def _topic_state(
     ``_n_pos, _n_ref_ms, _n_status, _n_lid`` (non-precise). Statuses: ``ok`` (reference time known),
     ``no_entries`` / ``entry_missing`` / ``no_close_time`` (undecidable), ``never_old`` (md in the last
     ledger, or the ledger to check is the open one: timestamp 0), ``npe`` (a ledger lookup of the broker's
-    code returns null).
+    code returns null). ``_time_ok``: the version checks time quotas (``version`` None: each topic's own).
     """
+    flags = _flags(version, managed_ledgers)
     est = estimated_backlog_size(managed_ledgers, ledgers, cursors, version)
     # docs §3.5/§3.9: the dedup cursor is on the slowest position (alone: it is the heap's root; with others:
     # which one is the root is not in the export)
@@ -583,12 +608,13 @@ def _topic_state(
             F.col("slowest_cursor_name").isNotNull() & (F.col("_dedup") == slowest_key), F.lit(False)
         ).alias("dedup_at_slowest"),
     )
-    ml = managed_ledgers.select(
+    ml = (with_flags(managed_ledgers) if flags.per_row else managed_ledgers).select(
         *KEY,
         as_position(F.col("last_confirmed_entry")).alias("_lac"),
         F.col("current_ledger_id").cast("long").alias("_cur"),
         _millis(managed_ledgers, "exported_at").alias("_now_ms"),
         _col_or_null(managed_ledgers, "exported_at", "timestamp").alias("checked_at"),
+        *([F.col(FLAGS_COLUMN).alias("_fl")] if flags.per_row else []),
     )
     info = F.struct(
         F.col("entries").cast("long").alias("entries"), _millis(ledgers, "closed_at").alias("closed_ms")
@@ -600,8 +626,8 @@ def _topic_state(
     base = est.join(ml, on=list(KEY), how="left").join(ledger_maps, on=list(KEY), how="left")
     md = F.col("slowest_mark_delete_position")
     # both getNextValidPosition calls share one ledger view / topic context (docs §1.5, positions module)
-    beh = behaviour(version)
-    env = _Env.build(ledgers, managed_ledgers, beh)
+    env = _Env.build(ledgers, managed_ledgers, sql_flags(version))
+    beh = env.beh
     staged = env.with_ctx(base.select("*", md.alias("_q1")))
     staged = env.lookup(staged, fld(ref("_q1"), "ledger_id"), "_lk1")
     nv1 = E(next_valid_position_sql(ref("_q1"), ref("_lk1"), X, beh)).cast(POSITION_TYPE)
@@ -620,8 +646,11 @@ def _topic_state(
     staged = second.select("*", p_check.alias("_n_pos"))
     pc_info = F.col("_lmap")[F.col("_n_pos.ledger_id")]
     in_last_ledger = md["ledger_id"] == F.col("_last_lid")
-    if not non_precise_skips_last_ledger(version):
+    skips_last = flags.constant("non_precise_skips_last_ledger")
+    if skips_last is False:
         in_last_ledger = F.lit(False)
+    elif skips_last is None:
+        in_last_ledger = flags.column("non_precise_skips_last_ledger") & in_last_ledger
     n_status = (
         F.when(in_last_ledger, F.lit("never_old"))
         .when(F.col("_p1_info").isNull() | pc_info.isNull(), F.lit("npe"))
@@ -651,6 +680,7 @@ def _topic_state(
         F.when(n_status == "ok", pc_info["closed_ms"]).alias("_n_ref_ms"),
         n_status.alias("_n_status"),
         F.coalesce(F.col("_n_pos.ledger_id"), F.col("_p1.ledger_id")).alias("_n_lid"),
+        flags.column("time_quota_supported").alias("_time_ok"),
     )
     # precise (§3.4): the entry at nextValid(md); its timestamp is the broker-entry timestamp when the
     # broker appends one, else the publish time (MessageImpl.getEntryTimestamp)
@@ -716,7 +746,7 @@ def quota_breaches(
     cursors: DataFrame,
     entries: DataFrame | None = None,
     exact_backlog: DataFrame | None = None,
-    pulsar_version: str = DEFAULT_PULSAR_VERSION,
+    pulsar_version: str | None = DEFAULT_PULSAR_VERSION,
 ) -> DataFrame:
     """Is each backlog quota exceeded at export time? One row per ``(cluster, topic, quota_type)`` (§3.4).
 
@@ -752,10 +782,10 @@ def quota_breaches(
     oldest_unacked_publish_time_ms``): ``exact_backlog_bytes`` is the largest exact backlog of a durable
     cursor (the exact counterpart of the slowest-cursor estimate), ``true_oldest_unacked_age_seconds`` the
     age of the oldest unacknowledged entry of any durable cursor, ``exact_exceeded`` the same quota rule
-    applied to them. Without it these columns are null. Pure and lazy.
+    applied to them. Without it these columns are null. ``pulsar_version=None``: each topic's own
+    ``managed_ledgers.pulsar_version``. Pure and lazy.
     """
-    version = str(PulsarVersion.parse(pulsar_version))
-    time_ok = time_quota_supported(version)
+    version = None if pulsar_version is None else str(PulsarVersion.parse(pulsar_version))
     state = _topic_state(managed_ledgers, ledgers, cursors, entries, version)
     exact = _exact_view(exact_backlog, cursors)
     if exact is not None:
@@ -798,6 +828,7 @@ def quota_breaches(
     is_size = F.col("quota_type") == QUOTA_TYPE_SIZE
     system, known, status = F.col("_system"), F.col("_known_"), F.col("_status")
     ref_ms, checked, limit_ms = F.col("_ref_ms"), F.col("_checked"), F.col("_limit_ms")
+    time_ok = F.coalesce(F.col("_time_ok"), F.lit(False))
     now = F.col("_now_ms")
     size_limit, time_limit = F.col("limit_size_bytes"), F.col("limit_time_seconds")
     backlog = F.col("estimated_backlog_size_bytes")
@@ -812,7 +843,7 @@ def quota_breaches(
         .otherwise(backlog >= size_limit)
     )
     time_check = (
-        F.when(system | F.lit(not time_ok), F.lit(False))
+        F.when(system | ~time_ok, F.lit(False))
         .when(time_limit <= 0, F.lit(False))
         .when(~known, F.lit(None).cast("boolean"))
         .when(~F.col("_has_backlog"), F.lit(False))
@@ -830,15 +861,15 @@ def quota_breaches(
     )
     exact_time = (
         F.when(~exact_known, F.lit(None).cast("boolean"))
-        .when(system | F.lit(not time_ok) | (time_limit <= 0) | oldest.isNull(), F.lit(False))
+        .when(system | ~time_ok | (time_limit <= 0) | oldest.isNull(), F.lit(False))
         .otherwise(now - oldest > limit_ms)
     )
     percent = F.when(is_size, F.when(size_limit > 0, F.lit(100.0) * backlog / size_limit)).otherwise(
-        F.when((time_limit > 0) & F.lit(time_ok), F.lit(100.0) * age_ms / limit_ms)
+        F.when((time_limit > 0) & time_ok, F.lit(100.0) * age_ms / limit_ms)
     )
     reason = F.coalesce(
         F.when(system, F.lit(REASON_SYSTEM_TOPIC)),
-        F.when(~is_size & F.lit(not time_ok), F.lit(REASON_NO_TIME_QUOTA)),
+        F.when(~is_size & ~time_ok, F.lit(REASON_NO_TIME_QUOTA)),
         F.when(~known, F.lit(REASON_NO_TOPIC)),
         F.when(
             ~is_size & (time_limit > 0) & F.col("_has_backlog"),
@@ -863,14 +894,10 @@ def quota_breaches(
         "slowest_cursor_tie",
         "dedup_at_slowest",
         "estimated_backlog_size_bytes",
-        (
-            F.when(precise, F.lit(TIME_CHECK_PRECISE)).otherwise(F.lit(TIME_CHECK_NON_PRECISE))
-            if time_ok
-            else F.lit(None)
-        )
+        F.when(time_ok, F.when(precise, F.lit(TIME_CHECK_PRECISE)).otherwise(F.lit(TIME_CHECK_NON_PRECISE)))
         .cast("string")
         .alias("time_check_mode"),
-        F.when(relevant & F.lit(time_ok), checked).alias("checked_position"),
+        F.when(relevant & time_ok, checked).alias("checked_position"),
         F.when(age_ms.isNotNull(), ref_ms).alias("reference_time_ms"),
         (age_ms / F.lit(float(MILLIS_PER_SECOND))).alias("backlog_age_seconds"),
         exceeded.alias("exceeded"),
@@ -883,6 +910,7 @@ def quota_breaches(
         F.when(is_size, exact_size).otherwise(exact_time).alias("exact_exceeded"),
         "checked_at",
         reason.alias("reason"),
+        time_ok.alias("_time_ok"),  # kept for is_handled below (dropped by the last select)
     )
     # §3.4 periodic check: size first, time only when size is not exceeded (three-valued logic: an
     # undecidable time check leaves the time row's is_handled null)
@@ -898,7 +926,7 @@ def quota_breaches(
     )
     active = F.col("check_enabled") & ~F.col("is_system_topic")
     is_handled = F.when(is_size, active & F.col("size_exceeded")).otherwise(
-        active & F.lit(time_ok) & ~F.coalesce(F.col("size_exceeded"), F.lit(False)) & F.col("time_exceeded")
+        active & time_ok & ~F.coalesce(F.col("size_exceeded"), F.lit(False)) & F.col("time_exceeded")
     )
     staged = staged.select("*", is_handled.alias("is_handled"))
     handled_type = F.first(F.when(F.col("is_handled"), F.col("quota_type")), ignorenulls=True).over(by_topic)
@@ -946,7 +974,7 @@ _BREACH_COLUMNS: Final = (
 def producer_outcomes(
     breaches: DataFrame,
     effective: DataFrame,
-    pulsar_version: str = DEFAULT_PULSAR_VERSION,
+    pulsar_version: str | None = DEFAULT_PULSAR_VERSION,
 ) -> DataFrame:
     """What producers of each topic experience at export time, one row per ``(cluster, topic)`` (§3.3, §3.5).
 
@@ -971,16 +999,18 @@ def producer_outcomes(
 
     ``breaches`` is :func:`quota_breaches` output; policies and ``check_enabled`` are read from
     ``effective``. An undecidable time check makes the affected outcome null (``reason`` says why).
-    ``pulsar_version`` must be the one ``breaches`` was computed with. Pure and lazy.
+    ``pulsar_version`` must be the one ``breaches`` was computed with; ``None`` reads each topic's version
+    from the ``pulsar_version`` column of ``effective`` (which :func:`effective_quotas` adds then). Pure and
+    lazy.
     """
-    version = PulsarVersion.parse(pulsar_version)
-    time_ok = time_quota_supported(version)
-    dedup_special = dedup_snapshot_instead_of_disconnect(version)
-    policies = effective.select(
+    flags = _flags(pulsar_version, effective)
+    source = with_flags(effective) if flags.per_row else effective
+    policies = source.select(
         *KEY,
         F.col("quota_type"),
         F.col("policy").alias("_policy"),
         F.coalesce(F.col("check_enabled").cast("boolean"), F.lit(DEFAULT_CHECK_ENABLED)).alias("_enabled"),
+        *([F.col(FLAGS_COLUMN).alias("_fl")] if flags.per_row else []),
     )
     rows = breaches.select(
         *KEY,
@@ -1014,11 +1044,14 @@ def producer_outcomes(
         F.first(F.col("slowest_mark_delete_position"), ignorenulls=True).alias("_slowest_md"),
         F.first(F.col("slowest_cursor_tie"), ignorenulls=True).alias("_tie"),
         F.first(F.col("dedup_at_slowest"), ignorenulls=True).alias("_dedup_at_slowest"),
+        *([F.first("_fl", ignorenulls=True).alias("_fl")] if flags.per_row else []),
     )
+    time_ok = flags.column("time_quota_supported")
+    dedup_special = flags.column("dedup_snapshot_instead_of_disconnect")
     s_producer = F.col("_s_pol").isin(*PRODUCER_POLICIES)
     t_producer = F.col("_t_pol").isin(*PRODUCER_POLICIES)
     s_blocks = s_producer & F.col("_s_exc")
-    t_blocks = t_producer & F.col("_t_exc") & F.lit(time_ok)
+    t_blocks = t_producer & F.col("_t_exc") & time_ok
     # admission: size first; a null (undecidable) size or time result propagates (three-valued logic)
     blocked_type = (
         F.when(F.coalesce(s_blocks, F.lit(False)), F.lit(QUOTA_TYPE_SIZE))
@@ -1039,8 +1072,8 @@ def producer_outcomes(
     dedup_tied = F.coalesce(F.col("_dedup_at_slowest") & F.col("_tie"), F.lit(False))
     slowest_is_dedup = F.coalesce(F.col("_slowest") == F.lit(DEDUP_CURSOR_NAME), F.lit(False)) & ~dedup_tied
     handled_producer = F.col("handled_policy").isin(*PRODUCER_POLICIES)
-    dedup_snapshot = handled_producer & slowest_is_dedup & F.lit(dedup_special)
-    dedup_unknown = handled_producer & dedup_tied & F.lit(dedup_special)
+    dedup_snapshot = handled_producer & slowest_is_dedup & dedup_special
+    dedup_unknown = handled_producer & dedup_tied & dedup_special
     handled_unknown = F.col("_handled_unknown").isNotNull() & F.col("handled_type").isNull()
     disconnected = (
         F.when(F.col("handled_type").isNotNull() & F.coalesce(dedup_unknown, F.lit(False)), F.lit(None))

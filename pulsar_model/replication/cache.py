@@ -36,8 +36,9 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from pulsar_model import DEFAULT_PULSAR_VERSION
-from pulsar_model.domain.versions import PulsarVersion, VersionLike
+from pulsar_model.domain.versions import VersionLike, flag
 from pulsar_model.engine.columns import LATEST, POSITION_TYPE, position
+from pulsar_model.engine.flags import FLAGS_COLUMN, with_flags
 from pulsar_model.engine.grouped import map_groups
 from pulsar_model.errors import ConfigError, ContractError
 from pulsar_model.positions import entries_between
@@ -71,9 +72,6 @@ CACHE_GENERATION_OLD: Final = "old"
 CACHE_GENERATION_NEW: Final = "new"
 OP_ADD: Final = "add"
 OP_ADVANCE: Final = "advance"
-#: PR #25044 shipped in 4.0.9 and 4.1.3 (docs §4.2 and §4.6); every later minor line has it.
-_NEW_CACHE_RELEASE: Final = PulsarVersion(4, 2, 0)
-_NEW_CACHE_BACKPORTS: Final = {(4, 0): 9, (4, 1): 3}
 #: ``Range.open(EARLIEST, p)`` anchors the per-position entry counts (docs §0.1 ``EARLIEST``).
 _EARLIEST_SQL: Final = "named_struct('ledger_id', CAST(-1 AS BIGINT), 'entry_id', CAST(-1 AS BIGINT))"
 #: Export columns that, when present on the events, split one subscription per export.
@@ -106,11 +104,7 @@ def uses_new_snapshot_cache(version: VersionLike) -> bool:
     both 2026-02-19) list #25044, and the administration-geo page says the fix shipped in 4.0.9 and
     4.1.3 and raised ``replicatedSubscriptionsSnapshotMaxCachedPerSubscription`` from 10 to 30.
     """
-    v = PulsarVersion.parse(version)
-    if v >= _NEW_CACHE_RELEASE:
-        return True
-    first_patch = _NEW_CACHE_BACKPORTS.get(v.line)
-    return first_patch is not None and v.patch >= first_patch
+    return flag("new_snapshot_cache", version)
 
 
 # --- the caches (plain Python) --------------------------------------------------------------------------
@@ -395,13 +389,18 @@ def _clusters_out(clusters: tuple[ClusterPosition, ...]) -> list[dict[str, Any]]
 
 
 def _replay_group_fn(
-    new_cache: bool, max_cached: int, mode: DistanceMode
+    new_cache: bool | None, max_cached: int | None, mode: DistanceMode
 ) -> Callable[[pd.DataFrame], list[dict[str, Any]]]:
-    """One subscription's events (sorted by ``seq``) -> its replay rows, without the keys (``map_groups``)."""
-    generation = CACHE_GENERATION_NEW if new_cache else CACHE_GENERATION_OLD
+    """One subscription's events (sorted by ``seq``) -> its replay rows, without the keys (``map_groups``).
+
+    ``new_cache`` None: the generation is the group's own (its ``_new`` column, from its version); a None
+    ``max_cached`` is the generation's default."""
 
     def fn(pdf: pd.DataFrame) -> list[dict[str, Any]]:
         rows = pdf.to_dict("records")
+        new = bool(rows[0]["_new"]) if new_cache is None and rows else bool(new_cache)
+        generation = CACHE_GENERATION_NEW if new else CACHE_GENERATION_OLD
+        cap = max_cached if max_cached is not None else (MAX_CACHED_NEW if new else MAX_CACHED_OLD)
         counts: dict[Position, EntryCounts] = {}
         events: list[CacheEvent] = []
         for r in rows:
@@ -412,13 +411,13 @@ def _replay_group_fn(
                     if p is None
                     else CachedSnapshot(r["snapshot_id"], p, _clusters_in(r["snapshot_clusters"]))
                 )
-                if p is not None and new_cache and mode == "entries":
+                if p is not None and new and mode == "entries":
                     counts[p] = EntryCounts(_opt_int(r["_f_lt"]), _opt_int(r["_f_le"]), _opt_int(r["_f_c"]))
                 events.append(CacheEvent(int(r["seq"]), OP_ADD, snapshot=snap))
             elif r["op"] == OP_ADVANCE:
                 events.append(CacheEvent(int(r["seq"]), OP_ADVANCE, mark_delete=_pos(r["_ml"], r["_me"])))
         dist, unknown = distance_function(mode, counts)
-        results = replay_events(events, new_cache=new_cache, max_cached=max_cached, distance=dist)
+        results = replay_events(events, new_cache=new, max_cached=cap, distance=dist)
         out: list[dict[str, Any]] = []
         for res in results:
             applied = res.applied
@@ -473,7 +472,7 @@ def _entry_counts(
     ledgers: DataFrame,
     managed_ledgers: DataFrame,
     export_keys: Sequence[str],
-    pulsar_version: str,
+    pulsar_version: str | None,
 ) -> DataFrame:
     """One row per distinct (topic, snapshot position): ``_f_lt``, ``_f_le``, ``_f_c`` (see EntryCounts)."""
     points = adds.select(
@@ -508,6 +507,8 @@ def _entry_counts(
         "last_confirmed_entry",
         "total_size_bytes",
     ]
+    if pulsar_version is None:
+        ml_cols.append("pulsar_version")
     ml = managed_ledgers.select(_topic_key(managed_ledgers, export_keys).alias("cluster"), "topic", *ml_cols)
     # the ledger view is per topic: only the topics with a snapshot are needed (usually a few of the
     # version's topics; broadcast: one row per topic with a snapshot)
@@ -524,7 +525,7 @@ def replay_snapshot_cache(
     ledgers: DataFrame,
     managed_ledgers: DataFrame,
     max_cached: int | None = None,
-    pulsar_version: str = DEFAULT_PULSAR_VERSION,
+    pulsar_version: str | None = DEFAULT_PULSAR_VERSION,
     *,
     distance: DistanceMode = "entries",
 ) -> DataFrame:
@@ -538,7 +539,10 @@ def replay_snapshot_cache(
     group).
     The cache generation follows ``pulsar_version`` (old before PR #25044,
     new in 4.0.9+/4.1.3+/4.2+); ``max_cached`` defaults to 10 (old) / 30 (new); the new cache refuses
-    fewer than 3 (:class:`ConfigError`), as the broker does.
+    fewer than 3 (:class:`ConfigError`), as the broker does. ``pulsar_version=None``: each subscription's
+    generation follows the ``pulsar_version`` column of its events (null = the default version; the new
+    cache's distances then read ``managed_ledgers.pulsar_version`` too), and a given ``max_cached`` must
+    suit both generations.
 
     Output columns: the subscription key, ``seq``, ``mark_delete_position``, the snapshot the advance
     returned (``snapshot_id``, ``snapshot_local_position``, ``snapshot_clusters``; null when none, i.e.
@@ -554,12 +558,17 @@ def replay_snapshot_cache(
     _check_columns(events, EVENT_COLUMNS, "events")
     if distance not in ("entries", "entry_id", "constant"):
         raise ConfigError(f"distance={distance!r} is not one of 'entries', 'entry_id', 'constant'.")
-    new_cache = uses_new_snapshot_cache(pulsar_version)
-    cap = max_cached if max_cached is not None else (MAX_CACHED_NEW if new_cache else MAX_CACHED_OLD)
-    floor = MIN_CACHED_NEW if new_cache else 1
+    new_cache = None if pulsar_version is None else uses_new_snapshot_cache(pulsar_version)
+    if pulsar_version is None and "pulsar_version" not in events.columns:
+        raise ConfigError(
+            "pulsar_version=None reads events.pulsar_version (each subscription's cluster version), which "
+            "events does not have: add the column or pass a version string such as '4.1.3'"
+        )
+    cap = max_cached if max_cached is not None else (MAX_CACHED_OLD if new_cache is False else MAX_CACHED_NEW)
+    floor = 1 if new_cache is False else MIN_CACHED_NEW
     if cap < floor:
         raise ConfigError(
-            f"max_cached={cap} is too small for the {'new' if new_cache else 'old'} snapshot cache "
+            f"max_cached={cap} is too small for the {'old' if new_cache is False else 'new'} snapshot cache "
             f"(use >= {floor})."
         )
     export_keys = [k for k in EXPORT_KEYS if k in events.columns]
@@ -572,10 +581,18 @@ def replay_snapshot_cache(
         F.col("local_position").cast(POSITION_TYPE).alias("local_position"),
         F.col("snapshot_clusters").cast(CLUSTERS_TYPE).alias("snapshot_clusters"),
         F.col("mark_delete_position").cast(POSITION_TYPE).alias("mark_delete_position"),
+        *([F.col("pulsar_version")] if new_cache is None else []),
     )
-    if new_cache and distance == "entries":
+    if new_cache is None:
+        ev = with_flags(ev, drop_version=True).select(
+            *ev.columns[:-1],
+            F.coalesce(F.col(FLAGS_COLUMN)["new_snapshot_cache"], F.lit(False)).alias("_new"),
+        )
+    else:
+        ev = ev.select("*", F.lit(new_cache).alias("_new"))
+    if new_cache is not False and distance == "entries":
         ledger_exports = [k for k in export_keys if k in ledgers.columns and k in managed_ledgers.columns]
-        adds = ev.where((F.col("op") == OP_ADD) & F.col("local_position").isNotNull())
+        adds = ev.where(F.col("_new") & (F.col("op") == OP_ADD) & F.col("local_position").isNotNull())
         counts = _entry_counts(adds, ledgers, managed_ledgers, ledger_exports, pulsar_version)
         ev = ev.withColumn("_tk", _topic_key(ev, ledger_exports)).join(
             counts.withColumnRenamed("cluster", "_tk").withColumnRenamed("_p", "local_position"),
@@ -597,10 +614,11 @@ def replay_snapshot_cache(
         "_f_lt",
         "_f_le",
         "_f_c",
+        "_new",
     )
     key_fields = [f for f in flat.schema.fields if f.name in keys]
     schema = T.StructType([*key_fields, *_REPLAY_FIELDS])
-    return map_groups(flat, keys, _replay_group_fn(new_cache, cap, distance), schema, order=["seq"])
+    return map_groups(flat, keys, _replay_group_fn(new_cache, max_cached, distance), schema, order=["seq"])
 
 
 # --- events from exported markers and cursors ---------------------------------------------------------------
@@ -754,7 +772,7 @@ def predicted_updates(
     ledgers: DataFrame,
     managed_ledgers: DataFrame,
     max_cached: int | None = None,
-    pulsar_version: str = DEFAULT_PULSAR_VERSION,
+    pulsar_version: str | None = DEFAULT_PULSAR_VERSION,
 ) -> DataFrame:
     """UPDATE markers the cache replay predicts beside the ones each cluster wrote (docs §4.4, §4.6).
 
@@ -774,11 +792,29 @@ def predicted_updates(
       the dispatcher never read that SNAPSHOT marker because the mark-delete had already jumped past it
       (typically moved by an UPDATE from another cluster), or the mark-delete reached the snapshot before
       the dispatcher read its marker and has not moved since.
-    Pure and lazy.
+    ``pulsar_version=None``: each topic's ``managed_ledgers.pulsar_version``. Pure and lazy.
     """
     events = snapshot_cache_events(markers, cursors)
-    replay = replay_snapshot_cache(events, ledgers, managed_ledgers, max_cached, pulsar_version)
+    replay = replay_snapshot_cache(
+        with_topic_versions(events, managed_ledgers) if pulsar_version is None else events,
+        ledgers,
+        managed_ledgers,
+        max_cached,
+        pulsar_version,
+    )
     return compare_predicted_updates(events, replay)
+
+
+def with_topic_versions(events: DataFrame, managed_ledgers: DataFrame) -> DataFrame:
+    """``events`` plus ``pulsar_version``: the one of its topic's managed-ledger row (export keys too when
+    both carry them), for :func:`replay_snapshot_cache` with ``pulsar_version=None``. Pure and lazy."""
+    keys = [
+        "cluster",
+        "topic",
+        *[k for k in EXPORT_KEYS if k in events.columns and k in managed_ledgers.columns],
+    ]
+    versions = managed_ledgers.select(*keys, "pulsar_version").dropDuplicates(keys)
+    return events.drop("pulsar_version").join(versions, keys, "left")
 
 
 def compare_predicted_updates(events: DataFrame, replay: DataFrame) -> DataFrame:

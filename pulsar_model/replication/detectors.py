@@ -25,7 +25,7 @@ related_cluster, measure, position, detail``. Kinds (``measure`` in brackets):
 
 Snapshot-cache eviction of useful snapshots (§4.6, §4.8, §12.9) needs the version-dependent cache replay
 of :mod:`pulsar_model.replication.cache`, so it has its own entry point,
-:func:`snapshot_cache_evicted_useful` (same columns; the stage unions it in per broker version):
+:func:`snapshot_cache_evicted_useful` (same columns; the stage unions it in, one replay for every cluster):
 
 * ``snapshot_cache_evicted_useful`` - mark-delete advances of a replicated subscription for which the
   bounded cache returned an older snapshot, or none, than an unbounded cache of the same generation would

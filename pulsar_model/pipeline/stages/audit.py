@@ -1,10 +1,11 @@
 """The nightly audit stages: failover assignment (docs §6), transactions (§8), schema compatibility (§9).
 
-Driver-side orchestration only (reads, one tiny ``distinct`` of the broker versions present, writes); the
-logic is the pure transforms of :mod:`pulsar_model.failover`, :mod:`pulsar_model.transactions` and
-:mod:`pulsar_model.schema_compat`, applied once per broker version so that every cluster gets its own
-version's semantics. A cluster's version is its ``managed_ledgers.pulsar_version`` on the run date (the
-configured default when null or when the cluster has no managed-ledger row).
+Driver-side orchestration only (reads, writes); the logic is the pure transforms of
+:mod:`pulsar_model.failover`, :mod:`pulsar_model.transactions` and :mod:`pulsar_model.schema_compat`,
+called once with ``pulsar_version=None``: every input row carries its cluster's version
+(:mod:`pulsar_model.pipeline.stages.cluster_versions`: the ``managed_ledgers.pulsar_version`` of the run
+date, the configured default when null or when the cluster has no managed-ledger row) and the transforms
+branch on its flags, so one plan serves every cluster whatever mix of versions the export has (docs §0.3).
 
 Each ``run_*_stage`` reads the run date's partition of its inputs and replaces that ``export_date``
 partition of each output table, also by an empty result, so a rerun of a date leaves no stale rows:
@@ -25,7 +26,7 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Final
 
 from pyspark.sql import Column, DataFrame
@@ -38,6 +39,7 @@ from pulsar_model.failover import (
     failover_balance,
     failover_what_ifs,
 )
+from pulsar_model.pipeline.stages.cluster_versions import cluster_versions, with_cluster_version
 from pulsar_model.schema_compat import (
     BROKER_DEFAULT_STRATEGY,
     compatibility_matrix,
@@ -71,38 +73,18 @@ Rows = dict[str, int]
 # --- shared helpers -------------------------------------------------------------------------------------
 
 
-def _cluster_versions(tables: DeltaTables, day: Mapping[str, dt.date]) -> DataFrame | None:
-    """One row per cluster: the broker version its managed-ledger rows of the day name (max if several)."""
-    managed = read_day(tables, "managed_ledgers", day)
-    if managed is None:
-        return None
-    return managed.groupBy("cluster").agg(F.max("pulsar_version").alias("_cluster_version"))
+def _cluster_versions(
+    tables: DeltaTables, day: Mapping[str, dt.date], default_version: str
+) -> DataFrame | None:
+    """One row per cluster: its broker version on the run date (:func:`cluster_versions`)."""
+    return cluster_versions(read_day(tables, "managed_ledgers", day), default_version)
 
 
-def _with_version(df: DataFrame, versions: DataFrame | None, default_version: str) -> DataFrame:
-    """Add ``pulsar_version``: the cluster's broker version, else ``default_version``."""
-    if versions is None:
-        return df.select("*", F.lit(default_version).alias("pulsar_version"))
-    joined = df.join(F.broadcast(versions), on="cluster", how="left")
-    version = F.coalesce(F.col("_cluster_version"), F.lit(default_version))
-    return joined.select(*[F.col(f"`{c}`") for c in df.columns], version.alias("pulsar_version"))
-
-
-def _versions_present(df: DataFrame) -> list[str]:
-    """The distinct broker versions of ``df`` (a handful of strings: one tiny driver query)."""
-    return sorted(str(r[0]) for r in df.select("pulsar_version").distinct().collect())
-
-
-def _per_version(
-    df: DataFrame, run: Callable[[DataFrame, str], dict[str, DataFrame]]
+def _versioned(
+    outputs: Mapping[str, DataFrame], versions: DataFrame | None, default_version: str
 ) -> dict[str, list[DataFrame]]:
-    """``run(df restricted to one version, version)`` for every version present, outputs tagged."""
-    out: dict[str, list[DataFrame]] = {}
-    for version in _versions_present(df):
-        part = df.where(F.col("pulsar_version") == F.lit(version))
-        for name, result in run(part, version).items():
-            out.setdefault(name, []).append(result.select("*", F.lit(version).alias("pulsar_version")))
-    return out
+    """Every output with ``pulsar_version``: the version of its row's cluster."""
+    return {name: [with_cluster_version(df, versions, default_version)] for name, df in outputs.items()}
 
 
 def _write(
@@ -156,26 +138,25 @@ def run_failover_stage(
     outputs: dict[str, list[DataFrame]] = {}
     if consumers is not None:
         cursors = read_day(tables, "cursors", day)
-        failover = _with_version(
-            failover_consumers(consumers, cursors), _cluster_versions(tables, day), default_version
-        )
-
-        def run(part: DataFrame, version: str) -> dict[str, DataFrame]:
-            assignments = active_consumers(part, consistent_hashing, version)
-            if cursors is not None:
-                assignments = compare_with_stats(assignments, cursors)
-            sub_types = part.select(*_TOPIC, *_EXPORT, "subscription", "subscription_type").distinct()
-            assignments = assignments.join(sub_types, on=[*_TOPIC, *_EXPORT, "subscription"], how="left")
-            balance = failover_balance(assignments).withColumnRenamed("base_topic", "topic")
-            return {
+        versions = _cluster_versions(tables, day, default_version)
+        failover = with_cluster_version(failover_consumers(consumers, cursors), versions, default_version)
+        assignments = active_consumers(failover, consistent_hashing, None).drop("pulsar_version")
+        if cursors is not None:
+            assignments = compare_with_stats(assignments, cursors)
+        sub_types = failover.select(*_TOPIC, *_EXPORT, "subscription", "subscription_type").distinct()
+        assignments = assignments.join(sub_types, on=[*_TOPIC, *_EXPORT, "subscription"], how="left")
+        balance = failover_balance(assignments).withColumnRenamed("base_topic", "topic")
+        outputs = _versioned(
+            {
                 "failover_assignments": assignments.select(
                     "*", F.lit(consistent_hashing).alias("consistent_hashing")
                 ),
                 "failover_balance": balance,
-                "failover_what_ifs": failover_what_ifs(part, consistent_hashing, version),
-            }
-
-        outputs = _per_version(failover, run)
+                "failover_what_ifs": failover_what_ifs(failover, consistent_hashing, None),
+            },
+            versions,
+            default_version,
+        )
     return _write(tables, day, FAILOVER_TABLES, outputs, "failover")
 
 
@@ -203,10 +184,9 @@ def run_transactions_stage(
         managed = tables.read("managed_ledgers", partition_filter=day)
         ledgers = tables.read("ledgers", partition_filter=day)
         has_txn = entries.where(F.col("txnid_most_bits").isNotNull()).select(*_TOPIC, *_EXPORT).distinct()
-        txn_entries = _with_version(
-            entries.join(has_txn, on=[*_TOPIC, *_EXPORT], how="left_semi"),
-            _cluster_versions(tables, day),
-            default_version,
+        versions = _cluster_versions(tables, day, default_version)
+        txn_entries = with_cluster_version(
+            entries.join(has_txn, on=[*_TOPIC, *_EXPORT], how="left_semi"), versions, default_version
         )
         now_ms = (
             F.lit(int(now.timestamp() * 1000)).cast("long")
@@ -214,24 +194,26 @@ def run_transactions_stage(
             else F.floor(F.unix_micros(F.col("exported_at")) / F.lit(1000)).cast("long")
         )
         exported = managed.select(*_TOPIC, *_EXPORT, "exported_at")
-
-        def run(part: DataFrame, version: str) -> dict[str, DataFrame]:
-            states = transaction_states(part).join(exported, on=[*_TOPIC, *_EXPORT], how="left")
-            age = F.when(F.col("state") == STATE_OPEN, now_ms - F.col("first_publish_time_ms"))
-            transactions = states.select(
-                *[c for c in states.columns if c != "exported_at"],
-                age.alias("open_age_ms"),
-                F.when(age.isNotNull(), age > F.lit(int(long_open_threshold_ms))).alias("is_long_open"),
-                F.lit(int(long_open_threshold_ms)).cast("long").alias("long_open_threshold_ms"),
-            )
-            holdback = max_read_positions(part, ledgers, managed, pulsar_version=version)
-            complete = topic_entries_complete(managed)
-            return {
+        states = transaction_states(txn_entries.drop("pulsar_version")).join(
+            exported, on=[*_TOPIC, *_EXPORT], how="left"
+        )
+        age = F.when(F.col("state") == STATE_OPEN, now_ms - F.col("first_publish_time_ms"))
+        transactions = states.select(
+            *[c for c in states.columns if c != "exported_at"],
+            age.alias("open_age_ms"),
+            F.when(age.isNotNull(), age > F.lit(int(long_open_threshold_ms))).alias("is_long_open"),
+            F.lit(int(long_open_threshold_ms)).cast("long").alias("long_open_threshold_ms"),
+        )
+        holdback = max_read_positions(txn_entries, ledgers, managed, pulsar_version=None)
+        complete = topic_entries_complete(managed)
+        outputs = _versioned(
+            {
                 "transactions": with_entries_complete(transactions, complete),
                 "transaction_holdback": with_entries_complete(holdback, complete),
-            }
-
-        outputs = _per_version(txn_entries, run)
+            },
+            versions,
+            default_version,
+        )
     return _write(tables, day, TRANSACTION_TABLES, outputs, "transactions")
 
 
@@ -256,15 +238,19 @@ def run_schema_stage(
     versions_df = read_day(tables, "schema_versions", day)
     outputs: dict[str, list[DataFrame]] = {}
     if versions_df is not None:
-        schemas = _with_version(versions_df, _cluster_versions(tables, day), default_version)
-
-        def run(part: DataFrame, version: str) -> dict[str, DataFrame]:
-            topics = part.select(*_TOPIC).distinct()
-            strategies = effective_strategies(topics, broker_strategy, version)
-            verdicts = registration_verdicts(part, strategies, pulsar_version=version).join(
-                strategies.select(*_TOPIC, "strategy_source"), on=list(_TOPIC), how="left"
-            )
-            return {"schema_verdicts": verdicts, "schema_compatibility": compatibility_matrix(part)}
-
-        outputs = _per_version(schemas, run)
+        versions = _cluster_versions(tables, day, default_version)
+        schemas = with_cluster_version(versions_df, versions, default_version)
+        topics = schemas.select(*_TOPIC, "pulsar_version").distinct()
+        strategies = effective_strategies(topics, broker_strategy, None).drop("pulsar_version")
+        verdicts = registration_verdicts(schemas, strategies, pulsar_version=None).join(
+            strategies.select(*_TOPIC, "strategy_source"), on=list(_TOPIC), how="left"
+        )
+        outputs = _versioned(
+            {
+                "schema_verdicts": verdicts,
+                "schema_compatibility": compatibility_matrix(schemas.drop("pulsar_version")),
+            },
+            versions,
+            default_version,
+        )
     return _write(tables, day, SCHEMA_TABLES, outputs, "schema")

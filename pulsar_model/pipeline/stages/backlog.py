@@ -1,8 +1,9 @@
 """The nightly ``backlog`` stage: per-cursor and per-topic backlog tables for one run date.
 
-Driver-side orchestration only (reads, one tiny ``distinct`` of the Pulsar versions present, writes);
-the arithmetic is the pure transforms of :mod:`pulsar_model.backlog`, applied once per broker version
-so that every cluster gets its own version's semantics (docs §0.3).
+Driver-side orchestration only (reads, writes); the arithmetic is the pure transforms of
+:mod:`pulsar_model.backlog`, called once with ``pulsar_version=None``: every topic carries its cluster's
+version (:mod:`pulsar_model.pipeline.stages.cluster_versions`) and the transforms branch on its flags, so
+one plan serves every cluster whatever mix of versions the export has (docs §0.3).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from pulsar_model.backlog_exact import KINDS, MEASURES, exact_backlog
 from pulsar_model.engine.entry_coverage import COLUMN as COMPLETE
 from pulsar_model.engine.entry_coverage import topic_entries_complete
 from pulsar_model.pinning import pinning_report, unmoved_cursors
+from pulsar_model.pipeline.stages.cluster_versions import cluster_versions, with_cluster_version
 from pulsar_model.tables.delta_io import DeltaTables
 from pulsar_model.tables.stage_io import write_day_outputs
 
@@ -44,11 +46,12 @@ def cursor_backlog(
     managed_ledgers: DataFrame,
     ledgers: DataFrame,
     cursors: DataFrame,
-    pulsar_version: str,
+    pulsar_version: str | None,
     entries: DataFrame | None = None,
 ) -> DataFrame:
     """One row per cursor: precise backlog, entries in storage, §2.4 estimate, broker counter drift, and
-    (with ``entries``) the exact messages/bytes by kind, the oldest unacked message and the estimate's error.
+    (with ``entries``) the exact messages/bytes by kind, the oldest unacked message and the estimate's error
+    (docs §1.8, §2.4). ``pulsar_version`` None: each topic's ``managed_ledgers.pulsar_version``.
     """
     precise = precise_backlog(cursors, ledgers, managed_ledgers, pulsar_version=pulsar_version)
     estimate = estimate_backlog_from_position(
@@ -80,22 +83,30 @@ def cursor_backlog(
             F.col("exported_entries_complete"), F.col("estimated_backlog_size_bytes") - F.col("backlog_bytes")
         )
         out = out.withColumn("estimate_minus_exact_bytes", error)
-    return out.select(
-        "*",
-        F.lit(pulsar_version).alias("pulsar_version"),
-        (F.col("stats_msg_backlog") - F.col("backlog_entries")).alias("counter_minus_precise"),
+    return _with_version(out, managed_ledgers, pulsar_version).select(
+        "*", (F.col("stats_msg_backlog") - F.col("backlog_entries")).alias("counter_minus_precise")
     )
 
 
+def _with_version(df: DataFrame, managed_ledgers: DataFrame, pulsar_version: str | None) -> DataFrame:
+    """``df`` (one row per topic or cursor) plus ``pulsar_version``: the argument, or (None) its topic's."""
+    kept = [F.col(f"`{c}`") for c in df.columns if c != "pulsar_version"]
+    if pulsar_version is not None:
+        return df.select(*kept, F.lit(pulsar_version).alias("pulsar_version"))
+    versions = managed_ledgers.select(*_TOPIC, F.col("pulsar_version").alias("_pa_topic_version"))
+    joined = df.join(versions, _TOPIC, "left")
+    return joined.select(*kept, F.col("_pa_topic_version").alias("pulsar_version"))
+
+
 def topic_backlog(
-    managed_ledgers: DataFrame, ledgers: DataFrame, cursors: DataFrame, pulsar_version: str
+    managed_ledgers: DataFrame, ledgers: DataFrame, cursors: DataFrame, pulsar_version: str | None
 ) -> DataFrame:
-    """One row per topic: the broker's backlogSize estimate beside the exported stats value."""
+    """One row per topic: the broker's backlogSize estimate beside the exported stats value (docs §2.3).
+    ``pulsar_version`` None: each topic's ``managed_ledgers.pulsar_version``."""
     estimate = estimated_backlog_size(managed_ledgers, ledgers, cursors, pulsar_version=pulsar_version)
     stats = managed_ledgers.select(*_TOPIC, "export_id", "export_date", "stats_backlog_size_bytes")
-    return estimate.join(stats, _TOPIC, "left").select(
+    return _with_version(estimate.join(stats, _TOPIC, "left"), managed_ledgers, pulsar_version).select(
         "*",
-        F.lit(pulsar_version).alias("pulsar_version"),
         (F.col("estimated_backlog_size_bytes") - F.col("stats_backlog_size_bytes")).alias(
             "estimate_minus_stats_bytes"
         ),
@@ -103,12 +114,12 @@ def topic_backlog(
 
 
 def topic_pinning(
-    managed_ledgers: DataFrame, ledgers: DataFrame, cursors: DataFrame, pulsar_version: str
+    managed_ledgers: DataFrame, ledgers: DataFrame, cursors: DataFrame, pulsar_version: str | None
 ) -> DataFrame:
-    """One row per topic: the ledgers the slowest durable cursor alone keeps alive (docs §1.11)."""
-    return pinning_report(managed_ledgers, ledgers, cursors, pulsar_version=pulsar_version).withColumn(
-        "pulsar_version", F.lit(pulsar_version)
-    )
+    """One row per topic: the ledgers the slowest durable cursor alone keeps alive (docs §1.11).
+    ``pulsar_version`` None: each topic's ``managed_ledgers.pulsar_version``."""
+    report = pinning_report(managed_ledgers, ledgers, cursors, pulsar_version=pulsar_version)
+    return _with_version(report, managed_ledgers, pulsar_version)
 
 
 def unmoved_cursors_as_of(
@@ -132,30 +143,24 @@ def run_backlog_stage(
 ) -> tuple[dict[str, int], dict[str, int]]:
     """Compute and write the stage's tables for ``run_date``; return (rows written, table versions)."""
     day = {"export_date": run_date}
-    managed = tables.read("managed_ledgers", partition_filter=day).withColumn(
-        "pulsar_version", F.coalesce("pulsar_version", F.lit(default_version))
+    raw = tables.read("managed_ledgers", partition_filter=day)
+    # every topic carries its cluster's version: one plan for every cluster (docs §0.3)
+    managed = with_cluster_version(raw, cluster_versions(raw, default_version), default_version)
+    # rows of topics without a managed-ledger row have no version and no analysis
+    scope = raw.select(*_TOPIC)
+    ledgers = tables.read("ledgers", partition_filter=day).join(scope, _TOPIC, "left_semi")
+    cursors = tables.read("cursors", partition_filter=day).join(scope, _TOPIC, "left_semi")
+    entries = (
+        tables.read("entries", partition_filter=day).join(scope, _TOPIC, "left_semi")
+        if tables.exists("entries")
+        else None
     )
-    ledgers = tables.read("ledgers", partition_filter=day)
-    cursors = tables.read("cursors", partition_filter=day)
-    entries = tables.read("entries", partition_filter=day) if tables.exists("entries") else None
-    # A handful of distinct version strings: each runs the transforms with its own semantics.
-    versions = sorted(r[0] for r in managed.select("pulsar_version").distinct().collect())
-    outputs: dict[str, DataFrame | None] = dict.fromkeys(OUTPUT_TABLES)
-    for version in versions:
-        ml = managed.where(F.col("pulsar_version") == version)
-        scope = ml.select(*_TOPIC)
-        led = ledgers.join(scope, _TOPIC, "left_semi")
-        cur = cursors.join(scope, _TOPIC, "left_semi")
-        ent = entries.join(scope, _TOPIC, "left_semi") if entries is not None else None
-        parts = {
-            "cursor_backlog": cursor_backlog(ml, led, cur, version, ent),
-            "topic_backlog": topic_backlog(ml, led, cur, version),
-            "topic_pinning": topic_pinning(ml, led, cur, version),
-        }
-        for name, part in parts.items():
-            previous = outputs[name]
-            outputs[name] = part if previous is None else previous.unionByName(part, allowMissingColumns=True)
-    outputs["unmoved_cursors"] = unmoved_cursors_as_of(tables, run_date)
+    outputs: dict[str, DataFrame | None] = {
+        "cursor_backlog": cursor_backlog(managed, ledgers, cursors, None, entries),
+        "topic_backlog": topic_backlog(managed, ledgers, cursors, None),
+        "topic_pinning": topic_pinning(managed, ledgers, cursors, None),
+        "unmoved_cursors": unmoved_cursors_as_of(tables, run_date),
+    }
     rows, versions_written = write_day_outputs(
         tables, day, {name: outputs[name] for name in OUTPUT_TABLES}, stage="backlog"
     )

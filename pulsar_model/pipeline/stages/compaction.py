@@ -1,9 +1,11 @@
 """The nightly ``compaction`` stage: compaction preview, trigger decision and savings per topic (docs §5).
 
-Driver-side orchestration only (reads, a tiny ``distinct`` of the Pulsar versions present, cached
-copies of phase one's rows and of the per-topic ranges per version, writes); the logic is the pure
-transforms of :mod:`pulsar_model.compaction`, applied once per broker version so that every cluster gets
-its own compactor generation and trigger rule (docs §5.3-5.5). Output tables, partitioned by ``export_date``:
+Driver-side orchestration only (reads, cached copies of phase one's rows and of the per-topic ranges,
+writes); the logic is the pure transforms of :mod:`pulsar_model.compaction`, called once with
+``pulsar_version=None``: every topic and message carries its cluster's version
+(:mod:`pulsar_model.pipeline.stages.cluster_versions`) and the transforms pick each cluster's compactor
+generation and trigger rule from its flags (docs §0.3, §5.3-5.5), one plan for every cluster. Output
+tables, partitioned by ``export_date``:
 
 * ``compaction_horizons`` - one row per (cluster, topic, export) with messages or a ``__compaction`` cursor:
   the horizon and the phase-two range the compactor would use now (§5.4);
@@ -45,6 +47,7 @@ from pulsar_model.compaction import (
 )
 from pulsar_model.engine.entry_coverage import COLUMN as COMPLETE
 from pulsar_model.engine.entry_coverage import compaction_entries_complete
+from pulsar_model.pipeline.stages.cluster_versions import cluster_versions, with_cluster_version
 from pulsar_model.tables.delta_io import DeltaTables
 from pulsar_model.tables.stage_io import read_day, write_day_outputs
 
@@ -63,8 +66,7 @@ def compaction_start_positions(cursors: DataFrame) -> DataFrame:
     )
 
 
-def _version_outputs(
-    version: str,
+def _outputs(
     managed: DataFrame,
     ledgers: DataFrame,
     cursors: DataFrame,
@@ -74,30 +76,25 @@ def _version_outputs(
     retain_null_key: bool | None,
     cached: list[CompactionPhases],
 ) -> dict[str, DataFrame | None]:
-    """The three tables for the topics of one broker version (before the export identity is added); the
-    phases it persists are appended to ``cached``, to be released after the writes."""
-    ml = managed.where(F.col("pulsar_version") == version)
-    scope = ml.select(*_TOPIC)
-    led = ledgers.join(scope, _TOPIC, "left_semi")
-    cur = cursors.join(scope, _TOPIC, "left_semi")
-    ent = entries.join(scope, _TOPIC, "left_semi") if entries is not None else None
-    starts = compaction_start_positions(cur)
-    trigger = compaction_trigger(ml, led, cur, thresholds, version, entries=ent)
+    """The three tables (before the export identity is added), each topic by its own ``pulsar_version``
+    (``managed`` and ``messages`` carry it); the phases it persists are appended to ``cached``, to be
+    released after the writes."""
+    starts = compaction_start_positions(cursors)
+    trigger = compaction_trigger(managed, ledgers, cursors, thresholds, None, entries=entries)
     if messages is None:
         return {"compaction_horizons": None, "compaction_ledger": None, "compaction_summary": trigger}
-    msg = messages.join(scope, _TOPIC, "left_semi")
     # Both phases once, materialised: the three tables are three writes, each would recompute phase one's
     # two windows over every message (tier m: 3 x ~140 s of task time).
-    phases = compaction_phases(msg, retain_null_key, version, starts, materialise=True)
+    phases = compaction_phases(messages, retain_null_key, None, starts, materialise=True)
     cached.append(phases)
     rows = phases.rows
     return {
         "compaction_horizons": compaction_horizons(
-            msg, retain_null_key, version, starts, ranges=phases.ranges
+            messages, retain_null_key, None, starts, ranges=phases.ranges
         ),
-        "compaction_ledger": compacted_ledger(msg, retain_null_key, version, starts, rows=rows),
+        "compaction_ledger": compacted_ledger(messages, retain_null_key, None, starts, rows=rows),
         "compaction_summary": compaction_summary(
-            msg, retain_null_key, version, starts, trigger=trigger, rows=rows
+            messages, retain_null_key, None, starts, trigger=trigger, rows=rows
         ),
     }
 
@@ -119,33 +116,34 @@ def run_compaction_stage(
     """
     thresholds = thresholds or CompactionThresholds()
     day = {"export_date": run_date}
-    managed = tables.read("managed_ledgers", partition_filter=day).withColumn(
-        "pulsar_version", F.coalesce("pulsar_version", F.lit(default_version))
-    )
-    ledgers = tables.read("ledgers", partition_filter=day)
-    cursors = tables.read("cursors", partition_filter=day)
+    raw = tables.read("managed_ledgers", partition_filter=day)
+    # every topic carries its cluster's version: one plan for every cluster (docs §0.3)
+    versions = cluster_versions(raw, default_version)
+    managed = with_cluster_version(raw, versions, default_version)
+    # rows of topics without a managed-ledger row have no version and no analysis
+    scope = raw.select(*_TOPIC)
+    ledgers = tables.read("ledgers", partition_filter=day).join(scope, _TOPIC, "left_semi")
+    all_cursors = tables.read("cursors", partition_filter=day)
+    cursors = all_cursors.join(scope, _TOPIC, "left_semi")
     entries = read_day(tables, "entries", day)
     messages = read_day(tables, "messages", day)
     if messages is not None and entries is not None:
         messages = with_uncompressed_size_flag(messages, entries)
-    # A handful of distinct version strings: each runs the transforms with its own semantics.
-    versions = sorted(r[0] for r in managed.select("pulsar_version").distinct().collect())
+    if messages is not None:
+        messages = with_cluster_version(messages.join(scope, _TOPIC, "left_semi"), versions, default_version)
+    if entries is not None:
+        entries = entries.join(scope, _TOPIC, "left_semi")
     outputs: dict[str, list[DataFrame]] = {name: [] for name in OUTPUT_TABLES}
     cached: list[CompactionPhases] = []
-    complete = compaction_entries_complete(managed, cursors)
+    complete = compaction_entries_complete(managed, all_cursors)
     try:
-        for version in versions:
-            parts = _version_outputs(
-                version, managed, ledgers, cursors, messages, entries, thresholds, retain_null_key, cached
-            )
-            ids = (
-                managed.where(F.col("pulsar_version") == version)
-                .select(*_TOPIC, "export_id", "export_date", "pulsar_version")
-                .join(complete, _TOPIC, "left")
-            )
-            for name, part in parts.items():
-                if part is not None:
-                    outputs[name].append(part.drop(COMPLETE).join(ids, _TOPIC, "inner"))
+        parts = _outputs(managed, ledgers, cursors, messages, entries, thresholds, retain_null_key, cached)
+        ids = managed.select(*_TOPIC, "export_id", "export_date", "pulsar_version").join(
+            complete, _TOPIC, "left"
+        )
+        for name, part in parts.items():
+            if part is not None:
+                outputs[name].append(part.drop(COMPLETE, "pulsar_version").join(ids, _TOPIC, "inner"))
         return write_day_outputs(
             tables, day, {name: outputs[name] for name in OUTPUT_TABLES}, stage="compaction"
         )

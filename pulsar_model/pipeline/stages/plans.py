@@ -10,9 +10,13 @@ fit the export (unknown topic or cursor) get a row with ``error`` set. Outputs, 
 * ``skip_plans`` – one row per skip / clear_backlog / reset / reset_by_time request (docs §1.10, §1.11);
 * ``reader_starts`` – one row per reader_start request (docs §7).
 
-Driver-side orchestration only (reading a small request file, one ``distinct`` of the Pulsar versions
+Driver-side orchestration only (reading a small request file, one ``distinct`` of the request actions
 present); every number is computed by the pure transforms of :mod:`pulsar_model.positions`,
-:mod:`pulsar_model.readers` and :mod:`pulsar_model.backlog_exact`, once per broker version.
+:mod:`pulsar_model.readers` and :mod:`pulsar_model.backlog_exact`, called once with
+``pulsar_version=None``: every topic carries its cluster's version
+(:mod:`pulsar_model.pipeline.stages.cluster_versions`) and the transforms branch on its flags, so one plan
+serves every cluster whatever mix of versions the export has (docs §0.3). A request for a topic without a
+managed-ledger row is labelled with the configured default version.
 """
 
 from __future__ import annotations
@@ -40,10 +44,9 @@ from pulsar_model.domain.plan_requests import (
 )
 from pulsar_model.engine.entry_coverage import topic_entries_complete, with_entries_complete
 from pulsar_model.errors import ConfigError
+from pulsar_model.pipeline.stages.cluster_versions import cluster_versions, with_cluster_version
 from pulsar_model.plans import PlanInputs, cursor_plans, reader_plans, with_entry_effects
-from pulsar_model.positions import (
-    cursor_basis,
-)
+from pulsar_model.positions import cursor_basis
 from pulsar_model.tables.contracts import conform, contract
 from pulsar_model.tables.delta_io import DeltaTables, TableWrite
 
@@ -126,6 +129,12 @@ def _union_or_empty(spark: SparkSession, parts: Sequence[DataFrame], table: str)
     return spark.createDataFrame([], contract(table).spark_schema).drop("export_date")
 
 
+def _default_label(df: DataFrame, default_version: str) -> DataFrame:
+    """A request for a topic without a managed-ledger row (no version of its own, an ``error`` row) is
+    labelled with the configured default version."""
+    return df.withColumn("pulsar_version", F.coalesce(F.col("pulsar_version"), F.lit(default_version)))
+
+
 def run_plans_stage(
     tables: DeltaTables,
     run_date: dt.date,
@@ -151,61 +160,53 @@ def run_plans_stage(
     # No empty side in the union: only the sources that can hold requests (see requests_frame).
     requests = functools.reduce(DataFrame.unionByName, sources) if sources else requests_frame(spark, parsed)
     day = {"export_date": run_date}
-    managed = tables.read("managed_ledgers", partition_filter=day).withColumn(
-        "pulsar_version", F.coalesce("pulsar_version", F.lit(default_version))
+    raw = tables.read("managed_ledgers", partition_filter=day)
+    # every topic carries its cluster's version: one plan for every cluster (docs §0.3)
+    managed = with_cluster_version(raw, cluster_versions(raw, default_version), default_version)
+    # rows of topics without a managed-ledger row have no version and no analysis
+    scope = raw.select(*_TOPIC)
+    inputs = PlanInputs(
+        managed_ledgers=managed,
+        ledgers=tables.read("ledgers", partition_filter=day).join(scope, _TOPIC, "left_semi"),
+        cursors=tables.read("cursors", partition_filter=day).join(scope, _TOPIC, "left_semi"),
+        entries=tables.read("entries", partition_filter=day).join(scope, _TOPIC, "left_semi"),
+        messages=tables.read("messages", partition_filter=day).join(scope, _TOPIC, "left_semi"),
     )
-    ledgers = tables.read("ledgers", partition_filter=day)
-    cursors = tables.read("cursors", partition_filter=day)
-    entries = tables.read("entries", partition_filter=day)
-    messages = tables.read("messages", partition_filter=day)
-    topic_versions = managed.select(*_TOPIC, "pulsar_version")
-    requests = requests.join(topic_versions, _TOPIC, "left").withColumn(
-        "pulsar_version", F.coalesce("pulsar_version", F.lit(default_version))
-    )
-    # Which (version, action) pairs have requests: a few rows of request metadata. Only those transforms
-    # are built - each is a large plan that Spark analyses even for zero rows.
-    present: dict[str, set[str]] = {}
-    for version, action in requests.select("pulsar_version", "action").distinct().collect():
-        present.setdefault(version, set()).add(action)
+    # Which actions have requests: a few rows of request metadata. Only those transforms are built - each
+    # is a large plan that Spark analyses even for zero rows.
+    present = {str(r[0]) for r in requests.select("action").distinct().collect()}
+    cursor_actions = present & set(CURSOR_ACTIONS)
     skip_parts: list[DataFrame] = []
     reader_parts: list[DataFrame] = []
-    for version in sorted(present):
-        ml = managed.where(F.col("pulsar_version") == version)
-        scope = ml.select(*_TOPIC)
-        inputs = PlanInputs(
-            managed_ledgers=ml,
-            ledgers=ledgers.join(scope, _TOPIC, "left_semi"),
-            cursors=cursors.join(scope, _TOPIC, "left_semi"),
-            entries=entries.join(scope, _TOPIC, "left_semi"),
-            messages=messages.join(scope, _TOPIC, "left_semi"),
+    # The ledger view, topic context and (for skip / clear_backlog) cursor state are the same for every
+    # request kind: built and materialised once (on the executors) and shared, instead of each action's
+    # plan building, compiling and computing its own copy (tier s: a third of the stage's CPU).
+    basis = None
+    if present & {ACTION_SKIP, ACTION_CLEAR_BACKLOG, ACTION_RESET, ACTION_READER_START}:
+        basis = cursor_basis(
+            inputs.cursors,
+            inputs.ledgers,
+            inputs.managed_ledgers,
+            None,
+            with_state=bool(present & {ACTION_SKIP, ACTION_CLEAR_BACKLOG}),
+            materialise=lambda df: df.localCheckpoint(),
         )
-        mine = requests.where(F.col("pulsar_version") == version).drop("pulsar_version")
-        cursor_actions = present[version] & set(CURSOR_ACTIONS)
-        # The ledger view, topic context and (for skip / clear_backlog) cursor state are the same for every
-        # request kind of the version: built and materialised once (on the executors) and shared, instead
-        # of each action's plan building, compiling and computing its own copy (tier s: a third of the
-        # stage's CPU).
-        basis = None
-        if present[version] & {ACTION_SKIP, ACTION_CLEAR_BACKLOG, ACTION_RESET, ACTION_READER_START}:
-            basis = cursor_basis(
-                inputs.cursors,
-                inputs.ledgers,
-                inputs.managed_ledgers,
-                version,
-                with_state=bool(present[version] & {ACTION_SKIP, ACTION_CLEAR_BACKLOG}),
-                materialise=lambda df: df.localCheckpoint(),
+    if cursor_actions:
+        # The actions' plans start from the materialised basis, so they are small; they and the cursor
+        # state before are materialised once more (one action, on the executors: nothing comes to the
+        # driver) where the entry totals start, which read them four times.
+        plans = functools.reduce(
+            DataFrame.unionByName,
+            [cursor_plans(requests, inputs, None, {action}, basis) for action in sorted(cursor_actions)],
+        )
+        skip_parts.append(
+            _default_label(
+                with_entry_effects(plans, inputs, materialise=lambda df: df.localCheckpoint()),
+                default_version,
             )
-        if cursor_actions:
-            # The actions' plans start from the materialised basis, so they are small; they and the cursor
-            # state before are materialised once more (one action, on the executors: nothing comes to the
-            # driver) where the entry totals start, which read them four times.
-            plans = functools.reduce(
-                DataFrame.unionByName,
-                [cursor_plans(mine, inputs, version, {action}, basis) for action in sorted(cursor_actions)],
-            )
-            skip_parts.append(with_entry_effects(plans, inputs, materialise=lambda df: df.localCheckpoint()))
-        if ACTION_READER_START in present[version]:
-            reader_parts.append(reader_plans(mine, inputs, version, basis))
+        )
+    if ACTION_READER_START in present:
+        reader_parts.append(_default_label(reader_plans(requests, inputs, None, basis), default_version))
     outputs = {
         "skip_plans": with_entries_complete(
             _union_or_empty(spark, skip_parts, "skip_plans"), topic_entries_complete(managed)

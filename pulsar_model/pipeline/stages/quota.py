@@ -1,10 +1,11 @@
 """The nightly ``quota`` stage: effective backlog quotas, breaches, what-if eviction, producer outcomes.
 
-Driver-side orchestration only (reads, a tiny ``distinct`` of the Pulsar versions present, one materialised
-status per version, one tiny query choosing the eviction runs, one materialised eviction result per version
-feeding both eviction tables, writes); the logic is the pure transforms of
-:mod:`pulsar_model.quota`, applied once per broker version so that every cluster gets its own version's
-semantics (docs §0.3, §3). Output tables, partitioned by ``export_date``:
+Driver-side orchestration only (reads, one materialised status, one tiny query choosing the eviction runs,
+one materialised eviction result feeding both eviction tables, writes); the logic is the pure transforms
+of :mod:`pulsar_model.quota`, called once with ``pulsar_version=None``: every topic carries its cluster's
+version (:mod:`pulsar_model.pipeline.stages.cluster_versions`) and the transforms branch on its flags, so
+one plan serves every cluster whatever mix of versions the export has (docs §0.3, §3). Output tables,
+partitioned by ``export_date``:
 
 * ``quota_status`` - one row per (cluster, topic, export, quota_type): the effective quota (§3.2) beside
   the broker's breach decision at export time and the exact-data view (§3.4);
@@ -26,15 +27,15 @@ those of the run date's export only: an export is a snapshot, a policy missing f
 from __future__ import annotations
 
 import datetime as dt
-import functools
 import logging
-from dataclasses import dataclass
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from pulsar_model.engine.entry_coverage import topic_entries_complete, with_entries_complete
+from pulsar_model.engine.flags import FLAGS_COLUMN, with_flags
+from pulsar_model.pipeline.stages.cluster_versions import cluster_versions, with_cluster_version
 from pulsar_model.quota import drop_backlog_for_size_limit, drop_backlog_for_time_limit
 from pulsar_model.quota.eviction import DEFAULT_TRACE_MAX_ITERATIONS, eviction_losses
 from pulsar_model.quota.policy import (
@@ -198,7 +199,7 @@ def quota_evictions(
     ledgers: DataFrame,
     cursors: DataFrame,
     entries: DataFrame | None,
-    pulsar_version: str,
+    pulsar_version: str | None,
     runs: frozenset[tuple[str, bool | None]] = ALL_EVICTION_RUNS,
     trace_max_iterations: int = DEFAULT_TRACE_MAX_ITERATIONS,
     losses: bool = True,
@@ -207,7 +208,9 @@ def quota_evictions(
 
     ``status`` is :func:`quota_status` output. Every topic with an enabled limit of a type is evaluated
     whatever its configured policy: size when ``limit_size_bytes >= 0`` (§3.4: ``limit < 0`` disables),
-    time when ``limit_time_seconds > 0`` and the version checks time quotas (2.8.0+); time eviction is
+    time when ``limit_time_seconds > 0`` and the version checks time quotas (2.8.0+, flag
+    ``time_quota_supported``; ``pulsar_version=None``: each topic's own, from the ``pulsar_version`` column
+    :func:`~pulsar_model.quota.policy.effective_quotas` adds to ``status`` then); time eviction is
     precise or not as the effective broker setting ``precise_time_check`` says (§3.7). ``configured_policy``
     is the effective policy and ``handled_now`` says whether the broker runs this eviction at its next check
     (the policy is ``consumer_backlog_eviction`` and this type is the one the periodic check handles; null
@@ -239,8 +242,13 @@ def quota_evictions(
         )
         parts.append(_eviction_columns(size, QUOTA_TYPE_SIZE))
     time_rows = status.where(enabled_limit(QUOTA_TYPE_TIME))
+    if pulsar_version is None:
+        supported = F.coalesce(F.col(FLAGS_COLUMN)["time_quota_supported"], F.lit(False))
+        time_rows = with_flags(time_rows).where(supported).drop(FLAGS_COLUMN)
     for precise in (False, True):
-        if (QUOTA_TYPE_TIME, precise) not in runs or not time_quota_supported(pulsar_version):
+        if (QUOTA_TYPE_TIME, precise) not in runs:
+            continue
+        if pulsar_version is not None and not time_quota_supported(pulsar_version):
             continue
         limits = time_rows.where(F.col("precise_time_check") == F.lit(precise)).select(
             *_TOPIC, "limit_time_seconds"
@@ -292,69 +300,10 @@ def eviction_kinds(status: DataFrame) -> DataFrame:
     )
 
 
-@dataclass(frozen=True)
-class _VersionInputs:
-    """The run date's inputs restricted to the topics of one broker version, and their quota status."""
-
-    managed_ledgers: DataFrame
-    ledgers: DataFrame
-    cursors: DataFrame
-    entries: DataFrame | None
-    status: DataFrame
-
-
-def _version_inputs(
-    version: str,
-    managed: DataFrame,
-    ledgers: DataFrame,
-    cursors: DataFrame,
-    entries: DataFrame | None,
-    quotas: DataFrame,
-    backlog: DataFrame | None,
-) -> _VersionInputs:
-    """Scope the inputs to ``version``'s topics and compute their quota status (materialised, see below)."""
-    ml = managed.where(F.col("pulsar_version") == version)
-    scope = ml.select(*_TOPIC)
-    led = ledgers.join(scope, _TOPIC, "left_semi")
-    cur = cursors.join(scope, _TOPIC, "left_semi")
-    ent = entries.join(scope, _TOPIC, "left_semi") if entries is not None else None
-    exact = backlog.join(scope, _TOPIC, "left_semi") if backlog is not None else None
-    effective = effective_quotas(quotas, ml, version)
-    breaches = quota_breaches(
-        effective,
-        ml,
-        led,
-        cur,
-        entries=ent,
-        exact_backlog=exact.select(*_EXACT_COLUMNS) if exact is not None else None,
-        pulsar_version=version,
-    )
-    status = quota_status(effective, breaches)
-    if exact is not None:
-        status = status.join(exact_completeness(exact), _TOPIC, "left")
-    # status feeds all three tables and the choice of eviction runs: materialised once (eager) with its
-    # lineage cut - the breach plan is large, and re-planning it under every later operator costs far more
-    # than the data. The blocks live on the executors and are cleaned up once unreferenced.
-    return _VersionInputs(ml, led, cur, ent, status.localCheckpoint())
-
-
-def _eviction_runs_by_version(
-    statuses: dict[str, DataFrame],
-) -> dict[str, frozenset[tuple[str, bool | None]]]:
-    """The eviction calls each version needs: ``(quota_type, precise)`` of the enabled limits present
-    (``precise`` None for size), from one driver query on a tiny result (at most three rows per version).
-    """
-    if not statuses:
-        return {}
-    tagged = [
-        eviction_kinds(status).select(F.lit(version).alias("_version"), "*")
-        for version, status in statuses.items()
-    ]
-    rows = functools.reduce(DataFrame.unionByName, tagged).distinct().collect()
-    runs: dict[str, set[tuple[str, bool | None]]] = {version: set() for version in statuses}
-    for row in rows:
-        runs[row[0]].add((row[1], row[2]))
-    return {version: frozenset(kinds) for version, kinds in runs.items()}
+def eviction_runs(status: DataFrame) -> frozenset[tuple[str, bool | None]]:
+    """The eviction calls ``status`` needs: ``(quota_type, precise)`` of the enabled limits present
+    (``precise`` None for size), from one driver query on a tiny result (at most three rows)."""
+    return frozenset((row[0], row[1]) for row in eviction_kinds(status).distinct().collect())
 
 
 def run_quota_stage(
@@ -370,55 +319,76 @@ def run_quota_stage(
     type in ``quota_eviction_trace``.
     """
     day = {"export_date": run_date}
-    managed = tables.read("managed_ledgers", partition_filter=day).withColumn(
-        "pulsar_version", F.coalesce("pulsar_version", F.lit(default_version))
-    )
-    ledgers = tables.read("ledgers", partition_filter=day)
-    cursors = tables.read("cursors", partition_filter=day)
+    raw = tables.read("managed_ledgers", partition_filter=day)
+    # every topic carries its cluster's version: one plan for every cluster (docs §0.3)
+    versions = cluster_versions(raw, default_version)
+    managed = with_cluster_version(raw, versions, default_version)
+    # rows of topics without a managed-ledger row have no version and no analysis
+    scope = raw.select(*_TOPIC)
+    ledgers = tables.read("ledgers", partition_filter=day).join(scope, _TOPIC, "left_semi")
+    cursors = tables.read("cursors", partition_filter=day).join(scope, _TOPIC, "left_semi")
     entries = read_day(tables, "entries", day)
     quotas = read_day(tables, "backlog_quotas", day)
     if quotas is None:
         quotas = tables.spark.createDataFrame([], contract("backlog_quotas").spark_schema)
     # The exact-data view needs the backlog stage's exact columns, which exist only with an entries export.
     backlog = read_day(tables, "cursor_backlog", day) if entries is not None else None
-    # A handful of distinct version strings: each runs the transforms with its own semantics.
-    versions = sorted(r[0] for r in managed.select("pulsar_version").distinct().collect())
-    inputs = {v: _version_inputs(v, managed, ledgers, cursors, entries, quotas, backlog) for v in versions}
-    runs = _eviction_runs_by_version({v: i.status for v, i in inputs.items()})
+    if entries is not None:
+        entries = entries.join(scope, _TOPIC, "left_semi")
+    exact = backlog.join(scope, _TOPIC, "left_semi") if backlog is not None else None
+    effective = effective_quotas(quotas, managed, None)
+    breaches = quota_breaches(
+        effective,
+        managed,
+        ledgers,
+        cursors,
+        entries=entries,
+        exact_backlog=exact.select(*_EXACT_COLUMNS) if exact is not None else None,
+        pulsar_version=None,
+    )
+    status = quota_status(effective, breaches)
+    if exact is not None:
+        status = status.join(exact_completeness(exact), _TOPIC, "left")
+    # status feeds all three tables and the choice of eviction runs: materialised once (eager) with its
+    # lineage cut - the breach plan is large, and re-planning it under every later operator costs far more
+    # than the data. The blocks live on the executors and are cleaned up once unreferenced.
+    status = status.localCheckpoint()
+    ids = managed.select(*_TOPIC, "export_id", "export_date")
     outputs: dict[str, list[DataFrame]] = {name: [] for name in OUTPUT_TABLES}
-    for version, i in inputs.items():
-        ids = i.managed_ledgers.select(*_TOPIC, "export_id", "export_date", "pulsar_version")
-        evictions = quota_evictions(
-            i.status,
-            i.managed_ledgers,
-            i.ledgers,
-            i.cursors,
-            i.entries,
-            version,
-            runs[version],
-            trace_max_iterations,
-            losses=False,
+
+    def identified(df: DataFrame) -> DataFrame:
+        """With the export identity and ``pulsar_version`` (its cluster's) of its topic."""
+        return with_cluster_version(df.join(ids, _TOPIC, "inner"), versions, default_version)
+
+    evictions = quota_evictions(
+        status,
+        managed,
+        ledgers,
+        cursors,
+        entries,
+        None,
+        eviction_runs(status),
+        trace_max_iterations,
+        losses=False,
+    )
+    if evictions is not None:
+        # both eviction tables and the losses read the grouped eviction passes (the expensive part of
+        # the stage): run them once, materialised on the executors, instead of once per reference
+        evictions = identified(evictions).localCheckpoint()
+        with_losses = eviction_losses(
+            evictions,
+            entries,
+            by=("quota_type", "cursor_name"),
+            after="mark_delete_position_after",
+            scope_entries=True,
         )
-        if evictions is not None:
-            # both eviction tables and the losses read the grouped eviction passes (the expensive part of
-            # the stage): run them once, materialised on the executors, instead of once per reference
-            evictions = evictions.join(ids, _TOPIC, "inner").localCheckpoint()
-            with_losses = eviction_losses(
-                evictions,
-                i.entries,
-                by=("quota_type", "cursor_name"),
-                after="mark_delete_position_after",
-                scope_entries=True,
-            )
-            outputs["quota_evictions"].append(
-                with_entries_complete(with_losses, topic_entries_complete(i.managed_ledgers))
-            )
-            outputs["quota_eviction_trace"].append(eviction_trace(evictions))
-        for name, part in (
-            ("quota_status", i.status),
-            ("quota_producer_outcomes", producer_outcomes(i.status, i.status, version)),
-        ):
-            outputs[name].append(part.join(ids, _TOPIC, "inner"))
+        outputs["quota_evictions"].append(with_entries_complete(with_losses, topic_entries_complete(managed)))
+        outputs["quota_eviction_trace"].append(eviction_trace(evictions))
+    for name, part in (
+        ("quota_status", status),
+        ("quota_producer_outcomes", producer_outcomes(status, status, None)),
+    ):
+        outputs[name].append(identified(part))
     rows, versions_written = write_day_outputs(
         tables, day, {name: outputs[name] for name in OUTPUT_TABLES}, stage="quota"
     )

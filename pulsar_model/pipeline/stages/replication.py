@@ -1,6 +1,6 @@
 """The nightly ``replication`` stage: replicated-subscription translation, failover duplicates, findings.
 
-Driver-side orchestration only (reads, one tiny ``distinct`` of the clusters' versions and export times,
+Driver-side orchestration only (reads, one tiny ``distinct`` of the clusters' export times,
 ``localCheckpoint`` of the metadata inputs and of the intermediates read more than once, writes); the logic is
 the pure transforms of :mod:`pulsar_model.replication` over the run date's tables of **all clusters at
 once** (a replicated subscription spans clusters, docs §4). Output tables, partitioned by ``export_date``:
@@ -26,14 +26,14 @@ Inputs: the run date's ``managed_ledgers``, ``ledgers``, ``cursors`` and, when t
 ``entries`` (no entry dump: translation sees no UPDATE markers, duplicates fall back to the bounds, the
 marker detectors are skipped) and ``consumers``. Only the snapshot cache differs between the broker versions
 docs §0.3 covers (§4.6: old cache before PR #25044, new since 4.0.9 / 4.1.3 / 4.2): the cache replay and
-its detector run once per distinct ``pulsar_version`` (``default_version`` for clusters without one) over
-that version's clusters; the other tables are version-independent.
+its detector run once over every cluster, each subscription's events carrying its cluster's version
+(:mod:`pulsar_model.pipeline.stages.cluster_versions`; ``default_version`` for clusters without one) whose
+flag ``new_snapshot_cache`` picks the generation; the other tables are version-independent.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-import functools
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -43,6 +43,8 @@ from pyspark.sql import functions as F
 
 from pulsar_model.engine.entry_coverage import COLUMN as COMPLETE
 from pulsar_model.engine.entry_coverage import topic_entries_complete, with_entries_complete
+from pulsar_model.engine.flags import FLAGS_COLUMN, with_flags
+from pulsar_model.pipeline.stages.cluster_versions import cluster_versions, with_cluster_version
 from pulsar_model.replication.cache import (
     CACHE_GENERATION_NEW,
     CACHE_GENERATION_OLD,
@@ -51,7 +53,6 @@ from pulsar_model.replication.cache import (
     compare_predicted_updates,
     replay_snapshot_cache,
     snapshot_cache_events,
-    uses_new_snapshot_cache,
 )
 from pulsar_model.replication.detectors import replication_findings, snapshot_cache_evicted_useful
 from pulsar_model.replication.duplicates import failover_duplicates
@@ -84,8 +85,8 @@ class ClusterExport:
 
 
 def cluster_exports(managed_ledgers: DataFrame) -> list[ClusterExport]:
-    """The distinct (cluster, ``pulsar_version``, ``exported_at``) of ``managed_ledgers`` (version already
-    defaulted), sorted. Driver-side: one query on a result of a few rows per cluster.
+    """The distinct (cluster, ``pulsar_version``, ``exported_at``) of ``managed_ledgers`` (each cluster's
+    version), sorted. Driver-side: one query on a result of a few rows per cluster.
     """
     rows = (
         managed_ledgers.select(
@@ -121,31 +122,36 @@ def cache_replay(
     cursors: DataFrame,
     ledgers: DataFrame,
     managed_ledgers: DataFrame,
-    pulsar_version: str,
+    versions: DataFrame | None,
+    default_version: str,
     reuse: Callable[[DataFrame], DataFrame] | None = None,
 ) -> tuple[DataFrame, DataFrame]:
-    """The snapshot-cache replay of the clusters running ``pulsar_version`` (docs §4.4, §4.6).
+    """The snapshot-cache replay of every cluster, each by its own broker version (docs §4.4, §4.6).
 
-    Inputs are scoped to the topics whose ``managed_ledgers.pulsar_version`` is ``pulsar_version`` (already
-    defaulted). Returns (``replication_cache_replay`` rows: :func:`predicted_updates` with
-    ``pulsar_version``, ``cache_generation`` and the ``max_cached`` used; the
-    ``snapshot_cache_evicted_useful`` findings, :data:`FINDING_COLUMNS` without export keys). Both use the
-    generation's default capacity and are built from one set of cache events and one replay, which go
-    through ``reuse`` (default: as they are) so a caller can persist them. Pure and lazy.
+    Inputs are scoped to the topics of ``managed_ledgers`` (whose ``pulsar_version`` is its cluster's);
+    ``versions`` is :func:`cluster_versions` (None: every cluster on ``default_version``). Returns
+    (``replication_cache_replay`` rows: :func:`predicted_updates` with ``pulsar_version``,
+    ``cache_generation`` and the ``max_cached`` used; the ``snapshot_cache_evicted_useful`` findings,
+    :data:`FINDING_COLUMNS` without export keys). Both use each generation's default capacity and are built
+    from one set of cache events and one replay, which go through ``reuse`` (default: as they are) so a
+    caller can persist them. Pure and lazy.
     """
     keep = reuse or (lambda df: df)
-    scope = managed_ledgers.where(F.col("pulsar_version") == pulsar_version).select(*_TOPIC)
-    mk, cur, led, ml = (
-        df.join(scope, _TOPIC, "left_semi") for df in (markers, cursors, ledgers, managed_ledgers)
-    )
-    new_cache = uses_new_snapshot_cache(pulsar_version)
-    events = keep(snapshot_cache_events(mk, cur))
-    replay = keep(replay_snapshot_cache(events, led, ml, None, pulsar_version))
-    rows = compare_predicted_updates(events, replay).select(
-        "*",
-        F.lit(pulsar_version).alias("pulsar_version"),
-        F.lit(CACHE_GENERATION_NEW if new_cache else CACHE_GENERATION_OLD).alias("cache_generation"),
-        F.lit(MAX_CACHED_NEW if new_cache else MAX_CACHED_OLD).alias("max_cached"),
+    scope = managed_ledgers.select(*_TOPIC)
+    mk, cur, led = (df.join(scope, _TOPIC, "left_semi") for df in (markers, cursors, ledgers))
+    events = keep(with_cluster_version(snapshot_cache_events(mk, cur), versions, default_version))
+    replay = keep(replay_snapshot_cache(events, led, managed_ledgers, None, None))
+    compared = compare_predicted_updates(events, replay)
+    kept = [c for c in compared.columns if c not in ("pulsar_version", "cache_generation", "max_cached")]
+    flagged = with_flags(with_cluster_version(compared, versions, default_version))
+    new_cache = F.coalesce(F.col(FLAGS_COLUMN)["new_snapshot_cache"], F.lit(False))
+    rows = flagged.select(
+        *kept,
+        "pulsar_version",
+        F.when(new_cache, F.lit(CACHE_GENERATION_NEW))
+        .otherwise(F.lit(CACHE_GENERATION_OLD))
+        .alias("cache_generation"),
+        F.when(new_cache, F.lit(MAX_CACHED_NEW)).otherwise(F.lit(MAX_CACHED_OLD)).alias("max_cached"),
     )
     return rows, snapshot_cache_evicted_useful(events, replay)
 
@@ -158,12 +164,15 @@ def replication_outputs(
     entries: DataFrame | None,
     consumers: DataFrame | None,
     exports: Sequence[ClusterExport],
+    versions: DataFrame | None,
+    default_version: str,
     reuse: Callable[[DataFrame], DataFrame] | None = None,
 ) -> dict[str, DataFrame]:
     """The stage's tables for one export (one row set per table, export identity attached). Pure and lazy.
 
-    ``managed_ledgers.pulsar_version`` must already be defaulted; ``exports`` is
-    :func:`cluster_exports` of it (the versions to replay and the export times). Without ``markers`` an
+    ``managed_ledgers.pulsar_version`` must be its cluster's version (:func:`with_cluster_version` of
+    ``versions``, :func:`cluster_versions`; ``default_version`` for clusters without a row there);
+    ``exports`` is :func:`cluster_exports` of it (the export times). Without ``markers`` an
     empty marker frame stands in for the translation (no UPDATE was exported, so every active pair reads
     ``stalled``: nothing can be said about its translation) and the snapshot and cache tables are empty.
     ``reuse`` receives the intermediates read more than once - by several tables (the cache events and
@@ -184,20 +193,19 @@ def replication_outputs(
     duplicates = failover_duplicates(cursors, entries, markers, ledgers, managed_ledgers, materialise=reuse)
     findings = replication_findings(markers, cursors, entries, ledgers, managed_ledgers, consumers)
     snapshots = None
-    replay_parts: list[DataFrame] = []
+    replay_table = None
     if markers is not None:
         snapshots = snapshots_at_export_time(markers, cursors, managed_ledgers, exports)
-        for version in sorted({e.pulsar_version for e in exports}):
-            rows, evicted = cache_replay(markers, cursors, ledgers, managed_ledgers, version, reuse)
-            replay_parts.append(rows.drop("export_id", "export_date"))
+        if exports:
+            rows, evicted = cache_replay(
+                markers, cursors, ledgers, managed_ledgers, versions, default_version, reuse
+            )
+            replay_table = rows.drop("export_id", "export_date").join(ids, _TOPIC, "inner")
             findings = findings.unionByName(evicted)
     if snapshots is None:
         snapshots = spark.createDataFrame([], contract("replication_snapshots").spark_schema)
-    replay_table = (
-        functools.reduce(DataFrame.unionByName, replay_parts).join(ids, _TOPIC, "inner")
-        if replay_parts
-        else spark.createDataFrame([], contract("replication_cache_replay").spark_schema)
-    )
+    if replay_table is None:
+        replay_table = spark.createDataFrame([], contract("replication_cache_replay").spark_schema)
 
     def both_sides(df: DataFrame) -> DataFrame:
         # a pair reads the entries/markers of the source and the target topic: whole only if both are
@@ -244,11 +252,10 @@ def run_replication_stage(
     names none (it selects their snapshot-cache generation).
     """
     day = {"export_date": run_date}
-    managed = _materialise(
-        tables.read("managed_ledgers", partition_filter=day).withColumn(
-            "pulsar_version", F.coalesce("pulsar_version", F.lit(default_version))
-        )
-    )
+    raw = tables.read("managed_ledgers", partition_filter=day)
+    # every topic carries its cluster's version: one plan for every cluster (docs §0.3)
+    versions = cluster_versions(raw, default_version)
+    managed = _materialise(with_cluster_version(raw, versions, default_version))
     ledgers, cursors = (_materialise(tables.read(n, partition_filter=day)) for n in ("ledgers", "cursors"))
     markers, consumers = (
         None if df is None else _materialise(df)
@@ -264,6 +271,8 @@ def run_replication_stage(
         entries,
         consumers,
         cluster_exports(managed),
+        versions,
+        default_version,
         reuse=_materialise,
     )
     rows, versions_written = write_day_outputs(
