@@ -75,7 +75,7 @@ def _cursor_inputs(spark: SparkSession, cases: list[S.Case]) -> dict[str, DataFr
 
 
 @MIXED_SETTINGS
-@given(cases=S.case_lists(S.cursor_cases()))
+@given(cases=S.case_lists(S.cursor_cases(), min_size=12, max_size=20))
 def test_precise_backlog_mixed_versions(spark: SparkSession, cases: list[S.Case]) -> None:
     assume(S.is_informative(cases))
     assert_mixed_equals_single_runs(
@@ -85,7 +85,7 @@ def test_precise_backlog_mixed_versions(spark: SparkSession, cases: list[S.Case]
 
 
 @MIXED_SETTINGS
-@given(cases=S.case_lists(S.cursor_cases()))
+@given(cases=S.case_lists(S.cursor_cases(), min_size=12, max_size=20))
 def test_estimated_backlog_size_mixed_versions(spark: SparkSession, cases: list[S.Case]) -> None:
     assume(S.is_informative(cases))
     assert_mixed_equals_single_runs(
@@ -95,7 +95,7 @@ def test_estimated_backlog_size_mixed_versions(spark: SparkSession, cases: list[
 
 
 @MIXED_SETTINGS
-@given(cases=S.case_lists(S.cursor_cases()))
+@given(cases=S.case_lists(S.cursor_cases(), min_size=12, max_size=20))
 def test_size_since_mark_delete_mixed_versions(spark: SparkSession, cases: list[S.Case]) -> None:
     assume(S.is_informative(cases))
     assert_mixed_equals_single_runs(
@@ -107,7 +107,7 @@ def test_size_since_mark_delete_mixed_versions(spark: SparkSession, cases: list[
 
 
 @MIXED_SETTINGS
-@given(cases=S.case_lists(S.cursor_cases()))
+@given(cases=S.case_lists(S.cursor_cases(), min_size=12, max_size=20))
 def test_pinning_report_mixed_versions(spark: SparkSession, cases: list[S.Case]) -> None:
     assume(S.is_informative(cases))
     assert_mixed_equals_single_runs(
@@ -117,7 +117,7 @@ def test_pinning_report_mixed_versions(spark: SparkSession, cases: list[S.Case])
 
 
 @MIXED_SETTINGS
-@given(cases=S.case_lists(S.position_after_n_cases()))
+@given(cases=S.case_lists(S.position_after_n_cases(), min_size=12, max_size=20))
 def test_position_after_n_mixed_versions(spark: SparkSession, cases: list[S.Case]) -> None:
     assume(S.is_informative(cases))
     ledgers, managed, _ = S.input_frames(spark, cases)
