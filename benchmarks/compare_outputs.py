@@ -38,7 +38,8 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
-#: Tables a stage reads but never writes: copied into each state's warehouse, not compared.
+#: Tables a stage reads but never writes: copied into each state's warehouse, not compared. Listed here, not
+#: imported: the script compares two checkouts of the package and must not import either one itself.
 INPUT_TABLES = (
     "managed_ledgers",
     "ledgers",

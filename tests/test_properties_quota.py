@@ -30,7 +30,6 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import DataType, LongType, StructField, StructType, TimestampType
 
-from pulsar_model.domain.versions import behaviour
 from pulsar_model.engine import topic_engine as eng
 from pulsar_model.quota.eviction import (
     SUBSCRIPTION_MAP_KINDS,
@@ -43,6 +42,7 @@ from pulsar_model.quota.eviction import (
 from tests.oracle import managed_ledger as o
 from tests.oracle import quota as q
 from tests.oracle import strategies as S
+from tests.test_properties_topic_engine import engine_ml
 
 VERSIONS = ["2.10.6", "3.0.7", "4.1.3"]
 #: 2.8.0 adds the "2.x-old" getPositionAfterN (NPEs, no LAC clamp). 2.9.x is left out: the ML oracle maps it
@@ -423,18 +423,6 @@ def test_drop_backlog_matches_oracle(
 
 
 # --- the engine alone, many examples ---------------------------------------------------------------------
-def _engine_ml(ml: o.ManagedLedger, version: str) -> eng.ManagedLedger:
-    return eng.ManagedLedger(
-        [(lid, e, s) for lid, (e, s) in ml.ledgers.items()],
-        ml.current_ledger_id,
-        ml.current_ledger_entries,
-        ml.current_ledger_size,
-        ml.lac,
-        ml.total_size,
-        behaviour(version),
-    )
-
-
 def _engine_cursors(qc: QuotaCase) -> list[eng.Cursor]:
     return [
         eng.Cursor(c.name, c.order, c.durable, kind_of(c), c.mark_delete, list(c.individually_deleted), n)
@@ -448,7 +436,7 @@ def test_topic_engine_matches_oracle(qc: QuotaCase) -> None:
     """The per-topic engine vs the oracle on four versions, many more topics than the Spark property (half
     of them built for ties on the slowest cursor)."""
     for v in ENGINE_VERSIONS:
-        ml = _engine_ml(qc.case.ml, v)
+        ml = engine_ml(qc.case.ml, v)
         cursors = _engine_cursors(qc)
         res = eng.drop_backlog_for_size_limit(
             ml, cursors, qc.limit_size, qc.entries_added, True, size_eviction_uses_long_target(v)
@@ -468,7 +456,7 @@ def test_topic_engine_matches_oracle(qc: QuotaCase) -> None:
         got_cursors = {c.name: (c.md, sorted(c.idm), c.skipped, c.consumed) for c in cursors}
         assert (got, got_cursors) == expected, f"size, version {v}\n{qc.describe()}"
 
-        ml = _engine_ml(qc.case.ml, v)
+        ml = engine_ml(qc.case.ml, v)
         cursors = _engine_cursors(qc)
         tres = eng.drop_backlog_for_time_limit_ledgers(
             ml, cursors, qc.closed_at, qc.limit_time, NOW_MS, time_limit_millis_overflow_int(v)
@@ -494,7 +482,7 @@ def test_topic_engine_matches_oracle(qc: QuotaCase) -> None:
 
         if qc.limit_time <= 0:
             continue
-        ml = _engine_ml(qc.case.ml, v)
+        ml = engine_ml(qc.case.ml, v)
         stamps = eng.Timestamps(qc.timestamps.items())
         closed = qc.closed_at if expiry_checks_ledger_close_time(v) else None
         got_p: dict[str, Any] = {}
@@ -514,7 +502,7 @@ def test_time_direct_replays_the_heap_on_lockstep_groups(qc: QuotaCase) -> None:
     cursor path, the heap replay with rounds applied as slot permutations for the cursor it stops on) vs
     the oracle's stepwise loop on its own heap."""
     for v in VERSIONS:
-        ml = _engine_ml(qc.case.ml, v)
+        ml = engine_ml(qc.case.ml, v)
         cursors = _engine_cursors(qc)
         dres = eng.drop_backlog_for_time_limit_direct(
             ml, cursors, qc.closed_at, qc.limit_time, NOW_MS, time_limit_millis_overflow_int(v)

@@ -41,7 +41,7 @@ ENGINE_SETTINGS = settings(
 versions = st.sampled_from(VERSIONS)
 
 
-def _engine_ml(ml: o.ManagedLedger, version: str) -> eng.ManagedLedger:
+def engine_ml(ml: o.ManagedLedger, version: str) -> eng.ManagedLedger:
     """The engine's view of the oracle's ledger map (rows as stats-internal lists them)."""
     return eng.ManagedLedger(
         [(lid, entries, size) for lid, (entries, size) in ml.ledgers.items()],
@@ -82,7 +82,7 @@ def _outcome(fn: Any, *args: Any, **kwargs: Any) -> Any:
 def test_previous_valid_and_next_valid_positions_match_oracle(case: S.Case, version: str) -> None:
     ml = case.ml
     family = o.semantics_for_version(version).position_family
-    engine = _engine_ml(ml, version)
+    engine = engine_ml(ml, version)
     for p in case.points:
         assert engine.previous(p) == o.get_previous_position(ml, p), (p, case.describe())
         assert engine.is_valid(p) == o.is_valid_position(ml, p, family), (version, p, case.describe())
@@ -102,7 +102,7 @@ def _engine_count(engine: eng.ManagedLedger, r: S.RangeRequest) -> int:
 def test_number_of_entries_matches_oracle(case: S.Case, version: str) -> None:
     ml = case.ml
     family = o.semantics_for_version(version).count_family
-    engine = _engine_ml(ml, version)
+    engine = engine_ml(ml, version)
     for r in case.ranges:
         expected = _outcome(
             o.number_of_entries, ml, r.lower, r.lower_closed, r.upper, r.upper_closed, family, guava=True
@@ -119,7 +119,7 @@ def test_precise_backlog_and_entries_in_storage_match_oracle(case: S.Case, versi
     ml = case.ml
     sem = o.semantics_for_version(version)
     beh = behaviour(version)
-    engine = _engine_ml(ml, version)
+    engine = engine_ml(ml, version)
     for c in case.cursors:
         md, idm = c.mark_delete, c.individually_deleted
         expected = _outcome(
@@ -147,7 +147,7 @@ def test_precise_backlog_and_entries_in_storage_match_oracle(case: S.Case, versi
 def test_position_after_n_matches_oracle(case: S.Case, version: str) -> None:
     ml = case.ml
     sem = o.semantics_for_version(version)
-    engine = _engine_ml(ml, version)
+    engine = engine_ml(ml, version)
     for req in case.position_after_n:
         expected = _outcome(o.position_after_n, ml, req.start, req.n, req.bound, sem)
         got = _outcome(engine.position_after_n, req.start, req.n, start_excluded=req.bound == "startExcluded")
@@ -163,7 +163,7 @@ def test_skip_include_matches_oracle(case: S.Case, version: str) -> None:
     """``skipEntries(n, Include)`` then the mark-delete: final mark-delete and remaining acked ranges."""
     ml = case.ml
     sem = o.semantics_for_version(version)
-    engine = _engine_ml(ml, version)
+    engine = engine_ml(ml, version)
     by_name = {c.name: c for c in case.cursors}
     for skip in case.skips:
         if skip.deleted_entries != "Include":
@@ -192,7 +192,7 @@ def test_slowest_cursor_and_estimated_backlog_size_match_oracle(case: S.Case, ve
     """The root of the cursor heap built in export order, and ``getEstimatedBacklogSize()`` from it."""
     ml = case.ml
     sem = o.semantics_for_version(version)
-    engine = _engine_ml(ml, version)
+    engine = engine_ml(ml, version)
     cursors = [_engine_cursor(c) for c in case.cursors]
     name, size = o.estimated_backlog_size(ml, case.cursors, sem)
     slowest, _ = eng.CursorHeap(cursors).root()
