@@ -75,13 +75,13 @@ Rows = dict[str, int]
 
 def _cluster_versions(
     tables: DeltaTables, day: Mapping[str, dt.date], default_version: str
-) -> DataFrame | None:
-    """One row per cluster: its broker version on the run date (:func:`cluster_versions`)."""
+) -> dict[str, str] | None:
+    """Each cluster's broker version on the run date (:func:`cluster_versions`)."""
     return cluster_versions(read_day(tables, "managed_ledgers", day), default_version)
 
 
 def _versioned(
-    outputs: Mapping[str, DataFrame], versions: DataFrame | None, default_version: str
+    outputs: Mapping[str, DataFrame], versions: Mapping[str, str] | None, default_version: str
 ) -> dict[str, list[DataFrame]]:
     """Every output with ``pulsar_version``: the version of its row's cluster."""
     return {name: [with_cluster_version(df, versions, default_version)] for name, df in outputs.items()}

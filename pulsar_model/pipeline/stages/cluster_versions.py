@@ -10,7 +10,9 @@ row's own version): one plan serves every cluster whatever mix of versions the e
 
 from __future__ import annotations
 
-from pyspark.sql import DataFrame
+from collections.abc import Mapping
+
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from pulsar_model.domain.versions import parsed_version_sql
@@ -21,26 +23,40 @@ _VERSION = "pulsar_version"
 _CLUSTER_VERSION = "_cluster_version"
 
 
-def cluster_versions(managed_ledgers: DataFrame | None, default_version: str) -> DataFrame | None:
-    """One row per cluster of ``managed_ledgers``: ``cluster, _cluster_version`` (the rule above); None
-    without managed ledgers (every cluster then has ``default_version``). Pure and lazy."""
+def cluster_versions(managed_ledgers: DataFrame | None, default_version: str) -> dict[str, str] | None:
+    """``{cluster: version}`` for the clusters of ``managed_ledgers`` (the rule above); None without managed
+    ledgers (every cluster then has ``default_version``).
+
+    One small Spark job (a row per cluster): the stages attach the result as a literal expression
+    (:func:`with_cluster_version`), so no later plan joins or broadcasts a version table (each broadcast of
+    a computed frame is a job of its own, per output that reads it).
+    """
     if managed_ledgers is None:
         return None
     # max_by over the parsed (major, minor, patch) struct: a text maximum would put 4.9.0 after 4.10.0; a
     # text that does not parse (null struct) is skipped, and wins only when no row of the cluster parses
     parsed = F.expr(parsed_version_sql(f"`{_VERSION}`"))
     latest = F.max_by(F.col(_VERSION), parsed)
-    return managed_ledgers.groupBy("cluster").agg(
-        F.coalesce(latest, F.max(_VERSION), F.lit(default_version)).alias(_CLUSTER_VERSION)
+    rows = (
+        managed_ledgers.groupBy("cluster")
+        .agg(F.coalesce(latest, F.max(_VERSION), F.lit(default_version)).alias(_CLUSTER_VERSION))
+        .collect()
     )
+    return {str(r["cluster"]): str(r[_CLUSTER_VERSION]) for r in rows if r["cluster"] is not None}
 
 
-def with_cluster_version(df: DataFrame, versions: DataFrame | None, default_version: str) -> DataFrame:
+def _version_of_cluster(versions: Mapping[str, str] | None, default_version: str) -> Column:
+    """``CASE cluster WHEN ... THEN version ... ELSE default END``, the clusters in name order."""
+    version = F.lit(default_version)
+    for cluster, v in sorted((versions or {}).items(), reverse=True):
+        version = F.when(F.col("cluster") == F.lit(cluster), F.lit(v)).otherwise(version)
+    return version
+
+
+def with_cluster_version(
+    df: DataFrame, versions: Mapping[str, str] | None, default_version: str
+) -> DataFrame:
     """``df`` with ``pulsar_version`` = its cluster's version (replacing a column of that name; clusters
-    absent from ``versions`` get ``default_version``). The version table is a few rows: broadcast."""
+    absent from ``versions`` get ``default_version``). Pure and lazy: the versions are literals."""
     kept = [F.col(f"`{c}`") for c in df.columns if c != _VERSION]
-    if versions is None:
-        return df.select(*kept, F.lit(default_version).alias(_VERSION))
-    joined = df.join(F.broadcast(versions), on="cluster", how="left")
-    version = F.coalesce(F.col(_CLUSTER_VERSION), F.lit(default_version))
-    return joined.select(*kept, version.alias(_VERSION))
+    return df.select(*kept, _version_of_cluster(versions, default_version).alias(_VERSION))

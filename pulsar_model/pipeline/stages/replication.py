@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from pyspark.sql import DataFrame
@@ -122,7 +122,7 @@ def cache_replay(
     cursors: DataFrame,
     ledgers: DataFrame,
     managed_ledgers: DataFrame,
-    versions: DataFrame | None,
+    versions: Mapping[str, str] | None,
     default_version: str,
     reuse: Callable[[DataFrame], DataFrame] | None = None,
 ) -> tuple[DataFrame, DataFrame]:
@@ -164,7 +164,7 @@ def replication_outputs(
     entries: DataFrame | None,
     consumers: DataFrame | None,
     exports: Sequence[ClusterExport],
-    versions: DataFrame | None,
+    versions: Mapping[str, str] | None,
     default_version: str,
     reuse: Callable[[DataFrame], DataFrame] | None = None,
 ) -> dict[str, DataFrame]:
