@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from pulsar_model.errors import ConfigError, ExportLayoutError
+from pulsar_model.errors import ConfigError, ExportLayoutError, NoDataError
 from pulsar_model.pipeline.cli import STAGE_COMMANDS, build_parser, main
 from pulsar_model.pipeline.config import load_config
 from pulsar_model.pipeline.nightly import STAGES, run_nightly
@@ -58,5 +58,5 @@ def test_jobs_entry_points_show_help():
 
 def test_stage_without_run_date_or_tables_names_the_fix(spark, tmp_path):
     config = load_config(None, [f"storage.warehouse={tmp_path / 'empty'}"])
-    with pytest.raises(ConfigError, match="pass --export-date"):
+    with pytest.raises(NoDataError, match=r"backlog stage needs ingested data .* ingest an export first"):
         run_nightly(spark, config, export_dir=None, stages=["backlog"], echo=lambda _: None)
