@@ -95,7 +95,7 @@ def test_cleanup_refuses_while_a_live_run_holds_the_lock(tmp_path, capsys):
     staging = warehouse / "cursor_backlog" / "_pulsar_staging" / "w1"
     staging.mkdir(parents=True)
     with warehouse_run_lock(str(warehouse), "nightly-live"):
-        assert main(["cleanup", "--warehouse", str(warehouse)]) == 2
+        assert main(["cleanup", "--warehouse", str(warehouse)]) == 1  # a live holder: failure, not usage
         err = capsys.readouterr().err
         assert "nightly-live" in err and f"pid {os.getpid()}" in err and "--break-lock" in err
         assert staging.is_dir()
