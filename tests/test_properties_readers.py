@@ -439,23 +439,31 @@ def _reset_mismatches(out: dict[str, list[dict[str, Any]]], cases: list[TimeCase
 
 def _search_table(case: TimeCase, version: str) -> pa.Table:
     """The Arrow group ``applyInArrow`` hands to the search function for one topic (same columns/kinds)."""
-    rules = R.find_rules(version, SKEW_MS)
     ml = case.state.ml
     rows: list[dict[str, Any]] = []
 
     def add(kind: str, **values: Any) -> None:
-        row = {"cluster": S.CLUSTER, "topic": "t", "_k": kind, **dict.fromkeys(SEARCH_COLUMNS)}
+        row = {"cluster": S.CLUSTER, "topic": "t", "_k": kind, **dict.fromkeys([*SEARCH_COLUMNS, "_pa_ver"])}
         row.update(values)
         rows.append(row)
 
     lac_l, lac_e = ml.lac
-    add("m", v1=ml.current_ledger_id, v2=ml.current_ledger_entries, v3=lac_l, v4=lac_e, v5=case.exported_ms)
+    add(
+        "m",
+        v1=ml.current_ledger_id,
+        v2=ml.current_ledger_entries,
+        v3=lac_l,
+        v4=lac_e,
+        v5=case.exported_ms,
+        _pa_ver=version,
+    )
     for lid, (n, _size) in ml.ledgers.items():
         add("l", v1=lid, v2=n, v3=case.closed_at.get(lid))
     for p, stamp in case.stamps.items():
         if p in case.exported:
-            use_broker = rules.broker_timestamp and stamp.broker_ms is not None
-            add("e", v1=p[0], v2=p[1], v3=stamp.broker_ms if use_broker else stamp.publish_ms)
+            # v3 the publish time, v4 the broker-entry timestamp (else the publish time): the rules pick one
+            broker = stamp.broker_ms if stamp.broker_ms is not None else stamp.publish_ms
+            add("e", v1=p[0], v2=p[1], v3=stamp.publish_ms, v4=broker)
     for c in case.cursors:
         add("c", **{R._SUB: c.name})
         for lo, hi in c.individually_deleted:
@@ -465,7 +473,7 @@ def _search_table(case: TimeCase, version: str) -> pa.Table:
     for r in case.readers:
         if r.rollback_seconds > 0:
             add("r", **{R._SUB: "", R._TS: r.rollback_seconds, R._RB: True})
-    fields = [pa.field(n, pa.string()) for n in ("cluster", "topic", "_k", R._SUB)]
+    fields = [pa.field(n, pa.string()) for n in ("cluster", "topic", "_k", R._SUB, "_pa_ver")]
     fields += [pa.field(R._TS, pa.int64()), pa.field(R._RB, pa.bool_())]
     fields += [pa.field(f"v{k}", pa.int64()) for k in range(1, 6)]
     return pa.Table.from_pylist(rows, schema=pa.schema(fields))
@@ -488,7 +496,10 @@ def test_reset_search_function_matches_oracle_without_spark(case: TimeCase) -> N
     stamps = {p: s for p, s in case.stamps.items() if p in case.exported}
     idm = {c.name: c.individually_deleted for c in case.cursors}
     for v in VERSIONS:
-        out = R._search_fn(R.find_rules(v, SKEW_MS))(_search_table(case, v)).to_pylist()
+        group = _search_table(case, v)
+        out = R._search_fn(R.find_rules(v, SKEW_MS), SKEW_MS)(group).to_pylist()
+        # pulsar_version=None: the rules come from the group's managed-ledger row, with the same result
+        assert R._search_fn(None, SKEW_MS)(group).to_pylist() == out, v
         got = {(r[R._SUB], r[R._TS], r[R._RB]): r for r in out}
         wanted: list[tuple[tuple[str, int, bool], o.ResetByTime]] = [
             (
