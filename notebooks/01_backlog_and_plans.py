@@ -151,7 +151,8 @@ show(reader_starts.orderBy("request_id"))
 
 # MAGIC %sql
 # MAGIC SELECT cluster, topic, cursor_name AS subscription, backlog_entries, backlog_bytes,
-# MAGIC        estimated_backlog_size_bytes, oldest_unacked_age_seconds
+# MAGIC        estimated_backlog_size_bytes, mark_delete_position_str AS mark_delete,
+# MAGIC        oldest_unacked_publish_time, oldest_unacked_age_seconds
 # MAGIC FROM cursor_backlog
 # MAGIC WHERE export_date = pulsar_run_date AND error IS NULL
 # MAGIC ORDER BY backlog_bytes DESC NULLS LAST, cluster, topic, subscription

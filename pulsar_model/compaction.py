@@ -148,13 +148,14 @@ _ENTRY_KEY = ["cluster", "topic", "export_id", "ledger_id", "entry_id"]
 
 
 def _conform(df: DataFrame, table: str) -> DataFrame:
-    """Select and cast ``df`` to ``table``'s contract minus :data:`STAGE_COLUMNS` (missing columns: nulls)."""
+    """Select and cast ``df`` to ``table``'s contract minus :data:`STAGE_COLUMNS` and the derived columns
+    the writer's :func:`~pulsar_model.tables.contracts.conform` adds (missing columns: nulls)."""
     available = set(df.columns)
     return df.select(
         *[
             (F.col(c.name) if c.name in available else F.lit(None)).cast(c.data_type).alias(c.name)
             for c in contract(table).columns
-            if c.name not in STAGE_COLUMNS
+            if c.name not in STAGE_COLUMNS and c.derived_from is None
         ]
     )
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 import pytest
+from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from pulsar_model.errors import ContractError
@@ -107,3 +108,59 @@ def test_conform_and_check_schema(spark):
         contracts.conform(df, "ledgers")
     with pytest.raises(ContractError, match="extra column junk"):
         contracts.check_schema(df, "ledgers")
+
+
+def test_conform_derives_position_text_and_timestamps_from_their_sources(spark):
+    """``transactions`` as a stage hands it over (derived columns absent or stale): the writer's conform
+    adds ``first_position_str`` (``L:E``, ``L:-1`` kept, null for a null position) and
+    ``first_publish_time`` (the broker's epoch ms as a TIMESTAMP; null outside the TIMESTAMP range
+    instead of an ANSI overflow error)."""
+    c = contracts.contract("transactions")
+    assert c.column("first_position_str").derived_from == "first_position"
+    assert c.column("first_publish_time").derived_from == "first_publish_time_ms"
+    required = [col.name for col in c.columns if col.derived_from is None and not col.nullable]
+    schema = T.StructType(
+        [T.StructField(n, c.column(n).data_type, True) for n in required]
+        + [
+            T.StructField("first_position", contracts.POSITION_TYPE, True),
+            T.StructField("first_publish_time_ms", T.LongType(), True),
+            T.StructField("first_position_str", T.StringType(), True),
+        ]
+    )
+    cases = [((66, 136), 1_700_000_000_123), ((5, -1), 0), (None, None), ((7, None), 9 * 10**18)]
+    rows = [(None,) * len(required) + (pos, ms, "stale") for pos, ms in cases]
+    out = contracts.conform(spark.createDataFrame(rows, schema), "transactions")
+    assert out.schema["first_publish_time"].dataType == T.TimestampType()
+    got = out.select("first_position_str", F.unix_millis("first_publish_time").alias("back_to_ms")).collect()
+    assert [tuple(r) for r in got] == [("66:136", 1_700_000_000_123), ("5:-1", 0), (None, None), (None, None)]
+
+
+def test_batch_position_text_carries_the_batch_index_when_there_is_one(spark):
+    batch = contracts.parse_type("struct<ledger_id:bigint,entry_id:bigint,batch_index:int>")
+    rows = [((3, 4, 2),), ((3, 4, None),), ((3, 4, -1),), ((3, 4, 0),)]
+    df = spark.createDataFrame(rows, T.StructType([T.StructField("p", batch)]))
+    out = df.select(contracts.derive(F.col("p"), batch, T.StringType()).alias("s"))
+    assert [r.s for r in out.collect()] == ["3:4:2", "3:4", "3:4", "3:4:0"]
+
+
+def test_contract_derivations_are_checked_when_loaded():
+    with pytest.raises(ContractError, match="cannot derive"):
+        contracts._derivation(T.LongType(), T.StringType(), "t.c")
+
+
+def test_every_output_position_and_ms_point_in_time_has_a_sql_friendly_companion():
+    """Issue #26 item 8: positions also as ``L:E`` text, points in time as TIMESTAMPs, on every table an
+    analytics stage writes (the input tables keep the export's shape; entries has ``publish_time``)."""
+    inputs = set(INPUT_TABLES) | {"ingest_notes", "plan_requests"}
+    missing = []
+    for table in set(contracts.table_names()) - inputs:
+        c = contracts.contract(table)
+        derived = {col.derived_from for col in c.columns if col.derived_from}
+        for col in c.columns:
+            is_position = col.type_text == "position" or col.type_text.startswith("struct<ledger_id")
+            is_instant = col.type_text == "bigint" and col.name.endswith(
+                ("time_ms", "_at_ms", "started_ms", "timestamp_ms")
+            )
+            if (is_position or is_instant) and col.name not in derived:
+                missing.append(f"{table}.{col.name}")
+    assert not missing, missing

@@ -173,11 +173,31 @@ def _rows(tables: DeltaTables, table: str) -> dict[str, dict[str, Any]]:
     return {r.request_id: r.asDict(recursive=True) for r in tables.read(table).collect()}
 
 
+def _derived_columns(table: str, row: dict[str, Any]) -> dict[str, Any]:
+    """The columns the writer derives: ``<position>_str`` as Pulsar prints positions, an epoch-ms
+    point in time as the naive local datetime PySpark's ``collect`` returns for a TIMESTAMP."""
+    derived: dict[str, Any] = {}
+    for col in contract(table).columns:
+        source = row.get(col.derived_from) if col.derived_from else None
+        if not col.derived_from or source is None:
+            derived.update({col.name: None} if col.derived_from else {})
+        elif col.type_text == "string":
+            batch = source.get("batch_index")
+            suffix = f":{batch}" if batch is not None and batch >= 0 else ""
+            derived[col.name] = f"{source['ledger_id']}:{source['entry_id']}{suffix}"
+        else:
+            derived[col.name] = dt.datetime.fromtimestamp(source // 1000).replace(
+                microsecond=source % 1000 * 1000
+            )
+    return derived
+
+
 def _assert_rows(tables: DeltaTables, table: str, expected: dict[str, dict[str, Any]]) -> None:
     """Every row equal to its expected row; a difference is reported as {column: (got, expected)}."""
     got = _rows(tables, table)
     assert sorted(got) == sorted(expected), table
     for request_id, row in expected.items():
+        row = {**row, **_derived_columns(table, row)}
         diff = {k: (got[request_id].get(k), row.get(k)) for k in got[request_id].keys() | row.keys()}
         assert not {k: v for k, v in diff.items() if v[0] != v[1]}, (table, request_id, diff)
 

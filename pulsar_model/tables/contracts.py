@@ -7,7 +7,9 @@ needs the JVM, so type strings are parsed here) and offers:
 * :func:`contract` / :func:`spark_schema` / :func:`arrow_schema` – the contract of one table;
 * :func:`conform` – a transform that selects and casts a DataFrame to a contract (extra columns
   dropped, missing nullable columns added as nulls, missing non-nullable columns an error);
-* :func:`check_schema` – compare a DataFrame schema with a contract (names, types, nullability).
+* :func:`check_schema` – compare a DataFrame schema with a contract (names, types, nullability);
+* :func:`derive` – the SQL-friendly companion of a column (``derived_from`` in a contract): a position
+  as the ``ledgerId:entryId`` text Pulsar prints, an epoch-millisecond point in time as a TIMESTAMP.
 """
 
 from __future__ import annotations
@@ -125,6 +127,8 @@ class ColumnContract:
     type_text: str
     nullable: bool
     comment: str
+    derived_from: str | None = None
+    """The column this one is computed from by :func:`derive` (writers never supply it)."""
 
     @property
     def data_type(self) -> T.DataType:
@@ -215,12 +219,28 @@ def contract(table: str) -> TableContract:
             type_text=str(c["type"]),
             nullable=bool(c["nullable"]),
             comment=c.get("comment", ""),
+            derived_from=c.get("derived_from"),
         )
         for c in cols
     )
     names = [c.name for c in columns]
     if len(set(names)) != len(names):
         raise ContractError(f"Contract {table!r} lists a column twice: {names}")
+    for index, col in enumerate(columns):
+        if col.derived_from is None:
+            continue
+        sources = {c.name: c for c in columns[:index] if c.derived_from is None}
+        if col.derived_from not in sources:
+            raise ContractError(
+                f"Contract {table!r}: {col.name} is derived from {col.derived_from!r}, which is not a "
+                "stored column listed before it"
+            )
+        source = sources[col.derived_from]
+        _derivation(source.data_type, col.data_type, f"{table}.{col.name}")
+        if col.nullable != source.nullable:
+            raise ContractError(
+                f"Contract {table!r}: {col.name} must have the nullability of {source.name}, its source"
+            )
     result = TableContract(
         table=raw["table"],
         description=raw.get("description", ""),
@@ -229,8 +249,8 @@ def contract(table: str) -> TableContract:
         key=tuple(raw.get("key", []) or []),
         columns=columns,
     )
-    for col in (*result.partitioned_by, *result.key):
-        result.column(col)
+    for name in (*result.partitioned_by, *result.key):
+        result.column(name)
     return result
 
 
@@ -325,29 +345,82 @@ def conform(df: DataFrame, table: str, *, defaults: Mapping[str, Column] | None 
     """Select ``df``'s columns in contract order, cast to contract types; pure and lazy.
 
     Missing nullable columns become typed nulls (or ``defaults[name]``); a missing non-nullable column
-    without a default raises :class:`ContractError`. Nullability is asserted in the schema only
-    (``F.assert_true`` would cost a pass); writers check non-null columns via the contract.
+    without a default raises :class:`ContractError`. Derived columns (``derived_from``) are always
+    computed from their conformed source by :func:`derive`, whatever ``df`` carries under that name.
+    Nullability is asserted in the schema only (``F.assert_true`` would cost a pass); writers check
+    non-null columns via the contract.
     """
     expected = contract(table)
     available = set(df.columns)
     defaults = defaults or {}
-    exprs: list[Column] = []
+    stored: dict[str, Column] = {}
     missing_required: list[str] = []
     for col in expected.columns:
+        if col.derived_from is not None:
+            continue
         data_type = col.data_type
         if col.name in available:
-            exprs.append(F.col(col.name).cast(data_type).alias(col.name))
+            stored[col.name] = F.col(col.name).cast(data_type)
         elif col.name in defaults:
-            exprs.append(defaults[col.name].cast(data_type).alias(col.name))
+            stored[col.name] = defaults[col.name].cast(data_type)
         elif col.nullable:
-            exprs.append(F.lit(None).cast(data_type).alias(col.name))
+            stored[col.name] = F.lit(None).cast(data_type)
         else:
             missing_required.append(col.name)
     if missing_required:
         raise ContractError(
             f"Cannot conform to {table!r}: required columns missing: {', '.join(missing_required)}"
         )
+    exprs = [
+        (
+            stored[col.name]
+            if col.derived_from is None
+            else derive(stored[col.derived_from], expected.column(col.derived_from).data_type, col.data_type)
+        ).alias(col.name)
+        for col in expected.columns
+    ]
     return df.select(*exprs)
+
+
+#: The TIMESTAMP range (0001-01-01 .. 9999-12-31 UTC) in epoch milliseconds: outside it a derived
+#: timestamp is null instead of an ANSI overflow error on a hostile export value.
+_TIMESTAMP_MS_RANGE = (-62_135_596_800_000, 253_402_300_799_999)
+
+
+def _derivation(source: T.DataType, target: T.DataType, where: str) -> str:
+    is_position = isinstance(source, T.StructType) and source.names[:2] == ["ledger_id", "entry_id"]
+    if isinstance(target, T.StringType) and is_position:
+        return "position_text"
+    if isinstance(target, T.TimestampType) and isinstance(source, T.LongType):
+        return "epoch_ms_timestamp"
+    raise ContractError(
+        f"{where}: cannot derive {target.simpleString()} from {source.simpleString()}; derived columns "
+        "are a position as text (string from a ledger_id/entry_id struct) or an epoch-ms point in time "
+        "as a timestamp (timestamp from bigint)"
+    )
+
+
+def derive(source: Column, source_type: T.DataType, target_type: T.DataType) -> Column:
+    """The derived companion of ``source`` (docs §0.1, README "Reading the tables").
+
+    * a position (``struct<ledger_id, entry_id[, batch_index]>``) as text: ``ledgerId:entryId`` as
+      Pulsar's ``Position.toString()`` prints it, ``ledgerId:entryId:batchIndex`` for a batch-level
+      position with a batch index (``-1``, a message id outside a batch, and null print ``L:E``); null
+      when the position (or one of its two ids) is null;
+    * an epoch-millisecond point in time as a TIMESTAMP (UTC); null when null or outside the
+      TIMESTAMP range, so a hostile value cannot fail a write under ANSI mode.
+    """
+    kind = _derivation(source_type, target_type, "derive")
+    if kind == "position_text":
+        text = F.concat(source["ledger_id"].cast("string"), F.lit(":"), source["entry_id"].cast("string"))
+        if isinstance(source_type, T.StructType) and "batch_index" in source_type.names:
+            batch = source["batch_index"]
+            text = F.concat(
+                text, F.when(batch >= 0, F.concat(F.lit(":"), batch.cast("string"))).otherwise("")
+            )
+        return text
+    low, high = _TIMESTAMP_MS_RANGE
+    return F.when(source.between(low, high), F.timestamp_millis(source))
 
 
 def with_contract_nullability(schema: T.StructType, table: str) -> T.StructType:
