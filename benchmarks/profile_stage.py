@@ -75,6 +75,21 @@ def _operator_costs(executions: list[dict[str, Any]]) -> list[str]:
     ]
 
 
+def _job_sites(jobs: list[dict[str, Any]]) -> list[str]:
+    """Jobs grouped by call site (Spark names a job after the action and the user frame that ran it)."""
+    sites: dict[str, list[int]] = {}
+    for job in jobs:
+        site = job.get("name", "?").strip()
+        entry = sites.setdefault(site, [0, 0])
+        entry[0] += 1
+        entry[1] += len(job.get("stageIds", []))
+    ordered = sorted(sites.items(), key=lambda item: (-item[1][0], item[0]))
+    total = sum(count for count, _ in sites.values())
+    return [f"{total} jobs in {len(sites)} call sites"] + [
+        f"{count:4d} jobs {stages:4d} stages  {site[:110]}" for site, (count, stages) in ordered
+    ]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tier", required=True, help="a tier generated earlier by run.py (s, m, l, xl)")
@@ -89,7 +104,21 @@ def main(argv: list[str] | None = None) -> int:
         help="also list the N costliest plan operators (sort, aggregation, join build, scan times summed "
         "over the SQL executions' plan metrics)",
     )
+    parser.add_argument(
+        "--jobs",
+        action="store_true",
+        help="also count the stage's Spark jobs by where they were started (the call site: the action, "
+        "the file and line), most first; what the 12-jobs-per-stage target counts",
+    )
+    parser.add_argument(
+        "--conf",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a Spark setting for this run, e.g. spark.sql.adaptive.enabled=false (repeatable)",
+    )
     args = parser.parse_args(argv)
+    extra_conf = dict(item.split("=", 1) for item in args.conf)
     warehouse = WORK / args.tier
     if not warehouse.is_dir():
         parser.error(f"no kept warehouse {warehouse}; generate it: benchmarks/run.py --tier {args.tier}")
@@ -97,7 +126,7 @@ def main(argv: list[str] | None = None) -> int:
     spark = build_session(
         f"profile-{args.stage}",
         "local[2]",
-        {**BENCH_CONF, "spark.driver.memory": "8g", "spark.sql.shuffle.partitions": partitions},
+        {**BENCH_CONF, "spark.driver.memory": "8g", "spark.sql.shuffle.partitions": partitions, **extra_conf},
     )
     config = AppConfig(storage=StorageConfig(warehouse=str(warehouse)))
     started = time.monotonic()
@@ -119,6 +148,10 @@ def main(argv: list[str] | None = None) -> int:
     print("\nslowest SQL executions")
     for q in queries[: args.top]:
         print(f"  {q['id']:5d} {q.get('duration', 0) / 1000:8.1f} s  {q['description'][:100]}")
+    if args.jobs:
+        print("\nSpark jobs by call site (count, task time)")
+        for line in _job_sites(_get(f"{api}/jobs")):
+            print(f"  {line}")
     if args.operators:
         detailed = _get(f"{api}/sql?details=true&planDescription=false&length=1000")
         print("\ncostliest plan operators (timing metrics summed over tasks; rows out)")
