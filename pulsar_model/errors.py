@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 
 class PulsarAnalyticsError(Exception):
     """Base class of every error this package raises on purpose."""
@@ -79,3 +81,30 @@ class DeltaBackendUnavailableError(MachineSetupError):
 
 class UnsupportedTableFeatureError(PulsarAnalyticsError):
     """A Delta table uses a protocol feature the bridge cannot honour (deletion vectors, column mapping)."""
+
+
+def failure_summary(exc: BaseException, driver_memory: str | None = None) -> str:
+    """One or two lines an operator can act on for ``exc``, without a Java stack trace.
+
+    A JVM error reaches Python as the whole stack trace in the message (py4j); the summary keeps the call
+    that failed and the root cause (the last ``Caused by``). A driver ``OutOfMemoryError`` names the
+    setting and the fix instead: it is never a bug of the data, and the stage reruns cleanly (a failed
+    stage leaves its tables at their previous version).
+    """
+    text = str(exc)
+    memory = f" with spark.driver_memory={driver_memory}" if driver_memory else ""
+    oom = re.search(r"java\.lang\.OutOfMemoryError(?:: ([^\n]+))?", text)
+    if oom:
+        detail = f": {oom.group(1).strip()}" if oom.group(1) else ""
+        return (
+            f"Spark's driver ran out of memory (java.lang.OutOfMemoryError{detail}){memory}. Give it more, "
+            "e.g. --set spark.driver_memory=4g, or spark.driver_memory: auto (half of this machine's memory) "
+            "in the config file, and rerun: the failed stage left its tables at their previous version."
+        )
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    if not any(line.startswith("at ") for line in lines):
+        return text
+    first = lines[0].removeprefix(": ")
+    causes = [line for line in lines if line.startswith("Caused by:")]
+    root = causes[-1].removeprefix("Caused by:").strip() if causes else lines[1].removeprefix(": ")
+    return f"{first} {root} (--log-level debug shows the Java stack trace)"

@@ -41,7 +41,7 @@ from types import FrameType
 from typing import Any, TextIO
 
 from pulsar_model import __version__
-from pulsar_model.errors import ConfigError, NoDataError, PulsarAnalyticsError
+from pulsar_model.errors import ConfigError, NoDataError, PulsarAnalyticsError, failure_summary
 from pulsar_model.pipeline.config import DEFAULT_CONFIG_PATH, AppConfig, flatten_config, load_config
 
 log = logging.getLogger("pulsar_model.cli")
@@ -575,6 +575,15 @@ class SparkHolder:
         self.owned = False
         self.java: str | None = None
 
+    def driver_memory(self) -> str | None:
+        """The running driver's memory setting, for a failure message (None without a usable JVM)."""
+        if self.spark is None:
+            return None
+        try:
+            return str(self.spark.sparkContext.getConf().get("spark.driver.memory"))
+        except Exception:  # a message must not fail on a JVM that is already broken
+            return None
+
     def get(self, config: AppConfig, spark_log_level: str) -> Any:
         if self.spark is not None:
             return self.spark
@@ -685,10 +694,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         if _stopped_by:  # the signal interrupted a py4j call, which failed instead of unwinding
             code = _stopped(console, _stopped_by[0])
         else:
+            summary = failure_summary(exc, holder.driver_memory())
             code = _fail(
                 console,
                 EXIT_FAILURE,
-                f"{type(exc).__name__}: {exc} (this is a bug or an unexpected environment; "
+                summary
+                if "OutOfMemoryError" in str(exc)
+                else f"{type(exc).__name__}: {summary} (this is a bug or an unexpected environment; "
                 "--log-level debug shows the traceback)",
             )
     finally:

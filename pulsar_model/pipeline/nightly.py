@@ -20,7 +20,7 @@ from typing import Any
 from pyspark.sql import SparkSession
 
 from pulsar_model import __version__
-from pulsar_model.errors import ConfigError, NoDataError
+from pulsar_model.errors import ConfigError, NoDataError, failure_summary
 from pulsar_model.ingest.pipeline import IngestResult, append_run_log, ingest_export
 from pulsar_model.pipeline.config import AppConfig
 from pulsar_model.pipeline.progress import Progress
@@ -55,6 +55,14 @@ class StageContext:
             f"{self.tables.location('managed_ledgers')} has none: ingest an export first "
             "(pulsar-analytics ingest --export-dir DIR, or nightly --export-dir DIR)"
         )
+
+
+def _driver_memory(spark: SparkSession) -> str | None:
+    """The driver's memory setting, for a failure message (None when the JVM no longer answers)."""
+    try:
+        return spark.sparkContext.getConf().get("spark.driver.memory")
+    except Exception:  # a message must not fail on a JVM that is already broken
+        return None
 
 
 def ingested_dates(tables: DeltaTables) -> list[dt.date]:
@@ -361,7 +369,8 @@ def _run_stages(
                     }
                 ],
             )
-            echo(f"[{number}/{len(chosen)}] {name} FAILED after {time.monotonic() - t0:.1f}s: {exc}")
+            reason = failure_summary(exc, _driver_memory(spark))
+            echo(f"[{number}/{len(chosen)}] {name} FAILED after {time.monotonic() - t0:.1f}s: {reason}")
             raise
         finally:
             if progress is not None:
