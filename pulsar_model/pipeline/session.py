@@ -59,6 +59,8 @@ def check_java() -> str:
 AUTO_MEMORY_SHARE = 0.5
 #: ... at least this much and at most this much (GiB): a bigger heap only lengthens full collections.
 AUTO_MEMORY_MIN_GIB, AUTO_MEMORY_MAX_GIB = 1, 32
+#: Spark's own driver memory when nothing sets it.
+SPARK_DEFAULT_DRIVER_MEMORY = "1g"
 #: A run needs at least this much driver memory (GiB), and ...
 MEMORY_FLOOR_GIB = 2.0
 #: ... this many bytes of heap per byte of input on disk (exports are JSON; tables compressed Parquet).
@@ -129,7 +131,9 @@ def session_settings(
     (:data:`FAST_START_JAVA_OPTIONS` with ``fast_start``, else :data:`THROUGHPUT_JAVA_OPTIONS`), then
     ``conf``, which wins. A local master also gets the project's quiet log4j configuration and, with
     ``driver_memory`` (``auto`` = :func:`auto_driver_memory`), ``spark.driver.memory`` unless ``conf`` sets it
-    (elsewhere the driver JVM is already running when the session is built: spark-submit sizes it)."""
+    (elsewhere the driver JVM is already running when the session is built: spark-submit sizes it). A
+    local driver under :data:`MEMORY_FLOOR_GIB` (Spark's 1g default included) runs without whole-stage code
+    generation unless ``conf`` says otherwise."""
     jvm = {"spark.driver.extraJavaOptions": FAST_START_JAVA_OPTIONS} if fast_start else {}
     settings = {**BASE_CONF, **jvm, **(conf or {})}
     if master is not None and master.startswith("local"):
@@ -137,6 +141,14 @@ def session_settings(
             settings["spark.driver.memory"] = (
                 auto_driver_memory() if driver_memory == "auto" else driver_memory
             )
+        heap = settings.get("spark.driver.memory", SPARK_DEFAULT_DRIVER_MEMORY)
+        if (
+            re.fullmatch(r"\d+\s*[bkmgt]?b?", heap.strip().lower())
+            and memory_bytes(heap) < MEMORY_FLOOR_GIB * 1024**3
+        ):
+            # Whole-stage code generation of the stages' wide plans does not fit a small heap: the demo's
+            # backlog stage with 1 GiB dies in Janino (GC overhead limit) and finishes without it.
+            settings.setdefault("spark.sql.codegen.wholeStage", "false")
         # Quiet local runs: errors only (clusters keep their own log4j configuration).
         log4j = Path(__file__).resolve().parents[1] / "resources" / "log4j2.properties"
         settings["spark.driver.extraJavaOptions"] = (
