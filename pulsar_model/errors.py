@@ -101,6 +101,14 @@ def failure_summary(exc: BaseException, driver_memory: str | None = None) -> str
             "e.g. --set spark.driver_memory=4g, or spark.driver_memory: auto (half of this machine's memory) "
             "in the config file, and rerun: the failed stage left its tables at their previous version."
         )
+    if driver_stopped(exc):
+        first = text.splitlines()[0] if text else ""
+        return (
+            f"Spark's driver JVM stopped during the run{memory} ({type(exc).__name__}: {first}); the "
+            "Spark log lines above say why, on a small driver usually java.lang.OutOfMemoryError. Give "
+            "it more memory, e.g. --set spark.driver_memory=4g, and rerun: the failed stage left its "
+            "tables at their previous version."
+        )
     lines = [line.strip() for line in text.splitlines() if line.strip()]
     if not any(line.startswith("at ") for line in lines):
         return text
@@ -108,3 +116,19 @@ def failure_summary(exc: BaseException, driver_memory: str | None = None) -> str
     causes = [line for line in lines if line.startswith("Caused by:")]
     root = causes[-1].removeprefix("Caused by:").strip() if causes else lines[1].removeprefix(": ")
     return f"{first} {root} (--log-level debug shows the Java stack trace)"
+
+
+def driver_stopped(exc: BaseException) -> bool:
+    """``exc`` says the Spark driver JVM is gone (py4j lost its connection, or the context was stopped)."""
+    text = str(exc)
+    return (
+        isinstance(exc, ConnectionError)
+        or type(exc).__name__ == "Py4JNetworkError"
+        or "Cannot call methods on a stopped SparkContext" in text
+        or "Answer from Java side is empty" in text
+    )
+
+
+def is_resource_failure(exc: BaseException) -> bool:
+    """The run failed for want of driver memory or lost its JVM: an environment problem, not a bug."""
+    return "OutOfMemoryError" in str(exc) or driver_stopped(exc)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pulsar_model.errors import failure_summary
+from pulsar_model.errors import failure_summary, is_resource_failure
 
 # The shape py4j gives a JVM failure: the call, then Java's trace with nested causes.
 _OOM = """An error occurred while calling o14674.parquet.
@@ -38,3 +38,12 @@ def test_java_failure_keeps_the_call_and_the_root_cause_only():
 
 def test_python_failure_is_left_as_it_is():
     assert failure_summary(ValueError("bad value 'x': use 'y'")) == "bad value 'x': use 'y'"
+
+
+def test_a_driver_jvm_that_died_is_an_environment_failure_with_the_fix():
+    exc = ConnectionRefusedError(111, "Connection refused")
+    message = failure_summary(exc, "1g")
+    assert message.startswith("Spark's driver JVM stopped during the run with spark.driver_memory=1g")
+    assert "--set spark.driver_memory=" in message
+    assert is_resource_failure(exc) and is_resource_failure(RuntimeError(_OOM))
+    assert not is_resource_failure(RuntimeError(_CAUSED))

@@ -41,7 +41,13 @@ from types import FrameType
 from typing import Any, TextIO
 
 from pulsar_model import __version__
-from pulsar_model.errors import ConfigError, NoDataError, PulsarAnalyticsError, failure_summary
+from pulsar_model.errors import (
+    ConfigError,
+    NoDataError,
+    PulsarAnalyticsError,
+    failure_summary,
+    is_resource_failure,
+)
 from pulsar_model.pipeline.config import DEFAULT_CONFIG_PATH, AppConfig, flatten_config, load_config
 
 log = logging.getLogger("pulsar_model.cli")
@@ -699,7 +705,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 console,
                 EXIT_FAILURE,
                 summary
-                if "OutOfMemoryError" in str(exc)
+                if is_resource_failure(exc)
                 else f"{type(exc).__name__}: {summary} (this is a bug or an unexpected environment; "
                 "--log-level debug shows the traceback)",
             )

@@ -65,6 +65,15 @@ def _driver_memory(spark: SparkSession) -> str | None:
         return None
 
 
+def _log_failure(spark: SparkSession, tables: DeltaTables, rows: list[dict[str, Any]]) -> None:
+    """Record a failed stage in ``run_log``; a JVM that died with the stage cannot, and must not hide
+    the stage's own error behind its own."""
+    try:
+        append_run_log(spark, tables, rows)
+    except Exception:  # the stage's error is re-raised by the caller
+        log.warning("could not record the failed stage in run_log", exc_info=True)
+
+
 def ingested_dates(tables: DeltaTables) -> list[dt.date]:
     """Export dates with ingested data (partitions of ``managed_ledgers``), oldest first; [] when none."""
     if not tables.exists("managed_ledgers"):
@@ -350,7 +359,9 @@ def _run_stages(
             outcome = STAGES[name](ctx)
         except Exception as exc:
             finished = dt.datetime.now(dt.UTC)
-            append_run_log(
+            reason = failure_summary(exc, _driver_memory(spark))
+            echo(f"[{number}/{len(chosen)}] {name} FAILED after {time.monotonic() - t0:.1f}s: {reason}")
+            _log_failure(
                 spark,
                 tables,
                 [
@@ -369,8 +380,6 @@ def _run_stages(
                     }
                 ],
             )
-            reason = failure_summary(exc, _driver_memory(spark))
-            echo(f"[{number}/{len(chosen)}] {name} FAILED after {time.monotonic() - t0:.1f}s: {reason}")
             raise
         finally:
             if progress is not None:
