@@ -61,7 +61,7 @@ from pulsar_model.engine.flags import FLAGS_COLUMN, with_flags
 from pulsar_model.engine.grouped import map_groups
 from pulsar_model.errors import ConfigError, ContractError
 from pulsar_model.quota.policy import is_system_topic, namespace_of, partitioned_topic_of
-from pulsar_model.tables.contracts import contract, derive
+from pulsar_model.tables.contracts import contract, with_derived
 
 __all__ = [
     "COMPACTED_ENTRY_RECORD_SCHEMA",
@@ -151,24 +151,12 @@ def _conform(df: DataFrame, table: str) -> DataFrame:
     """Select and cast ``df`` to ``table``'s contract minus :data:`STAGE_COLUMNS` (missing columns: nulls);
     the derived columns (positions as ``L:E`` text) computed from their sources as the writer does."""
     available = set(df.columns)
-    columns = [c for c in contract(table).columns if c.name not in STAGE_COLUMNS]
     stored = {
         c.name: (F.col(c.name) if c.name in available else F.lit(None)).cast(c.data_type)
-        for c in columns
-        if c.derived_from is None
+        for c in contract(table).columns
+        if c.name not in STAGE_COLUMNS and c.derived_from is None
     }
-    return df.select(
-        *[
-            (
-                stored[c.name]
-                if c.derived_from is None
-                else derive(
-                    stored[c.derived_from], contract(table).column(c.derived_from).data_type, c.data_type
-                )
-            ).alias(c.name)
-            for c in columns
-        ]
-    )
+    return df.select(*with_derived(table, stored))
 
 
 def compaction_subscription_ignores_individual_acks(version: VersionLike) -> bool:

@@ -583,12 +583,9 @@ class SparkHolder:
 
     def driver_memory(self) -> str | None:
         """The running driver's memory setting, for a failure message (None without a usable JVM)."""
-        if self.spark is None:
-            return None
-        try:
-            return str(self.spark.sparkContext.getConf().get("spark.driver.memory"))
-        except Exception:  # a message must not fail on a JVM that is already broken
-            return None
+        from pulsar_model.pipeline.session import driver_memory_setting
+
+        return None if self.spark is None else driver_memory_setting(self.spark)
 
     def get(self, config: AppConfig, spark_log_level: str) -> Any:
         if self.spark is not None:

@@ -24,6 +24,7 @@ from pulsar_model.errors import ConfigError, NoDataError, failure_summary
 from pulsar_model.ingest.pipeline import IngestResult, append_run_log, ingest_export
 from pulsar_model.pipeline.config import AppConfig
 from pulsar_model.pipeline.progress import Progress
+from pulsar_model.pipeline.session import driver_memory_setting
 from pulsar_model.tables.delta_io import DeltaTables
 from pulsar_model.tables.run_lock import warehouse_run_lock
 
@@ -55,14 +56,6 @@ class StageContext:
             f"{self.tables.location('managed_ledgers')} has none: ingest an export first "
             "(pulsar-analytics ingest --export-dir DIR, or nightly --export-dir DIR)"
         )
-
-
-def _driver_memory(spark: SparkSession) -> str | None:
-    """The driver's memory setting, for a failure message (None when the JVM no longer answers)."""
-    try:
-        return spark.sparkContext.getConf().get("spark.driver.memory")
-    except Exception:  # a message must not fail on a JVM that is already broken
-        return None
 
 
 def _log_failure(spark: SparkSession, tables: DeltaTables, rows: list[dict[str, Any]]) -> None:
@@ -359,7 +352,7 @@ def _run_stages(
             outcome = STAGES[name](ctx)
         except Exception as exc:
             finished = dt.datetime.now(dt.UTC)
-            reason = failure_summary(exc, _driver_memory(spark))
+            reason = failure_summary(exc, driver_memory_setting(spark))
             echo(f"[{number}/{len(chosen)}] {name} FAILED after {time.monotonic() - t0:.1f}s: {reason}")
             _log_failure(
                 spark,

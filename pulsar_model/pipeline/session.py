@@ -141,11 +141,11 @@ def session_settings(
             settings["spark.driver.memory"] = (
                 auto_driver_memory() if driver_memory == "auto" else driver_memory
             )
-        heap = settings.get("spark.driver.memory", SPARK_DEFAULT_DRIVER_MEMORY)
-        if (
-            re.fullmatch(r"\d+\s*[bkmgt]?b?", heap.strip().lower())
-            and memory_bytes(heap) < MEMORY_FLOOR_GIB * 1024**3
-        ):
+        try:
+            heap = memory_bytes(settings.get("spark.driver.memory", SPARK_DEFAULT_DRIVER_MEMORY))
+        except ConfigError:  # a size Spark itself will reject or read its own way: leave codegen alone
+            heap = None
+        if heap is not None and heap < MEMORY_FLOOR_GIB * 1024**3:
             # Whole-stage code generation of the stages' wide plans does not fit a small heap: the demo's
             # backlog stage with 1 GiB dies in Janino (GC overhead limit) and finishes without it.
             settings.setdefault("spark.sql.codegen.wholeStage", "false")
@@ -155,6 +155,15 @@ def session_settings(
             f"{settings['spark.driver.extraJavaOptions']} -Dlog4j2.configurationFile=file:{log4j}"
         )
     return settings
+
+
+def driver_memory_setting(spark: SparkSession) -> str | None:
+    """The running driver's ``spark.driver.memory``, for a failure message; None when unset or when the
+    JVM no longer answers (a message must not fail on a JVM that is already broken)."""
+    try:
+        return spark.sparkContext.getConf().get("spark.driver.memory")
+    except Exception:
+        return None
 
 
 def build_session(

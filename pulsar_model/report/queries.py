@@ -25,7 +25,9 @@ from typing import Any
 
 from pyspark.sql import Column, DataFrame, Row
 from pyspark.sql import functions as F
+from pyspark.sql import types as T
 
+from pulsar_model.tables.contracts import POSITION_TYPE, derive
 from pulsar_model.tables.delta_io import DeltaTables
 
 #: Which stage writes each table the report reads.
@@ -182,10 +184,8 @@ def _facts(**values: Column) -> Column:
 
 
 def _pos(column: str) -> Column:
-    c = F.col(column)
-    return F.when(
-        c.isNotNull(), F.concat_ws(":", c["ledger_id"].cast("string"), c["entry_id"].cast("string"))
-    )
+    """A position column as the ``L:E`` text the tables' ``<name>_str`` columns hold."""
+    return derive(F.col(column), POSITION_TYPE, T.StringType())
 
 
 def _finding(

@@ -371,15 +371,23 @@ def conform(df: DataFrame, table: str, *, defaults: Mapping[str, Column] | None 
         raise ContractError(
             f"Cannot conform to {table!r}: required columns missing: {', '.join(missing_required)}"
         )
-    exprs = [
+    return df.select(*with_derived(table, stored))
+
+
+def with_derived(table: str, stored: Mapping[str, Column]) -> list[Column]:
+    """``table``'s columns in contract order: the ``stored`` expressions (by column name), each derived
+    column computed from its source's expression by :func:`derive`. Columns neither in ``stored`` nor
+    derived from a column in it are left out (callers that own some columns, e.g. the stage's)."""
+    expected = contract(table)
+    return [
         (
             stored[col.name]
             if col.derived_from is None
             else derive(stored[col.derived_from], expected.column(col.derived_from).data_type, col.data_type)
         ).alias(col.name)
         for col in expected.columns
+        if col.name in stored or col.derived_from in stored
     ]
-    return df.select(*exprs)
 
 
 #: The TIMESTAMP range (0001-01-01 .. 9999-12-31 UTC) in epoch milliseconds: outside it a derived
