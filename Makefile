@@ -7,6 +7,10 @@ EXPORT ?= demo-export
 WAREHOUSE ?= warehouse
 TIER ?= s
 PYTEST_ARGS ?=
+# pytest-xdist workers for `make test`: each runs its own local Spark; test files stay whole on one worker
+# (module fixtures are built once). 0 runs everything in this process.
+TEST_WORKERS ?= 2
+XDIST = $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile)
 # The transform tests that compare whole results (goldens) or compare with a plain-Python oracle (properties).
 # (the engine-vs-oracle properties run no Spark: ANSI cannot change them)
 GOLDEN_AND_PROPERTY_TESTS = $(sort $(filter-out tests/test_properties_topic_engine.py, \
@@ -45,9 +49,9 @@ ingest: $(STAMP) java ## ingest $(EXPORT) into $(WAREHOUSE)
 	$(VENV)/bin/pulsar-analytics ingest --export-dir $(EXPORT) --warehouse $(WAREHOUSE)
 
 test: $(STAMP) java ## run the test suite (what CI runs, with the cluster/notebook runtime tests; long ones excluded)
-	$(PY) -m pytest -q -m "not long" $(PYTEST_ARGS)
+	$(PY) -m pytest -q -m "not long" $(XDIST) $(PYTEST_ARGS)
 	@echo "golden and property tests again with spark.sql.ansi.enabled=false (Spark's default is true)"
-	PULSAR_TEST_ANSI=false $(PY) -m pytest -q -m "not long" $(PYTEST_ARGS) $(GOLDEN_AND_PROPERTY_TESTS)
+	PULSAR_TEST_ANSI=false $(PY) -m pytest -q -m "not long" $(XDIST) $(PYTEST_ARGS) $(GOLDEN_AND_PROPERTY_TESTS)
 
 test-long: $(STAMP) java ## the long end-to-end tests CI leaves out (demo pipelines, tens of minutes)
 	$(PY) -m pytest -q -m long $(PYTEST_ARGS)
