@@ -27,18 +27,34 @@ from pulsar_model.backlog import (
     estimated_backlog_size,
     estimated_size_since_mark_delete,
 )
+from tests.contract_frames import contract_schema
 
-POS = "struct<ledger_id:bigint,entry_id:bigint>"
-LEDGERS = "cluster string, topic string, ledger_id bigint, entries bigint, size_bytes bigint"
-ML = (
-    "cluster string, topic string, current_ledger_id bigint, current_ledger_entries bigint, "
-    f"current_ledger_size_bytes bigint, last_confirmed_entry {POS}, total_size_bytes bigint"
+LEDGERS = contract_schema("ledgers", ["cluster", "topic", "ledger_id", "entries", "size_bytes"])
+ML = contract_schema(
+    "managed_ledgers",
+    [
+        "cluster",
+        "topic",
+        "current_ledger_id",
+        "current_ledger_entries",
+        "current_ledger_size_bytes",
+        "last_confirmed_entry",
+        "total_size_bytes",
+    ],
 )
-CURSORS = (
-    "cluster string, topic string, cursor_name string, cursor_order int, is_durable boolean, "
-    f"mark_delete_position {POS}, individually_deleted array<struct<lower:{POS},upper:{POS}>>"
+CURSORS = contract_schema(
+    "cursors",
+    [
+        "cluster",
+        "topic",
+        "cursor_name",
+        "cursor_order",
+        "is_durable",
+        "mark_delete_position",
+        "individually_deleted",
+    ],
 )
-POSITIONS = f"cluster string, topic string, request_id string, position {POS}"
+POSITIONS = contract_schema("plan_requests", ["cluster", "topic", "request_id", ("position", "position")])
 V1, V2, V3, PRE = "2.5.1", "2.10.6", "4.1.3", "3.0.7"
 V211 = "2.11.4"  # consumedLedgerSize "==" in every 2.11.x (docs §2.2)
 FAST_CONF = {
@@ -161,7 +177,17 @@ def out(spark: SparkSession) -> dict[str, dict[tuple[str, str], dict[str, Any]]]
     positions = spark.createDataFrame([("c", *r) for r in POSITION_ROWS], POSITIONS)
     consumed = spark.createDataFrame(
         [("c", "consumed", f"{s}/{n}/{e}", s, n, e) for s, n, e in CONSUMED_CASES],
-        "cluster string, topic string, request_id string, size bigint, entries bigint, entry bigint",
+        contract_schema(
+            "plan_requests",
+            [
+                "cluster",
+                "topic",
+                "request_id",
+                ("size", "bigint"),
+                ("entries", "bigint"),
+                ("entry", "bigint"),
+            ],
+        ),
     )
     builders: dict[str, Callable[[], DataFrame]] = {}
     for tag, version in (("v1", V1), ("v2", V2), ("v3", V3)):
