@@ -21,29 +21,56 @@ from pyspark.sql import functions as F
 
 from pulsar_model import positions as P
 from pulsar_model.backlog import precise_backlog
+from tests.contract_frames import contract_schema
 
-POS = "struct<ledger_id:bigint,entry_id:bigint>"
-LEDGERS = "cluster string, topic string, ledger_id bigint, entries bigint, size_bytes bigint"
-ML = (
-    "cluster string, topic string, current_ledger_id bigint, current_ledger_entries bigint, "
-    f"current_ledger_size_bytes bigint, last_confirmed_entry {POS}, total_size_bytes bigint"
+LEDGERS = contract_schema("ledgers", ["cluster", "topic", "ledger_id", "entries", "size_bytes"])
+ML = contract_schema(
+    "managed_ledgers",
+    [
+        "cluster",
+        "topic",
+        "current_ledger_id",
+        "current_ledger_entries",
+        "current_ledger_size_bytes",
+        "last_confirmed_entry",
+        "total_size_bytes",
+    ],
 )
-CURSORS = (
-    "cluster string, topic string, cursor_name string, cursor_order int, is_durable boolean, "
-    f"mark_delete_position {POS}, individually_deleted array<struct<lower:{POS},upper:{POS}>>"
+CURSORS = contract_schema(
+    "cursors",
+    [
+        "cluster",
+        "topic",
+        "cursor_name",
+        "cursor_order",
+        "is_durable",
+        "mark_delete_position",
+        "individually_deleted",
+    ],
 )
-PAN_REQ = f"cluster string, topic string, request_id string, start_position {POS}, n bigint, bound string"
-SKIP_REQ = (
-    "cluster string, topic string, cursor_name string, n bigint, deleted_entries string, request_id string"
+PAN_REQ = contract_schema(
+    "plan_requests",
+    ["cluster", "topic", "request_id", ("start_position", "position"), "n", ("bound", "string")],
 )
-POS_REQ = f"cluster string, topic string, request_id string, position {POS}"
-RANGE_REQ = (
-    f"cluster string, topic string, request_id string, lower {POS}, lower_closed boolean, "
-    f"upper {POS}, upper_closed boolean"
+SKIP_REQ = contract_schema(
+    "plan_requests", ["cluster", "topic", "cursor_name", "n", "deleted_entries", "request_id"]
 )
-CLEAR_REQ = "cluster string, topic string, cursor_name string, request_id string"
-RESET_REQ = (
-    f"cluster string, topic string, cursor_name string, request_id string, target_kind string, target {POS}"
+POS_REQ = contract_schema("plan_requests", ["cluster", "topic", "request_id", ("position", "position")])
+RANGE_REQ = contract_schema(
+    "plan_requests",
+    [
+        "cluster",
+        "topic",
+        "request_id",
+        ("lower", "position"),
+        ("lower_closed", "boolean"),
+        ("upper", "position"),
+        ("upper_closed", "boolean"),
+    ],
+)
+CLEAR_REQ = contract_schema("plan_requests", ["cluster", "topic", "cursor_name", "request_id"])
+RESET_REQ = contract_schema(
+    "plan_requests", ["cluster", "topic", "cursor_name", "request_id", "target_kind", "target"]
 )
 
 NEW, V3, V210, OLD = "4.1.3", "3.0.7", "2.10.1", "2.8.0"
