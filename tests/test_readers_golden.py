@@ -22,34 +22,67 @@ from pyspark.sql import functions as F
 
 from pulsar_model import readers as R
 from pulsar_model.engine.columns import LATEST
+from tests.contract_frames import contract_schema
 
-POS = "struct<ledger_id:bigint,entry_id:bigint>"
-MID = "struct<ledger_id:bigint,entry_id:bigint,batch_index:int>"
-LEDGERS = (
-    "cluster string, topic string, ledger_id bigint, entries bigint, size_bytes bigint, closed_at timestamp"
+LEDGERS = contract_schema("ledgers", ["cluster", "topic", "ledger_id", "entries", "size_bytes", "closed_at"])
+ML = contract_schema(
+    "managed_ledgers",
+    [
+        "cluster",
+        "topic",
+        "current_ledger_id",
+        "current_ledger_entries",
+        "current_ledger_size_bytes",
+        "last_confirmed_entry",
+        "total_size_bytes",
+        "exported_at",
+    ],
 )
-ML = (
-    "cluster string, topic string, current_ledger_id bigint, current_ledger_entries bigint, "
-    f"current_ledger_size_bytes bigint, last_confirmed_entry {POS}, total_size_bytes bigint, "
-    "exported_at timestamp"
+CURSORS = contract_schema(
+    "cursors",
+    [
+        "cluster",
+        "topic",
+        "cursor_name",
+        "cursor_order",
+        "is_durable",
+        "mark_delete_position",
+        "individually_deleted",
+    ],
 )
-CURSORS = (
-    "cluster string, topic string, cursor_name string, cursor_order int, is_durable boolean, "
-    f"mark_delete_position {POS}, individually_deleted array<struct<lower:{POS},upper:{POS}>>"
+ENTRIES = contract_schema(
+    "entries", ["cluster", "topic", "ledger_id", "entry_id", "publish_time_ms", "broker_timestamp"]
 )
-ENTRIES = (
-    "cluster string, topic string, ledger_id bigint, entry_id bigint, publish_time_ms bigint, "
-    "broker_timestamp timestamp"
+MESSAGES = contract_schema(
+    "messages",
+    [
+        "cluster",
+        "topic",
+        "ledger_id",
+        "entry_id",
+        "batch_index",
+        "marker_type",
+        "compacted_out",
+        "publish_time_ms",
+    ],
 )
-MESSAGES = (
-    "cluster string, topic string, ledger_id bigint, entry_id bigint, batch_index int, marker_type int, "
-    "compacted_out boolean, publish_time_ms bigint"
+READER_REQ = contract_schema(
+    "plan_requests",
+    [
+        "cluster",
+        "topic",
+        "request_id",
+        "start_kind",
+        "start_message_id",
+        "inclusive",
+        "rollback_seconds",
+        "read_compacted",
+        "initial_position",
+    ],
 )
-READER_REQ = (
-    f"cluster string, topic string, request_id string, start_kind string, start_message_id {MID}, "
-    "inclusive boolean, rollback_seconds bigint, read_compacted boolean, initial_position string"
+RESET_REQ = contract_schema(
+    "plan_requests", ["cluster", "topic", "request_id", "cursor_name", "timestamp_ms"]
 )
-RESET_REQ = "cluster string, topic string, request_id string, cursor_name string, timestamp_ms bigint"
 
 NEW, V210, V301 = "4.1.3", "2.10.6", "3.0.1"
 T1 = 1_000_000  # base publish time (ms) of the PersistentMessageFinderTest topic
@@ -569,7 +602,7 @@ def _expected_row(
     rollback_failure: str | None,
 ) -> dict[str, Any]:
     """A whole output row of ``reader_start_positions`` (the request columns carried, then the answer)."""
-    names = [c.split()[0] for c in READER_REQ.split(", ")]
+    names = READER_REQ.fieldNames()
     row = dict(zip(names, request, strict=True))
     sid = row["start_message_id"]
     row["start_message_id"] = (
