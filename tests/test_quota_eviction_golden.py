@@ -19,6 +19,7 @@ from pyspark.sql import functions as F
 
 from pulsar_model.errors import ConfigError
 from pulsar_model.quota.eviction import drop_backlog_for_size_limit, drop_backlog_for_time_limit
+from tests.contract_frames import contract_schema
 
 V30, V4 = "3.0.7", "4.1.3"
 VERSIONS = (V30, V4)
@@ -26,23 +27,48 @@ NOW = dt.datetime(2026, 3, 1, 12, 0, tzinfo=dt.UTC)
 NOW_MS = int(NOW.timestamp() * 1000)
 HOUR_MS = 3_600_000
 
-POS = "struct<ledger_id:bigint,entry_id:bigint>"
-ML_SCHEMA = (
-    "cluster string, topic string, current_ledger_id bigint, current_ledger_entries bigint, "
-    f"current_ledger_size_bytes bigint, last_confirmed_entry {POS}, total_size_bytes bigint, "
-    "entries_added_counter bigint, exported_at timestamp"
+ML_SCHEMA = contract_schema(
+    "managed_ledgers",
+    [
+        "cluster",
+        "topic",
+        "current_ledger_id",
+        "current_ledger_entries",
+        "current_ledger_size_bytes",
+        "last_confirmed_entry",
+        "total_size_bytes",
+        "entries_added_counter",
+        "exported_at",
+    ],
 )
-LEDGER_SCHEMA = (
-    "cluster string, topic string, ledger_id bigint, entries bigint, size_bytes bigint, closed_at timestamp"
+LEDGER_SCHEMA = contract_schema(
+    "ledgers", ["cluster", "topic", "ledger_id", "entries", "size_bytes", "closed_at"]
 )
-CURSOR_SCHEMA = (
-    "cluster string, topic string, cursor_name string, cursor_order int, is_durable boolean, "
-    f"mark_delete_position {POS}, individually_deleted array<struct<lower:{POS},upper:{POS}>>, "
-    "messages_consumed_counter bigint"
+CURSOR_SCHEMA = contract_schema(
+    "cursors",
+    [
+        "cluster",
+        "topic",
+        "cursor_name",
+        "cursor_order",
+        "is_durable",
+        "mark_delete_position",
+        "individually_deleted",
+        "messages_consumed_counter",
+    ],
 )
-ENTRY_SCHEMA = (
-    "cluster string, topic string, ledger_id bigint, entry_id bigint, publish_time_ms bigint, "
-    "broker_timestamp timestamp, message_count int, entry_size_bytes bigint"
+ENTRY_SCHEMA = contract_schema(
+    "entries",
+    [
+        "cluster",
+        "topic",
+        "ledger_id",
+        "entry_id",
+        "publish_time_ms",
+        "broker_timestamp",
+        "message_count",
+        "entry_size_bytes",
+    ],
 )
 FAST_CONF = {
     "spark.sql.adaptive.enabled": "false",
@@ -327,7 +353,9 @@ def frames(spark: SparkSession, group: dict[str, Topic], limit_col: str) -> dict
         "ml": spark.createDataFrame(mls, ML_SCHEMA),
         "ledgers": spark.createDataFrame(ledgers, LEDGER_SCHEMA),
         "cursors": spark.createDataFrame(cursors, CURSOR_SCHEMA),
-        "limits": spark.createDataFrame(limits, f"cluster string, topic string, {limit_col} bigint"),
+        "limits": spark.createDataFrame(
+            limits, contract_schema("backlog_quotas", ["cluster", "topic", limit_col])
+        ),
         "entries": spark.createDataFrame(entries, ENTRY_SCHEMA),
     }
 
