@@ -31,16 +31,33 @@ from pulsar_model.transactions import (
     transaction_states,
     transaction_visibility,
 )
+from tests.contract_frames import contract_frame, contract_schema
 
-POS = "struct<ledger_id:bigint,entry_id:bigint>"
-ENTRIES = (
-    f"cluster string, topic string, position {POS}, txnid_most_bits bigint, txnid_least_bits bigint, "
-    "marker_type int, publish_time_ms bigint, message_count int"
+ENTRIES = contract_schema(
+    "entries",
+    [
+        "cluster",
+        "topic",
+        "position",
+        "txnid_most_bits",
+        "txnid_least_bits",
+        "marker_type",
+        "publish_time_ms",
+        "message_count",
+    ],
 )
-LEDGERS = "cluster string, topic string, ledger_id bigint, entries bigint, size_bytes bigint"
-ML = (
-    "cluster string, topic string, current_ledger_id bigint, current_ledger_entries bigint, "
-    f"current_ledger_size_bytes bigint, last_confirmed_entry {POS}, total_size_bytes bigint"
+LEDGERS = contract_schema("ledgers", ["cluster", "topic", "ledger_id", "entries", "size_bytes"])
+ML = contract_schema(
+    "managed_ledgers",
+    [
+        "cluster",
+        "topic",
+        "current_ledger_id",
+        "current_ledger_entries",
+        "current_ledger_size_bytes",
+        "last_confirmed_entry",
+        "total_size_bytes",
+    ],
 )
 T1, T2, T3, T4 = (0, 1), (0, 2), (1, 7), (2, 3)
 N = None  # non-transactional
@@ -200,35 +217,40 @@ def test_max_read_positions_counts_held_back_and_aborted(
 
 
 def test_transaction_states_state_positions_counts_duration(
-    frames: tuple[DataFrame, DataFrame, DataFrame],
+    spark: SparkSession, frames: tuple[DataFrame, DataFrame, DataFrame]
 ) -> None:
     """docs §8.3: marker 21 = committed, 22 = aborted, none = open; publish_time_ms = 1000 * (10 L + E)."""
     entries = frames[0]
     states = transaction_states(entries)
-    got = {
-        (r["topic"].rsplit("/", 1)[1], r["txn_id"]): (
-            r["state"],
-            tuple(r["first_position"]),
-            tuple(r["last_position"]),
-            None if r["end_marker_position"] is None else tuple(r["end_marker_position"]),
-            r["entry_count"],
-            r["message_count"],
-            r["duration_ms"],
-        )
-        for r in states.collect()
-    }
-    assert got == {
-        ("open", "(0,1)"): ("open", (1, 1), (1, 3), None, 2, 4, None),
-        ("committed", "(0,1)"): ("committed", (1, 1), (1, 3), (1, 5), 2, 4, 4000),
-        ("aborted", "(0,1)"): ("aborted", (1, 1), (1, 3), (1, 5), 2, 4, 4000),
-        ("cross", "(0,2)"): ("open", (3, 0), (3, 0), None, 1, 1, None),
-        ("trimmed", "(1,7)"): ("open", (2, 0), (2, 0), None, 1, 1, None),
-        ("two", "(0,1)"): ("committed", (1, 1), (1, 3), (1, 4), 2, 2, 3000),
-        ("two", "(0,2)"): ("open", (1, 2), (1, 2), None, 1, 1, None),
-        ("deleted", "(2,3)"): ("open", (4, 0), (4, 0), None, 1, 1, None),
-        ("commit_empty", "(0,1)"): ("committed", (1, 1), (1, 1), (3, 1), 1, 1, 20000),
-        ("commit_empty", "(0,2)"): ("open", (3, 0), (3, 0), None, 1, 1, None),
-    }
+    columns = [
+        "topic",
+        "txn_id",
+        "state",
+        "first_position",
+        "last_position",
+        "end_marker_position",
+        "entry_count",
+        "message_count",
+        "duration_ms",
+    ]
+    expected = contract_frame(
+        spark,
+        "transactions",
+        columns,
+        [
+            (_t("open"), "(0,1)", "open", (1, 1), (1, 3), None, 2, 4, None),
+            (_t("committed"), "(0,1)", "committed", (1, 1), (1, 3), (1, 5), 2, 4, 4000),
+            (_t("aborted"), "(0,1)", "aborted", (1, 1), (1, 3), (1, 5), 2, 4, 4000),
+            (_t("cross"), "(0,2)", "open", (3, 0), (3, 0), None, 1, 1, None),
+            (_t("trimmed"), "(1,7)", "open", (2, 0), (2, 0), None, 1, 1, None),
+            (_t("two"), "(0,1)", "committed", (1, 1), (1, 3), (1, 4), 2, 2, 3000),
+            (_t("two"), "(0,2)", "open", (1, 2), (1, 2), None, 1, 1, None),
+            (_t("deleted"), "(2,3)", "open", (4, 0), (4, 0), None, 1, 1, None),
+            (_t("commit_empty"), "(0,1)", "committed", (1, 1), (1, 1), (3, 1), 1, 1, 20000),
+            (_t("commit_empty"), "(0,2)", "open", (3, 0), (3, 0), None, 1, 1, None),
+        ],
+    )
+    assert_df_equality(states.select(*columns), expected, ignore_row_order=True, ignore_nullable=True)
     old = long_open_transactions(states, now_ms=30_000, threshold_ms=15_000).collect()
     # open T1 first published at 11 s (age 19 s), T2 of "two" at 12 s (18 s); too young: cross T2 at 30 s,
     # trimmed T3 at 20 s
@@ -293,10 +315,13 @@ def test_max_read_positions_per_version_line_after_empty_and_deleted_ledgers(
         got = got.unionByName(part)
     got = got.where(F.col("name").isin(*names))
     held = {"cross": 2, "deleted": 2, "commit_empty": 3, "trimmed": 2, "two": 4}
-    expected = spark.createDataFrame(
-        [(v, n, want[n], held[n]) for v, want in LINE_VERSIONS.items() for n in names], schema=got.schema
+    expected = contract_frame(
+        spark,
+        "transaction_holdback",
+        ["pulsar_version", ("name", "string"), "max_read_position", "held_back_entries"],
+        [(v, n, want[n], held[n]) for v, want in LINE_VERSIONS.items() for n in names],
     )
-    assert_df_equality(got, expected, ignore_row_order=True)
+    assert_df_equality(got, expected, ignore_row_order=True, ignore_nullable=True)
 
 
 def test_transaction_visibility_from_entries_follows_the_version_line(
