@@ -26,10 +26,10 @@ from pyspark.sql import functions as F
 
 from pulsar_model import compaction as C
 from pulsar_model.tables.contracts import spark_schema
+from tests.contract_frames import contract_frame, contract_schema
 
 CLUSTER = "c1"
 NEW, FILTERED, OLD = "4.1.3", "2.11.4", "2.10.0"
-POS = "struct<ledger_id:bigint,entry_id:bigint>"
 SNAPSHOT_MARKER = 12  # REPLICATED_SUBSCRIPTION_SNAPSHOT (docs §4.3)
 TXN_COMMIT, TXN_ABORT = 21, 22  # transaction end markers (docs §8.3)
 T1, T2 = (1, 1), (1, 2)  # (txnid_most_bits, txnid_least_bits)
@@ -195,7 +195,7 @@ def results(spark: SparkSession) -> dict[str, list[dict[str, Any]]]:
     messages = messages.withColumn("has_uncompressed_size", ~no_size).cache()
     starts = spark.createDataFrame(
         [(CLUSTER, topic(n), p) for n, p in STARTS.items()],
-        "cluster string, topic string, position struct<ledger_id:bigint,entry_id:bigint>",
+        contract_schema("cursors", ["cluster", "topic", ("position", "position")]),
     )
     # §5.8.2: compaction ran after content2 was written; content3 arrives after the horizon.
     early = messages.where(~((F.col("topic") == topic("read-compacted")) & (F.col("entry_id") == 3)))
@@ -206,9 +206,11 @@ def results(spark: SparkSession) -> dict[str, list[dict[str, Any]]]:
             (CLUSTER, topic("read-compacted"), "from-10:2", (10, 2)),
             (CLUSTER, topic("read-compacted"), "from-10:3", (10, 3)),
         ],
-        f"cluster string, topic string, reader_id string, start_position {POS}",
+        contract_schema(
+            "plan_requests", ["cluster", "topic", ("reader_id", "string"), ("start_position", "position")]
+        ),
     )
-    no_horizons = spark.createDataFrame([], "cluster string, topic string, horizon " + C_ID)
+    no_horizons = contract_frame(spark, "compaction_horizons", ["cluster", "topic", "horizon"], [])
     early_horizons = C.compaction_horizons(early, start_positions=starts)
     empty_ledger = spark.createDataFrame([], spark_schema("compaction_ledger"))
     view_after = C.compacted_reader_view(messages, early_horizons, readers)
@@ -244,9 +246,6 @@ def results(spark: SparkSession) -> dict[str, list[dict[str, Any]]]:
     for r in result_rows:
         collected[r["output"]].append(json.loads(r["row"]))
     return collected
-
-
-C_ID = "struct<ledger_id:bigint,entry_id:bigint,batch_index:int>"
 
 
 def kv(results: dict[str, list[dict[str, Any]]], output: str, name: str) -> list[tuple[Any, Any]]:
