@@ -14,7 +14,6 @@ from typing import Any
 import pytest
 from chispa import assert_df_equality
 from pyspark.sql import DataFrame, Row, SparkSession
-from pyspark.sql import types as T
 
 from pulsar_model.errors import ConfigError
 from pulsar_model.replication import (
@@ -28,59 +27,52 @@ from pulsar_model.replication import (
     uses_new_snapshot_cache,
 )
 from pulsar_model.tables.contracts import spark_schema
+from tests.contract_frames import contract_frame, contract_schema
 
 Position = tuple[int, int]
 EXPORT_ID = "e1"
 EXPORT_DATE = dt.date(2026, 11, 21)
 MARKERS = spark_schema("markers")
-POSITION = T.StructType([T.StructField("ledger_id", T.LongType()), T.StructField("entry_id", T.LongType())])
-CLUSTERS = T.ArrayType(
-    T.StructType([T.StructField("cluster", T.StringType()), T.StructField("position", POSITION)])
-)
-CURSORS = T.StructType(
+CURSORS = contract_schema(
+    "cursors",
     [
-        T.StructField("cluster", T.StringType(), False),
-        T.StructField("topic", T.StringType(), False),
-        T.StructField("export_id", T.StringType(), False),
-        T.StructField("export_date", T.DateType(), False),
-        T.StructField("cursor_name", T.StringType(), False),
-        T.StructField("is_replicated", T.BooleanType(), False),
-        T.StructField("mark_delete_position", POSITION, False),
-        T.StructField("read_position", POSITION, True),
-    ]
+        "cluster",
+        "topic",
+        "export_id",
+        "export_date",
+        "cursor_name",
+        "is_replicated",
+        "mark_delete_position",
+        "read_position",
+    ],
 )
-EVENTS = T.StructType(
+#: ``replay_snapshot_cache`` events: the subscription key and seq of ``replication_cache_replay``, the event.
+EVENTS = contract_schema(
+    "replication_cache_replay",
     [
-        T.StructField("cluster", T.StringType(), False),
-        T.StructField("topic", T.StringType(), False),
-        T.StructField("subscription", T.StringType(), False),
-        T.StructField("seq", T.LongType(), False),
-        T.StructField("op", T.StringType(), False),
-        T.StructField("snapshot_id", T.StringType(), True),
-        T.StructField("local_position", POSITION, True),
-        T.StructField("snapshot_clusters", CLUSTERS, True),
-        T.StructField("mark_delete_position", POSITION, True),
-    ]
+        "cluster",
+        "topic",
+        "subscription",
+        "seq",
+        ("op", "string"),
+        ("snapshot_id", "string"),
+        ("local_position", "position"),
+        ("snapshot_clusters", "array<struct<cluster:string,position:position>>"),
+        "mark_delete_position",
+    ],
 )
-LEDGERS = T.StructType(
+LEDGERS = contract_schema("ledgers", ["cluster", "topic", "ledger_id", "entries", "size_bytes"])
+MANAGED_LEDGERS = contract_schema(
+    "managed_ledgers",
     [
-        T.StructField("cluster", T.StringType(), False),
-        T.StructField("topic", T.StringType(), False),
-        T.StructField("ledger_id", T.LongType(), False),
-        T.StructField("entries", T.LongType(), False),
-        T.StructField("size_bytes", T.LongType(), False),
-    ]
-)
-MANAGED_LEDGERS = T.StructType(
-    [
-        T.StructField("cluster", T.StringType(), False),
-        T.StructField("topic", T.StringType(), False),
-        T.StructField("current_ledger_id", T.LongType(), True),
-        T.StructField("current_ledger_entries", T.LongType(), False),
-        T.StructField("current_ledger_size_bytes", T.LongType(), False),
-        T.StructField("last_confirmed_entry", POSITION, True),
-        T.StructField("total_size_bytes", T.LongType(), False),
-    ]
+        "cluster",
+        "topic",
+        "current_ledger_id",
+        "current_ledger_entries",
+        "current_ledger_size_bytes",
+        "last_confirmed_entry",
+        "total_size_bytes",
+    ],
 )
 _NAMES = {10: "REPLICATED_SUBSCRIPTION_SNAPSHOT_REQUEST", 11: "REPLICATED_SUBSCRIPTION_SNAPSHOT_RESPONSE"}
 _NAMES |= {12: "REPLICATED_SUBSCRIPTION_SNAPSHOT", 13: "REPLICATED_SUBSCRIPTION_UPDATE"}
@@ -421,10 +413,12 @@ def test_snapshot_assembly_timeout_via_checked_at(spark: SparkSession) -> None:
     at_5000 = snapshot_assembly(
         markers, timeout_seconds=3, checked_at=dt.datetime(1970, 1, 1, 0, 0, 5, tzinfo=dt.UTC)
     )
-    got = sorted(
-        (r["checked_at_ms"], r["timeout_at_ms"], r["status"]) for r in at_2000.unionByName(at_5000).collect()
+    columns = ["checked_at_ms", "timeout_at_ms", "status"]
+    got = at_2000.unionByName(at_5000).select(*columns)
+    expected = contract_frame(
+        spark, "replication_snapshots", columns, [(2000, 3000, "pending"), (5000, 3000, "timed_out")]
     )
-    assert got == [(2000, 3000, "pending"), (5000, 3000, "timed_out")]
+    assert_df_equality(got, expected, ignore_row_order=True, ignore_nullable=True)
 
 
 def test_snapshot_assembly_flags_late_unprocessed_and_orphan_responses(spark: SparkSession) -> None:
