@@ -19,6 +19,7 @@ from pyspark.sql import functions as F
 
 from pulsar_model import compaction as C
 from pulsar_model.tables.contracts import spark_schema
+from tests.contract_frames import contract_frame
 
 CLUSTER = "c1"
 DAY = dt.date(2026, 11, 1)
@@ -131,8 +132,8 @@ def results(spark: SparkSession) -> dict[tuple[str, str], dict[str, Any]]:
     managed = spark.createDataFrame(ml, spark_schema("managed_ledgers"))
     ledgers = spark.createDataFrame(led, spark_schema("ledgers"))
     cursors = spark.createDataFrame(cur, spark_schema("cursors"))
-    entries = spark.createDataFrame(
-        ent, "cluster string, topic string, ledger_id bigint, entry_id bigint, entry_size_bytes bigint"
+    entries = contract_frame(
+        spark, "entries", ["cluster", "topic", "ledger_id", "entry_id", "entry_size_bytes"], ent
     )
     parts = [
         C.compaction_trigger(managed, ledgers, cursors, THRESHOLDS, v, entries=entries).select(
