@@ -8,7 +8,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import pytest
-from chispa import assert_df_equality
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
@@ -29,8 +28,6 @@ from tests.contract_frames import contract_frame, contract_schema
 
 CONSUMER_COLUMNS = ["cluster", "topic", "subscription", "consumer_name", "priority_level", "connect_order"]
 CONSUMERS = contract_schema("consumers", CONSUMER_COLUMNS)
-#: The columns of ``failover_assignments`` that ``_active`` reads, keyed by subscription.
-ACTIVE = ["subscription", "active_consumer_name", "active_connect_order", "selection_mode"]
 
 PART4 = "persistent://prop/use/ns-abc/successTopic-partition-4"
 PTOPIC = "persistent://part-perf/perf.t1/ptopic"
@@ -45,11 +42,6 @@ def _frame(spark: SparkSession, cases: Sequence[tuple[str, str, Sequence[tuple[s
         for order, (name, prio) in enumerate(consumers)
     ]
     return spark.createDataFrame(rows, schema=CONSUMERS)
-
-
-def _expected_active(spark: SparkSession, expected: dict[str, tuple[str, int, str]]) -> DataFrame:
-    """``expected`` (subscription -> (active consumer, its connect order, selection mode)) as a frame."""
-    return contract_frame(spark, "failover_assignments", ACTIVE, [(sub, *v) for sub, v in expected.items()])
 
 
 def _active(df: DataFrame) -> dict[str, tuple[str, int, str]]:
@@ -83,9 +75,8 @@ ADD_REMOVE_EXPECTED = {
 def test_active_consumers_add_remove_sequence_partitioned(spark: SparkSession) -> None:
     """docs §6.6.1: '[Cons1] -> Cons1; add Cons1 again -> Cons1; add Cons2 -> Cons1; add Cons0 -> Cons0;
     remove Cons2 -> Cons1; remove Cons0 -> Cons1; remove one Cons1 -> Cons1 remains active'."""
-    got = active_consumers(_frame(spark, ADD_REMOVE)).select(*ACTIVE)
-    expected = _expected_active(spark, ADD_REMOVE_EXPECTED)
-    assert_df_equality(got, expected, ignore_row_order=True, ignore_nullable=True)
+    got = _active(active_consumers(_frame(spark, ADD_REMOVE)))
+    assert got == ADD_REMOVE_EXPECTED
 
 
 RING_CASES = [
@@ -165,16 +156,10 @@ def test_active_consumers_old_partition_index_rule_by_version(spark: SparkSessio
         ("persistent://t/ns/x-partition-01", "zero-one", consumers),
     ]
     df = _frame(spark, cases)
-    old = active_consumers(df, pulsar_version="2.8.4").select(*ACTIVE)
-    new = active_consumers(df, pulsar_version="2.10.6").select(*ACTIVE)
-    old_expected = {"minus-one": ("b", 1, "modulo"), "zero-one": ("b", 1, "modulo")}
-    new_expected = {"minus-one": ("a", 0, "first_arrival"), "zero-one": ("a", 0, "first_arrival")}
-    assert_df_equality(
-        old, _expected_active(spark, old_expected), ignore_row_order=True, ignore_nullable=True
-    )
-    assert_df_equality(
-        new, _expected_active(spark, new_expected), ignore_row_order=True, ignore_nullable=True
-    )
+    old = _active(active_consumers(df, pulsar_version="2.8.4"))
+    new = _active(active_consumers(df, pulsar_version="2.10.6"))
+    assert old == {"minus-one": ("b", 1, "modulo"), "zero-one": ("b", 1, "modulo")}
+    assert new == {"minus-one": ("a", 0, "first_arrival"), "zero-one": ("a", 0, "first_arrival")}
 
 
 def test_active_consumers_checks_stats_and_export_keys(spark: SparkSession) -> None:
@@ -191,19 +176,20 @@ def test_active_consumers_checks_stats_and_export_keys(spark: SparkSession) -> N
         [*CONSUMER_COLUMNS[:3], "export_id", *CONSUMER_COLUMNS[3:], "is_active_in_stats"],
         rows,
     )
-    columns = ["topic", "export_id", "active_consumer_name", "stats_active_consumer_name", "matches_stats"]
-    got = active_consumers(consumers).select(*columns)
-    expected = contract_frame(
-        spark,
-        "failover_assignments",
-        columns,
-        [
-            (PART4, "e1", "Cons0", "Cons1", False),  # [Cons0, Cons1], 4 % 2 = 0 -> Cons0; stats said Cons1
-            (PART4, "e2", "Cons1", "Cons1", True),
-            (PTOPIC, "e1", "Cons1", None, None),
-        ],
-    )
-    assert_df_equality(got, expected, ignore_row_order=True, ignore_nullable=True)
+    out = active_consumers(consumers)
+    got = {
+        (r["topic"], r["export_id"]): (
+            r["active_consumer_name"],
+            r["stats_active_consumer_name"],
+            r["matches_stats"],
+        )
+        for r in out.collect()
+    }
+    assert got == {
+        (PART4, "e1"): ("Cons0", "Cons1", False),  # [Cons0, Cons1], 4 % 2 = 0 -> Cons0; stats said Cons1
+        (PART4, "e2"): ("Cons1", "Cons1", True),
+        (PTOPIC, "e1"): ("Cons1", None, None),
+    }
 
 
 def test_what_if_active_consumers_add_remove_and_hashing(spark: SparkSession) -> None:
@@ -262,46 +248,36 @@ def test_failover_what_ifs_every_scenario_golden(spark: SparkSession) -> None:
     removing both Cons1 -> [Cons0, Cons2], 4 % 2 = 0 -> Cons0; adding 'what-if-consumer' (sorts last) ->
     4 % 5 = 4 -> it. docs §6.6.3 orders-partition-0 (c1, c2, c3): modulo c1, ring c2 (the toggle)."""
     df = _frame(spark, [ADD_REMOVE[3], RING_CASES[7]])
-    columns = [
-        "subscription",
-        "scenario",
-        "scenario_consumer",
-        "baseline_active_consumer_name",
-        "what_if_active_consumer_name",
-        "what_if_selection_mode",
-        "what_if_consistent_hashing",
-        "active_changed",
-    ]
-    got = failover_what_ifs(df, pulsar_version="4.1.3").select(*columns)
-    expected = contract_frame(
-        spark,
-        "failover_what_ifs",
-        columns,
-        [
-            ("4-add-Cons0", "remove_consumer", "Cons1", "Cons0", "Cons0", "modulo", False, False),
-            ("4-add-Cons0", "remove_consumer", "Cons2", "Cons0", "Cons1", "modulo", False, True),
-            ("4-add-Cons0", "remove_consumer", "Cons0", "Cons0", "Cons1", "modulo", False, True),
-            (
-                "4-add-Cons0",
-                "add_consumer",
-                "what-if-consumer",
-                "Cons0",
-                "what-if-consumer",
-                "modulo",
-                False,
-                True,
-            ),
-            # ring over {Cons0, Cons1, Cons1, Cons2} for successTopic-partition-4 (computed with the docs §6
-            # oracle, tests/oracle/failover.py): Cons0 again
-            ("4-add-Cons0", "toggle_consistent_hashing", None, "Cons0", "Cons0", "hash_ring", True, False),
-            ("orders-P0", "remove_consumer", "c1", "c1", "c2", "modulo", False, True),  # [c2, c3], 0 % 2 = 0
-            ("orders-P0", "remove_consumer", "c2", "c1", "c1", "modulo", False, False),
-            ("orders-P0", "remove_consumer", "c3", "c1", "c1", "modulo", False, False),
-            ("orders-P0", "add_consumer", "what-if-consumer", "c1", "c1", "modulo", False, False),
-            ("orders-P0", "toggle_consistent_hashing", None, "c1", "c2", "hash_ring", True, True),
-        ],
-    )
-    assert_df_equality(got, expected, ignore_row_order=True, ignore_nullable=True)
+    got = {
+        (r["subscription"], r["scenario"], r["scenario_consumer"]): (
+            r["baseline_active_consumer_name"],
+            r["what_if_active_consumer_name"],
+            r["what_if_selection_mode"],
+            r["what_if_consistent_hashing"],
+            r["active_changed"],
+        )
+        for r in failover_what_ifs(df, pulsar_version="4.1.3").collect()
+    }
+    assert got == {
+        ("4-add-Cons0", "remove_consumer", "Cons1"): ("Cons0", "Cons0", "modulo", False, False),
+        ("4-add-Cons0", "remove_consumer", "Cons2"): ("Cons0", "Cons1", "modulo", False, True),
+        ("4-add-Cons0", "remove_consumer", "Cons0"): ("Cons0", "Cons1", "modulo", False, True),
+        ("4-add-Cons0", "add_consumer", "what-if-consumer"): (
+            "Cons0",
+            "what-if-consumer",
+            "modulo",
+            False,
+            True,
+        ),
+        # ring over {Cons0, Cons1, Cons1, Cons2} for successTopic-partition-4 (computed with the docs §6
+        # oracle, tests/oracle/failover.py): Cons0 again
+        ("4-add-Cons0", "toggle_consistent_hashing", None): ("Cons0", "Cons0", "hash_ring", True, False),
+        ("orders-P0", "remove_consumer", "c1"): ("c1", "c2", "modulo", False, True),  # [c2, c3], 0 % 2 = 0
+        ("orders-P0", "remove_consumer", "c2"): ("c1", "c1", "modulo", False, False),
+        ("orders-P0", "remove_consumer", "c3"): ("c1", "c1", "modulo", False, False),
+        ("orders-P0", "add_consumer", "what-if-consumer"): ("c1", "c1", "modulo", False, False),
+        ("orders-P0", "toggle_consistent_hashing", None): ("c1", "c2", "hash_ring", True, True),
+    }
 
 
 def test_compare_with_stats_prefers_cursor_active_consumer_name(spark: SparkSession) -> None:
@@ -319,15 +295,16 @@ def test_compare_with_stats_prefers_cursor_active_consumer_name(spark: SparkSess
         ["cluster", "topic", "cursor_name", "stats_active_consumer_name"],
         [("c1", PART4, "s", "Cons0"), ("c1", PART4, "other", "x"), ("c1", PTOPIC, "s", None)],
     )
-    columns = ["topic", "active_consumer_name", "stats_active_consumer_name", "matches_stats"]
-    got = compare_with_stats(active_consumers(consumers), cursors).select(*columns)
-    expected = contract_frame(
-        spark,
-        "failover_assignments",
-        columns,
-        [(PART4, "Cons0", "Cons0", True), (PTOPIC, "Cons1", "Cons1", True), (SUCCESS, "Cons1", None, None)],
-    )
-    assert_df_equality(got, expected, ignore_row_order=True, ignore_nullable=True)
+    out = compare_with_stats(active_consumers(consumers), cursors)
+    got = {
+        r["topic"]: (r["active_consumer_name"], r["stats_active_consumer_name"], r["matches_stats"])
+        for r in out.collect()
+    }
+    assert got == {
+        PART4: ("Cons0", "Cons0", True),
+        PTOPIC: ("Cons1", "Cons1", True),
+        SUCCESS: ("Cons1", None, None),
+    }
 
 
 # --- no Spark ---------------------------------------------------------------------------------------------
