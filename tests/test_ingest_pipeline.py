@@ -94,16 +94,33 @@ def _build_export(root: Path) -> None:
     (root / "us-east" / "stats" / "README.txt").write_text("not an export file")
 
 
+#: RDDs the fixture's first ingest left persisted (what ``getPersistentRDDs`` gained).
+LEFTOVER_CACHE: dict[str, set[int]] = {}
+
+
 @pytest.fixture(scope="module")
 def ingested(spark, tmp_path_factory):
     root = tmp_path_factory.mktemp("export")
     _build_export(root)
     warehouse = tmp_path_factory.mktemp("warehouse")
     tables = DeltaTables(spark, str(warehouse))
+    cached_before = _persisted_rdds(spark)
     first = ingest_export(spark, tables, str(root), run_id="run-1")
+    LEFTOVER_CACHE["run-1"] = _persisted_rdds(spark) - cached_before
     snapshot = {t: sorted(map(str, tables.read(t).drop("run_id").collect())) for t in INPUT_TABLES}
     second = ingest_export(spark, tables, str(root), run_id="run-2")
     return tables, first, second, snapshot, warehouse
+
+
+def _persisted_rdds(spark) -> set[int]:
+    return {int(k) for k in spark.sparkContext._jsc.getPersistentRDDs().keySet().toArray()}
+
+
+def test_ingest_leaves_nothing_cached(ingested):
+    """A nightly runs its stages after ingest in the same driver: the parsed records and decoded entries
+    ingest persists must not keep holding its storage memory (the 1 GiB driver of issue #24)."""
+    assert ingested is not None
+    assert LEFTOVER_CACHE["run-1"] == set()
 
 
 def test_ingest_accounting_holds_per_source(ingested):

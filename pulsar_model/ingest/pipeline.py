@@ -661,16 +661,26 @@ def _reclassified(df: DataFrame) -> DataFrame:
 
 
 def build_input_tables(
-    spark: SparkSession, inv: ExportInventory, *, run_id: str, versions: Mapping[str, str]
+    spark: SparkSession,
+    inv: ExportInventory,
+    *,
+    run_id: str,
+    versions: Mapping[str, str],
+    cached: list[DataFrame] | None = None,
 ) -> tuple[dict[str, DataFrame], DataFrame]:
     """The input tables of one export as lazy DataFrames (conformed), plus the per-source counts.
 
-    The counts DataFrame has one row per (source, kind of count) to be collected by the caller.
+    The counts DataFrame has one row per (source, kind of count) to be collected by the caller. The parsed
+    JSON records and the decoded entries, which every table and count reads, are persisted; they are
+    appended to ``cached`` so that the caller unpersists them once the tables are written (a nightly runs
+    its next stages in the same driver, whose storage memory they would otherwise hold).
     """
     json_parsed = _read_json_kinds(spark, inv)
     frames: dict[str, DataFrame] = {}
     if json_parsed is not None:
         json_parsed = json_parsed.persist()
+        if cached is not None:
+            cached.append(json_parsed)
         parsed = _Parsed(json_parsed)
         for table in (
             "managed_ledgers",
@@ -724,6 +734,8 @@ def build_input_tables(
     entries_decoded = _read_entries(spark, inv)
     if entries_decoded is not None:
         decoded = entries_decoded.persist()
+        if cached is not None:
+            cached.append(decoded)
         ok = decoded.where(F.col("status") == "ok")
         dup_w = Window.partitionBy("cluster", "topic", "ledger_id", "entry_id").orderBy(
             "source_file", "line_order"
@@ -884,38 +896,43 @@ def ingest_export(
         "ingest %s: export %s dated %s, %d files", run_id, inv.export_id, inv.export_date, len(inv.files)
     )
     spark.sparkContext.setJobDescription(f"ingest {inv.export_id}: parse and decode")
-    outputs, counts_df = build_input_tables(spark, inv, run_id=run_id, versions=versions)
-    collected = counts_df.collect()
-    counts = {
-        r["source"]: (int(r["rows_in"]), int(r["rows_accepted"]), int(r["rows_quarantined"]))
-        for r in collected
-    }
-    noted = {r["source"]: int(r["rows_noted"]) for r in collected if r["rows_noted"]}
-    broken = {s: c for s, c in counts.items() if c[0] != c[1] + c[2]}
-    if broken:
-        raise AccountingError(
-            "rows in != accepted + quarantined for "
-            + ", ".join(f"{s}: {c[0]} != {c[1]} + {c[2]}" for s, c in sorted(broken.items()))
-            + " — nothing was written; please report this as a bug with the export"
-        )
-    for table in outputs:
-        c = contract(table)
-        tables.create(table, c.spark_schema, c.partitioned_by, description=c.description)
-    writes = [
-        TableWrite(
-            table=table,
-            df=df,
-            mode="replace_partitions",
-            partition_values={"export_date": inv.export_date},
-            partition_by=contract(table).partitioned_by,
-        )
-        for table, df in outputs.items()
-    ]
-    spark.sparkContext.setJobDescription(f"ingest {inv.export_id}: write input tables")
-    versions_written = tables.write_all(writes)
-    rows_out = {}
-    for table in outputs:
-        rows_out[table] = tables.count_rows(table, partition_filter={"export_date": inv.export_date})
+    cached: list[DataFrame] = []
+    try:
+        outputs, counts_df = build_input_tables(spark, inv, run_id=run_id, versions=versions, cached=cached)
+        collected = counts_df.collect()
+        counts = {
+            r["source"]: (int(r["rows_in"]), int(r["rows_accepted"]), int(r["rows_quarantined"]))
+            for r in collected
+        }
+        noted = {r["source"]: int(r["rows_noted"]) for r in collected if r["rows_noted"]}
+        broken = {s: c for s, c in counts.items() if c[0] != c[1] + c[2]}
+        if broken:
+            raise AccountingError(
+                "rows in != accepted + quarantined for "
+                + ", ".join(f"{s}: {c[0]} != {c[1]} + {c[2]}" for s, c in sorted(broken.items()))
+                + " — nothing was written; please report this as a bug with the export"
+            )
+        for table in outputs:
+            c = contract(table)
+            tables.create(table, c.spark_schema, c.partitioned_by, description=c.description)
+        writes = [
+            TableWrite(
+                table=table,
+                df=df,
+                mode="replace_partitions",
+                partition_values={"export_date": inv.export_date},
+                partition_by=contract(table).partitioned_by,
+            )
+            for table, df in outputs.items()
+        ]
+        spark.sparkContext.setJobDescription(f"ingest {inv.export_id}: write input tables")
+        versions_written = tables.write_all(writes)
+        rows_out = {}
+        for table in outputs:
+            rows_out[table] = tables.count_rows(table, partition_filter={"export_date": inv.export_date})
+    finally:
+        for df in cached:
+            df.unpersist()
     spark.sparkContext.setJobDescription(None)  # type: ignore[arg-type]
     result = IngestResult(
         run_id=run_id,
