@@ -65,6 +65,7 @@ def test_memory_warning_names_the_setting_when_too_small() -> None:
     assert memory_warning("8g", 2 * gib, "the export folder") is None
     text = memory_warning("1g", 100 * 1024**2, "the export folder")
     assert text is not None and "spark.driver_memory = 1g" in text and "--set spark.driver_memory=2g" in text
+    assert "(100 MiB)" in text
     big = memory_warning("4g", 20 * gib, "the warehouse's input tables")
     assert big is not None and "(20.0 GiB)" in big and "--set spark.driver_memory=10g" in big
     assert memory_bytes("512m") == 512 * 1024**2 and memory_bytes("2G") == 2 * gib

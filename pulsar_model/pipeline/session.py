@@ -104,6 +104,13 @@ def memory_bytes(text: str) -> int:
     return int(match.group(1)) * _MEMORY_UNITS[match.group(2)]
 
 
+def _size_text(n_bytes: int) -> str:
+    """``20.0 GiB`` from one GiB up, else ``100 MiB`` (a small export is not "0.0 GiB")."""
+    if n_bytes >= 1024**3:
+        return f"{n_bytes / 1024**3:,.1f} GiB"
+    return f"{n_bytes / 1024**2:,.0f} MiB"
+
+
 def memory_warning(driver_memory: str, input_bytes: int, what: str) -> str | None:
     """A warning naming the setting when ``driver_memory`` looks too small for ``input_bytes`` of input, else
     None. ``what`` says what was measured (e.g. "the export folder")."""
@@ -114,7 +121,7 @@ def memory_warning(driver_memory: str, input_bytes: int, what: str) -> str | Non
     suggest = max(int(-(-needed // 1024**3)), int(MEMORY_FLOOR_GIB))
     return (
         f"spark.driver_memory = {driver_memory} looks too small for {what} "
-        f"({input_bytes / 1024**3:,.1f} GiB): stages may slow down in garbage collection or fail with "
+        f"({_size_text(input_bytes)}): stages may slow down in garbage collection or fail with "
         f"OutOfMemoryError. Give the driver at least {suggest}g, e.g. --set spark.driver_memory={suggest}g "
         "(or 'auto': half of this machine's memory)."
     )
