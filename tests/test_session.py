@@ -81,3 +81,14 @@ def test_a_driver_under_two_gib_runs_without_whole_stage_codegen_unless_told() -
     assert key not in session_settings("local[2]", {"spark.driver.memory": "8g"}, driver_memory="1g")
     assert session_settings("local[2]", {key: "true"}, driver_memory="1g")[key] == "true"
     assert key not in session_settings(None)  # spark-submit / Databricks size their own driver
+
+
+def test_sessions_flush_the_sql_parsers_dfa_cache(spark) -> None:
+    """The transforms' long SQL texts would otherwise fill ANTLR's DFA cache for good (benchmarks/README.md,
+    the 1 GiB driver); the settings are ones this Spark knows (a misspelt key would be silently ignored)."""
+    settings = session_settings("local[2]", {})
+    assert settings["spark.sql.parser.manageParserCaches"] == "true"
+    assert settings["spark.sql.parser.parserDfaCacheFlushRatio"] == "10"
+    for key in ("spark.sql.parser.manageParserCaches", "spark.sql.parser.parserDfaCacheFlushRatio"):
+        assert spark.conf.isModifiable(key), f"{key} is not a SQL setting of this Spark"
+        assert spark.conf.get(key) == settings[key], key

@@ -45,6 +45,12 @@ BASE_CONF: dict[str, str] = {
     "spark.sql.unionOutputPartitioning": "false",
     "spark.ui.showConsoleProgress": "false",
     "spark.sql.debug.maxToStringFields": "1000",
+    # The position transforms build their expressions as long SQL texts (engine/columns.py); ANTLR keeps a
+    # DFA cache of every text the SQL parser saw and never releases it: in the demo's nightly with a
+    # 1 GiB driver it held about 270 MB of the heap (ATNConfig, DFAState) by the backlog stage
+    # (benchmarks/README.md). Spark's own caches flush it past 10 % of the driver memory.
+    "spark.sql.parser.manageParserCaches": "true",
+    "spark.sql.parser.parserDfaCacheFlushRatio": "10",
 }
 
 
