@@ -8,9 +8,10 @@ WAREHOUSE ?= warehouse
 TIER ?= s
 PYTEST_ARGS ?=
 # pytest-xdist workers for `make test`: each runs its own local Spark; test files stay whole on one worker
-# (module fixtures are built once). 0 runs everything in this process.
+# (module fixtures are built once; the files that read the standalone-cluster run share one worker, see
+# tests/conftest.py). 0 runs everything in this process.
 TEST_WORKERS ?= 2
-XDIST = $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile)
+XDIST = $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadgroup)
 # The transform tests that compare whole results (goldens) or compare with a plain-Python oracle (properties).
 # (the engine-vs-oracle properties run no Spark: ANSI cannot change them)
 GOLDEN_AND_PROPERTY_TESTS = $(sort $(filter-out tests/test_properties_topic_engine.py, \

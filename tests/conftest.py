@@ -49,3 +49,19 @@ def cluster_nightly(tmp_path_factory: pytest.TempPathFactory) -> ClusterNightly:
     Used by the cluster test (the run itself) and the notebook test (the warehouse it wrote).
     """
     return run_cluster_nightly(tmp_path_factory.mktemp("cluster-nightly"))
+
+
+#: Test files that share the session's standalone-cluster run (:func:`cluster_nightly`): one pytest-xdist
+#: worker runs them all, so the cluster starts once per ``make test``.
+CLUSTER_NIGHTLY_FILES = frozenset({"test_cluster_runtime.py", "test_notebooks.py"})
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Under ``--dist loadgroup`` (``make test``) a test file is one group, except the files that read the
+    cluster run, which form one group together; without pytest-xdist this does nothing."""
+    if not config.pluginmanager.hasplugin("xdist"):
+        return
+    for item in items:
+        name = item.path.name
+        group = "cluster-nightly" if name in CLUSTER_NIGHTLY_FILES else name
+        item.add_marker(pytest.mark.xdist_group(group))
