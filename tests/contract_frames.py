@@ -52,3 +52,26 @@ def contract_frame(
     Positions are ``(ledger_id, entry_id)`` tuples, ranges ``((l, e), (l, e))``, as Spark builds structs.
     """
     return spark.createDataFrame([tuple(r) for r in rows], contract_schema(table, columns))
+
+
+#: The columns of a managed-ledger state the position transforms read (docs §0.2): the ledger list, the
+#: topic's managed-ledger row and its cursors; a golden file adds what its area reads besides.
+LEDGER_STATE: tuple[str, ...] = ("cluster", "topic", "ledger_id", "entries", "size_bytes")
+MANAGED_LEDGER_STATE: tuple[str, ...] = (
+    "cluster",
+    "topic",
+    "current_ledger_id",
+    "current_ledger_entries",
+    "current_ledger_size_bytes",
+    "last_confirmed_entry",
+    "total_size_bytes",
+)
+CURSOR_STATE: tuple[str, ...] = (
+    "cluster",
+    "topic",
+    "cursor_name",
+    "cursor_order",
+    "is_durable",
+    "mark_delete_position",
+    "individually_deleted",
+)

@@ -27,33 +27,11 @@ from pulsar_model.backlog import (
     estimated_backlog_size,
     estimated_size_since_mark_delete,
 )
-from tests.contract_frames import contract_schema
+from tests.contract_frames import CURSOR_STATE, LEDGER_STATE, MANAGED_LEDGER_STATE, contract_schema
 
-LEDGERS = contract_schema("ledgers", ["cluster", "topic", "ledger_id", "entries", "size_bytes"])
-ML = contract_schema(
-    "managed_ledgers",
-    [
-        "cluster",
-        "topic",
-        "current_ledger_id",
-        "current_ledger_entries",
-        "current_ledger_size_bytes",
-        "last_confirmed_entry",
-        "total_size_bytes",
-    ],
-)
-CURSORS = contract_schema(
-    "cursors",
-    [
-        "cluster",
-        "topic",
-        "cursor_name",
-        "cursor_order",
-        "is_durable",
-        "mark_delete_position",
-        "individually_deleted",
-    ],
-)
+LEDGERS = contract_schema("ledgers", LEDGER_STATE)
+ML = contract_schema("managed_ledgers", MANAGED_LEDGER_STATE)
+CURSORS = contract_schema("cursors", CURSOR_STATE)
 POSITIONS = contract_schema("plan_requests", ["cluster", "topic", "request_id", ("position", "position")])
 V1, V2, V3, PRE = "2.5.1", "2.10.6", "4.1.3", "3.0.7"
 V211 = "2.11.4"  # consumedLedgerSize "==" in every 2.11.x (docs §2.2)

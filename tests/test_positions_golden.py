@@ -21,33 +21,11 @@ from pyspark.sql import functions as F
 
 from pulsar_model import positions as P
 from pulsar_model.backlog import precise_backlog
-from tests.contract_frames import contract_schema
+from tests.contract_frames import CURSOR_STATE, LEDGER_STATE, MANAGED_LEDGER_STATE, contract_schema
 
-LEDGERS = contract_schema("ledgers", ["cluster", "topic", "ledger_id", "entries", "size_bytes"])
-ML = contract_schema(
-    "managed_ledgers",
-    [
-        "cluster",
-        "topic",
-        "current_ledger_id",
-        "current_ledger_entries",
-        "current_ledger_size_bytes",
-        "last_confirmed_entry",
-        "total_size_bytes",
-    ],
-)
-CURSORS = contract_schema(
-    "cursors",
-    [
-        "cluster",
-        "topic",
-        "cursor_name",
-        "cursor_order",
-        "is_durable",
-        "mark_delete_position",
-        "individually_deleted",
-    ],
-)
+LEDGERS = contract_schema("ledgers", LEDGER_STATE)
+ML = contract_schema("managed_ledgers", MANAGED_LEDGER_STATE)
+CURSORS = contract_schema("cursors", CURSOR_STATE)
 PAN_REQ = contract_schema(
     "plan_requests",
     ["cluster", "topic", "request_id", ("start_position", "position"), "n", ("bound", "string")],

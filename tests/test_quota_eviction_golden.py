@@ -19,7 +19,7 @@ from pyspark.sql import functions as F
 
 from pulsar_model.errors import ConfigError
 from pulsar_model.quota.eviction import drop_backlog_for_size_limit, drop_backlog_for_time_limit
-from tests.contract_frames import contract_schema
+from tests.contract_frames import CURSOR_STATE, MANAGED_LEDGER_STATE, contract_schema
 
 V30, V4 = "3.0.7", "4.1.3"
 VERSIONS = (V30, V4)
@@ -28,35 +28,12 @@ NOW_MS = int(NOW.timestamp() * 1000)
 HOUR_MS = 3_600_000
 
 ML_SCHEMA = contract_schema(
-    "managed_ledgers",
-    [
-        "cluster",
-        "topic",
-        "current_ledger_id",
-        "current_ledger_entries",
-        "current_ledger_size_bytes",
-        "last_confirmed_entry",
-        "total_size_bytes",
-        "entries_added_counter",
-        "exported_at",
-    ],
+    "managed_ledgers", [*MANAGED_LEDGER_STATE, "entries_added_counter", "exported_at"]
 )
 LEDGER_SCHEMA = contract_schema(
     "ledgers", ["cluster", "topic", "ledger_id", "entries", "size_bytes", "closed_at"]
 )
-CURSOR_SCHEMA = contract_schema(
-    "cursors",
-    [
-        "cluster",
-        "topic",
-        "cursor_name",
-        "cursor_order",
-        "is_durable",
-        "mark_delete_position",
-        "individually_deleted",
-        "messages_consumed_counter",
-    ],
-)
+CURSOR_SCHEMA = contract_schema("cursors", [*CURSOR_STATE, "messages_consumed_counter"])
 ENTRY_SCHEMA = contract_schema(
     "entries",
     [

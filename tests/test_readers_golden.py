@@ -22,34 +22,11 @@ from pyspark.sql import functions as F
 
 from pulsar_model import readers as R
 from pulsar_model.engine.columns import LATEST
-from tests.contract_frames import contract_schema
+from tests.contract_frames import CURSOR_STATE, LEDGER_STATE, MANAGED_LEDGER_STATE, contract_schema
 
-LEDGERS = contract_schema("ledgers", ["cluster", "topic", "ledger_id", "entries", "size_bytes", "closed_at"])
-ML = contract_schema(
-    "managed_ledgers",
-    [
-        "cluster",
-        "topic",
-        "current_ledger_id",
-        "current_ledger_entries",
-        "current_ledger_size_bytes",
-        "last_confirmed_entry",
-        "total_size_bytes",
-        "exported_at",
-    ],
-)
-CURSORS = contract_schema(
-    "cursors",
-    [
-        "cluster",
-        "topic",
-        "cursor_name",
-        "cursor_order",
-        "is_durable",
-        "mark_delete_position",
-        "individually_deleted",
-    ],
-)
+LEDGERS = contract_schema("ledgers", [*LEDGER_STATE, "closed_at"])
+ML = contract_schema("managed_ledgers", [*MANAGED_LEDGER_STATE, "exported_at"])
+CURSORS = contract_schema("cursors", CURSOR_STATE)
 ENTRIES = contract_schema(
     "entries", ["cluster", "topic", "ledger_id", "entry_id", "publish_time_ms", "broker_timestamp"]
 )

@@ -27,7 +27,7 @@ from pulsar_model.replication import (
     uses_new_snapshot_cache,
 )
 from pulsar_model.tables.contracts import spark_schema
-from tests.contract_frames import contract_schema
+from tests.contract_frames import LEDGER_STATE, MANAGED_LEDGER_STATE, contract_schema
 
 Position = tuple[int, int]
 EXPORT_ID = "e1"
@@ -61,19 +61,8 @@ EVENTS = contract_schema(
         "mark_delete_position",
     ],
 )
-LEDGERS = contract_schema("ledgers", ["cluster", "topic", "ledger_id", "entries", "size_bytes"])
-MANAGED_LEDGERS = contract_schema(
-    "managed_ledgers",
-    [
-        "cluster",
-        "topic",
-        "current_ledger_id",
-        "current_ledger_entries",
-        "current_ledger_size_bytes",
-        "last_confirmed_entry",
-        "total_size_bytes",
-    ],
-)
+LEDGERS = contract_schema("ledgers", LEDGER_STATE)
+MANAGED_LEDGERS = contract_schema("managed_ledgers", MANAGED_LEDGER_STATE)
 _NAMES = {10: "REPLICATED_SUBSCRIPTION_SNAPSHOT_REQUEST", 11: "REPLICATED_SUBSCRIPTION_SNAPSHOT_RESPONSE"}
 _NAMES |= {12: "REPLICATED_SUBSCRIPTION_SNAPSHOT", 13: "REPLICATED_SUBSCRIPTION_UPDATE"}
 

@@ -31,7 +31,7 @@ from pulsar_model.transactions import (
     transaction_states,
     transaction_visibility,
 )
-from tests.contract_frames import contract_frame, contract_schema
+from tests.contract_frames import LEDGER_STATE, MANAGED_LEDGER_STATE, contract_frame, contract_schema
 
 ENTRIES = contract_schema(
     "entries",
@@ -46,19 +46,8 @@ ENTRIES = contract_schema(
         "message_count",
     ],
 )
-LEDGERS = contract_schema("ledgers", ["cluster", "topic", "ledger_id", "entries", "size_bytes"])
-ML = contract_schema(
-    "managed_ledgers",
-    [
-        "cluster",
-        "topic",
-        "current_ledger_id",
-        "current_ledger_entries",
-        "current_ledger_size_bytes",
-        "last_confirmed_entry",
-        "total_size_bytes",
-    ],
-)
+LEDGERS = contract_schema("ledgers", LEDGER_STATE)
+ML = contract_schema("managed_ledgers", MANAGED_LEDGER_STATE)
 T1, T2, T3, T4 = (0, 1), (0, 2), (1, 7), (2, 3)
 N = None  # non-transactional
 
