@@ -144,9 +144,7 @@ def session_settings(
     (:data:`FAST_START_JAVA_OPTIONS` with ``fast_start``, else :data:`THROUGHPUT_JAVA_OPTIONS`), then
     ``conf``, which wins. A local master also gets the project's quiet log4j configuration and, with
     ``driver_memory`` (``auto`` = :func:`auto_driver_memory`), ``spark.driver.memory`` unless ``conf`` sets it
-    (elsewhere the driver JVM is already running when the session is built: spark-submit sizes it). A
-    local driver under :data:`MEMORY_FLOOR_GIB` (Spark's 1g default included) runs without whole-stage code
-    generation unless ``conf`` says otherwise."""
+    (elsewhere the driver JVM is already running when the session is built: spark-submit sizes it)."""
     jvm = {"spark.driver.extraJavaOptions": FAST_START_JAVA_OPTIONS} if fast_start else {}
     settings = {**BASE_CONF, **jvm, **(conf or {})}
     if master is not None and master.startswith("local"):
@@ -154,14 +152,6 @@ def session_settings(
             settings["spark.driver.memory"] = (
                 auto_driver_memory() if driver_memory == "auto" else driver_memory
             )
-        try:
-            heap = memory_bytes(settings.get("spark.driver.memory", SPARK_DEFAULT_DRIVER_MEMORY))
-        except ConfigError:  # a size Spark itself will reject or read its own way: leave codegen alone
-            heap = None
-        if heap is not None and heap < MEMORY_FLOOR_GIB * 1024**3:
-            # Whole-stage code generation of the stages' wide plans does not fit a small heap: the demo's
-            # backlog stage with 1 GiB dies in Janino (GC overhead limit) and finishes without it.
-            settings.setdefault("spark.sql.codegen.wholeStage", "false")
         # Quiet local runs: errors only (clusters keep their own log4j configuration).
         log4j = Path(__file__).resolve().parents[1] / "resources" / "log4j2.properties"
         settings["spark.driver.extraJavaOptions"] = (
