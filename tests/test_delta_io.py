@@ -580,3 +580,24 @@ def test_count_rows_uses_log_statistics_and_partition_filter(spark, tmp_path):
     assert tables.count_rows("counted") == 3
     assert tables.count_rows("counted", partition_filter={"part": "a"}) == 2
     assert tables.count_rows("counted", partition_filter={"part": "zz"}) == 0
+
+
+def test_partition_values_come_from_the_log_without_a_spark_job(spark, tmp_path):
+    """``ingested_dates`` (the run-date check of every stage) reads the dates from the Delta log: no job."""
+    tables = DeltaTables(spark, str(tmp_path))
+    day1, day2 = dt.date(2026, 1, 1), dt.date(2026, 1, 2)
+    rows = [(day1, "a", 1), (day1, "b", 2), (day2, "a", 3), (None, "c", 4)]
+    df = spark.createDataFrame(rows, "export_date date, part string, v int")
+    tables.overwrite("dated", df, partition_by=["export_date", "part"])
+    sc = spark.sparkContext
+    sc.setJobGroup("partition-values-test", "partition values")
+    try:
+        dates = tables.partition_values("dated", "export_date")
+        parts = tables.partition_values("dated", "part")
+    finally:
+        sc.setJobGroup("", "")
+    assert sc.statusTracker().getJobIdsForGroup("partition-values-test") == []
+    assert len(dates) == 3 and set(dates) == {day1, day2, None}
+    assert sorted(parts) == ["a", "b", "c"]
+    with pytest.raises(ValueError, match="'v' is not a partition column of table 'dated'"):
+        tables.partition_values("dated", "v")

@@ -12,6 +12,7 @@ transforms read (2.10.1: 2.x counts, no precise-backlog guard, LAC clamp; 3.0.7:
 
 from __future__ import annotations
 
+import datetime as dt
 import functools
 from collections.abc import Callable, Sequence
 
@@ -23,8 +24,13 @@ from pyspark.sql import functions as F
 
 from pulsar_model.backlog import estimated_backlog_size, estimated_size_since_mark_delete, precise_backlog
 from pulsar_model.pinning import pinning_report
-from pulsar_model.pipeline.stages.cluster_versions import cluster_versions, with_cluster_version
+from pulsar_model.pipeline.stages.cluster_versions import (
+    cluster_versions,
+    day_cluster_versions,
+    with_cluster_version,
+)
 from pulsar_model.positions import position_after_n
+from pulsar_model.tables.delta_io import DeltaTables
 from tests.oracle import strategies as S
 
 #: cluster -> broker version of the mixed export.
@@ -146,3 +152,31 @@ def test_cluster_version_is_the_latest_release_by_number(spark: SparkSession) ->
     assert_df_equality(
         with_cluster_version(rows, versions, "3.0.7"), expected, ignore_row_order=True, ignore_nullable=True
     )
+
+
+def test_the_stages_of_a_run_share_one_version_lookup(spark: SparkSession, tmp_path) -> None:
+    """Every stage asks for the run date's versions; the same handle answers from memory (no Spark job)
+    until ``managed_ledgers`` gets a new version (a rerun of ingest)."""
+    tables = DeltaTables(spark, str(tmp_path))
+    day = {"export_date": dt.date(2026, 1, 1)}
+    schema = "cluster string, topic string, pulsar_version string, export_date date"
+    tables.overwrite(
+        "managed_ledgers",
+        spark.createDataFrame([("a", "t", "3.0.7", day["export_date"])], schema),
+        partition_by=["export_date"],
+    )
+    assert day_cluster_versions(tables, day, "4.1.3") == {"a": "3.0.7"}
+    sc = spark.sparkContext
+    sc.setJobGroup("version-lookup-test", "versions")
+    try:
+        assert day_cluster_versions(tables, day, "4.1.3") == {"a": "3.0.7"}
+    finally:
+        sc.setJobGroup("", "")
+    assert sc.statusTracker().getJobIdsForGroup("version-lookup-test") == []
+    tables.overwrite(
+        "managed_ledgers",
+        spark.createDataFrame([("a", "t", "4.0.9", day["export_date"])], schema),
+        partition_by=["export_date"],
+    )
+    assert day_cluster_versions(tables, day, "4.1.3") == {"a": "4.0.9"}
+    assert day_cluster_versions(DeltaTables(spark, str(tmp_path / "empty")), day, "4.1.3") is None

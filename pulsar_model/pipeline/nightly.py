@@ -68,11 +68,12 @@ def _log_failure(spark: SparkSession, tables: DeltaTables, rows: list[dict[str, 
 
 
 def ingested_dates(tables: DeltaTables) -> list[dt.date]:
-    """Export dates with ingested data (partitions of ``managed_ledgers``), oldest first; [] when none."""
+    """Export dates with ingested data (partitions of ``managed_ledgers``, read from its Delta log where the
+    backend can), oldest first; [] when none."""
     if not tables.exists("managed_ledgers"):
         return []
-    rows = tables.read("managed_ledgers").select("export_date").distinct().collect()
-    return sorted(r[0] for r in rows if r[0] is not None)
+    values = tables.partition_values("managed_ledgers", "export_date")
+    return sorted(d for d in values if isinstance(d, dt.date))
 
 
 def check_run_date(tables: DeltaTables, run_date: dt.date, what: str) -> None:

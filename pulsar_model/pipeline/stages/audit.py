@@ -39,7 +39,7 @@ from pulsar_model.failover import (
     failover_balance,
     failover_what_ifs,
 )
-from pulsar_model.pipeline.stages.cluster_versions import cluster_versions, with_cluster_version
+from pulsar_model.pipeline.stages.cluster_versions import day_cluster_versions, with_cluster_version
 from pulsar_model.schema_compat import (
     BROKER_DEFAULT_STRATEGY,
     compatibility_matrix,
@@ -77,7 +77,7 @@ def _cluster_versions(
     tables: DeltaTables, day: Mapping[str, dt.date], default_version: str
 ) -> dict[str, str] | None:
     """Each cluster's broker version on the run date (:func:`cluster_versions`)."""
-    return cluster_versions(read_day(tables, "managed_ledgers", day), default_version)
+    return day_cluster_versions(tables, day, default_version)
 
 
 def _versioned(

@@ -18,7 +18,7 @@ from pulsar_model.backlog_exact import KINDS, MEASURES, exact_backlog
 from pulsar_model.engine.entry_coverage import COLUMN as COMPLETE
 from pulsar_model.engine.entry_coverage import topic_entries_complete
 from pulsar_model.pinning import pinning_report, unmoved_cursors
-from pulsar_model.pipeline.stages.cluster_versions import cluster_versions, with_cluster_version
+from pulsar_model.pipeline.stages.cluster_versions import day_cluster_versions, with_cluster_version
 from pulsar_model.tables.delta_io import DeltaTables
 from pulsar_model.tables.stage_io import write_day_outputs
 
@@ -145,7 +145,7 @@ def run_backlog_stage(
     day = {"export_date": run_date}
     raw = tables.read("managed_ledgers", partition_filter=day)
     # every topic carries its cluster's version: one plan for every cluster (docs §0.3)
-    managed = with_cluster_version(raw, cluster_versions(raw, default_version), default_version)
+    managed = with_cluster_version(raw, day_cluster_versions(tables, day, default_version), default_version)
     # rows of topics without a managed-ledger row have no version and no analysis
     scope = raw.select(*_TOPIC)
     ledgers = tables.read("ledgers", partition_filter=day).join(scope, _TOPIC, "left_semi")

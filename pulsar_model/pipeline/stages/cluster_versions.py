@@ -6,18 +6,24 @@ disagree, compared as parsed ``MAJOR.MINOR.PATCH`` numbers so that 4.10.0 is lat
 configured default (``pulsar.default_version``). Every stage attaches it as a ``pulsar_version``
 column to the inputs it hands to the library transforms and calls them with ``pulsar_version=None`` (each
 row's own version): one plan serves every cluster whatever mix of versions the export has.
+
+The stages of one run ask for it by :func:`day_cluster_versions`, which computes it once per warehouse
+handle, run date and ``managed_ledgers`` version (ingest writes that table; no analytics stage does).
 """
 
 from __future__ import annotations
 
+import datetime as dt
+import weakref
 from collections.abc import Mapping
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from pulsar_model.domain.versions import parsed_version_sql
+from pulsar_model.tables.delta_io import DeltaTables
 
-__all__ = ["cluster_versions", "with_cluster_version"]
+__all__ = ["cluster_versions", "day_cluster_versions", "with_cluster_version"]
 
 _VERSION = "pulsar_version"
 _CLUSTER_VERSION = "_cluster_version"
@@ -60,3 +66,27 @@ def with_cluster_version(
     absent from ``versions`` get ``default_version``). Pure and lazy: the versions are literals."""
     kept = [F.col(f"`{c}`") for c in df.columns if c != _VERSION]
     return df.select(*kept, _version_of_cluster(versions, default_version).alias(_VERSION))
+
+
+_Key = tuple[int | None, tuple[tuple[str, dt.date], ...], str]
+_DAY_VERSIONS: weakref.WeakKeyDictionary[DeltaTables, dict[_Key, dict[str, str] | None]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def day_cluster_versions(
+    tables: DeltaTables, day: Mapping[str, dt.date], default_version: str
+) -> dict[str, str] | None:
+    """:func:`cluster_versions` of the ``managed_ledgers`` rows of ``day`` (None without that table),
+    computed once per ``tables`` handle, ``day``, table version and ``default_version``: the stages of a
+    nightly run share one handle, so the version per cluster costs one small Spark job per run, not one
+    per stage. A new version of ``managed_ledgers`` (a rerun of ingest) is read afresh."""
+    if not tables.exists("managed_ledgers"):
+        return None
+    key: _Key = (tables.version("managed_ledgers"), tuple(sorted(day.items())), default_version)
+    memo = _DAY_VERSIONS.setdefault(tables, {})
+    if key not in memo:
+        raw = tables.read("managed_ledgers", partition_filter=dict(day))
+        memo[key] = cluster_versions(raw, default_version)
+    found = memo[key]
+    return dict(found) if found is not None else None

@@ -47,7 +47,7 @@ from pulsar_model.compaction import (
 )
 from pulsar_model.engine.entry_coverage import COLUMN as COMPLETE
 from pulsar_model.engine.entry_coverage import compaction_entries_complete
-from pulsar_model.pipeline.stages.cluster_versions import cluster_versions, with_cluster_version
+from pulsar_model.pipeline.stages.cluster_versions import day_cluster_versions, with_cluster_version
 from pulsar_model.tables.delta_io import DeltaTables
 from pulsar_model.tables.stage_io import read_day, write_day_outputs
 
@@ -118,7 +118,7 @@ def run_compaction_stage(
     day = {"export_date": run_date}
     raw = tables.read("managed_ledgers", partition_filter=day)
     # every topic carries its cluster's version: one plan for every cluster (docs §0.3)
-    versions = cluster_versions(raw, default_version)
+    versions = day_cluster_versions(tables, day, default_version)
     managed = with_cluster_version(raw, versions, default_version)
     # rows of topics without a managed-ledger row have no version and no analysis
     scope = raw.select(*_TOPIC)

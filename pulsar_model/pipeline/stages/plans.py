@@ -44,7 +44,7 @@ from pulsar_model.domain.plan_requests import (
 )
 from pulsar_model.engine.entry_coverage import topic_entries_complete, with_entries_complete
 from pulsar_model.errors import ConfigError
-from pulsar_model.pipeline.stages.cluster_versions import cluster_versions, with_cluster_version
+from pulsar_model.pipeline.stages.cluster_versions import day_cluster_versions, with_cluster_version
 from pulsar_model.plans import PlanInputs, cursor_plans, reader_plans, with_entry_effects
 from pulsar_model.positions import cursor_basis
 from pulsar_model.tables.contracts import conform, contract
@@ -162,7 +162,7 @@ def run_plans_stage(
     day = {"export_date": run_date}
     raw = tables.read("managed_ledgers", partition_filter=day)
     # every topic carries its cluster's version: one plan for every cluster (docs §0.3)
-    managed = with_cluster_version(raw, cluster_versions(raw, default_version), default_version)
+    managed = with_cluster_version(raw, day_cluster_versions(tables, day, default_version), default_version)
     # rows of topics without a managed-ledger row have no version and no analysis
     scope = raw.select(*_TOPIC)
     inputs = PlanInputs(

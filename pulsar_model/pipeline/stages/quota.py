@@ -35,7 +35,7 @@ from pyspark.sql import types as T
 
 from pulsar_model.engine.entry_coverage import topic_entries_complete, with_entries_complete
 from pulsar_model.engine.flags import FLAGS_COLUMN, with_flags
-from pulsar_model.pipeline.stages.cluster_versions import cluster_versions, with_cluster_version
+from pulsar_model.pipeline.stages.cluster_versions import day_cluster_versions, with_cluster_version
 from pulsar_model.quota import drop_backlog_for_size_limit, drop_backlog_for_time_limit
 from pulsar_model.quota.eviction import DEFAULT_TRACE_MAX_ITERATIONS, eviction_losses
 from pulsar_model.quota.policy import (
@@ -321,7 +321,7 @@ def run_quota_stage(
     day = {"export_date": run_date}
     raw = tables.read("managed_ledgers", partition_filter=day)
     # every topic carries its cluster's version: one plan for every cluster (docs §0.3)
-    versions = cluster_versions(raw, default_version)
+    versions = day_cluster_versions(tables, day, default_version)
     managed = with_cluster_version(raw, versions, default_version)
     # rows of topics without a managed-ledger row have no version and no analysis
     scope = raw.select(*_TOPIC)

@@ -1,6 +1,6 @@
 """The nightly ``replication`` stage: replicated-subscription translation, failover duplicates, findings.
 
-Driver-side orchestration only (reads, one tiny ``distinct`` of the clusters' export times,
+Driver-side orchestration only (reads, the clusters' versions (one tiny job per run),
 ``localCheckpoint`` of the metadata inputs and of the intermediates read more than once, writes); the logic is
 the pure transforms of :mod:`pulsar_model.replication` over the run date's tables of **all clusters at
 once** (a replicated subscription spans clusters, docs §4). Output tables, partitioned by ``export_date``:
@@ -35,8 +35,7 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
@@ -44,7 +43,7 @@ from pyspark.sql import functions as F
 from pulsar_model.engine.entry_coverage import COLUMN as COMPLETE
 from pulsar_model.engine.entry_coverage import topic_entries_complete, with_entries_complete
 from pulsar_model.engine.flags import FLAGS_COLUMN, with_flags
-from pulsar_model.pipeline.stages.cluster_versions import cluster_versions, with_cluster_version
+from pulsar_model.pipeline.stages.cluster_versions import day_cluster_versions, with_cluster_version
 from pulsar_model.replication.cache import (
     CACHE_GENERATION_NEW,
     CACHE_GENERATION_OLD,
@@ -75,42 +74,14 @@ OUTPUT_TABLES = (
 _TOPIC = ["cluster", "topic"]
 
 
-@dataclass(frozen=True, order=True)
-class ClusterExport:
-    """One cluster's export of the run date as the driver needs it: its broker version and export time."""
-
-    cluster: str
-    pulsar_version: str
-    exported_at_ms: int
-
-
-def cluster_exports(managed_ledgers: DataFrame) -> list[ClusterExport]:
-    """The distinct (cluster, ``pulsar_version``, ``exported_at``) of ``managed_ledgers`` (each cluster's
-    version), sorted. Driver-side: one query on a result of a few rows per cluster.
-    """
-    rows = (
-        managed_ledgers.select(
-            "cluster", "pulsar_version", F.unix_millis(F.col("exported_at")).alias("exported_at_ms")
-        )
-        .distinct()
-        .collect()
-    )
-    return sorted(ClusterExport(r[0], r[1], int(r[2])) for r in rows)
-
-
-def snapshots_at_export_time(
-    markers: DataFrame, cursors: DataFrame, managed_ledgers: DataFrame, exports: Sequence[ClusterExport]
-) -> DataFrame | None:
+def snapshots_at_export_time(markers: DataFrame, cursors: DataFrame, managed_ledgers: DataFrame) -> DataFrame:
     """:func:`snapshot_assembly` with each source cluster's timeouts checked at its export time (§4.5).
 
     ``isTimedOut`` compares with "now"; for an export that is the moment the cluster was exported
     (``managed_ledgers.exported_at``), not the newest marker. One :func:`snapshot_assembly` over every
     cluster's markers and cursors (the protocol spans them) with ``checked_at_by_topic`` = each (cluster,
-    topic)'s export time, keeping the rows whose (source cluster, topic) has an export. None when
-    ``exports`` is empty. Pure and lazy.
+    topic)'s export time, keeping the rows whose (source cluster, topic) has an export. Pure and lazy.
     """
-    if not exports:
-        return None
     scope = managed_ledgers.select(*_TOPIC)
     export_times = managed_ledgers.select(*_TOPIC, F.unix_millis(F.col("exported_at")).alias("checked_at_ms"))
     assembled = snapshot_assembly(markers, cursors=cursors, checked_at_by_topic=export_times)
@@ -163,7 +134,6 @@ def replication_outputs(
     markers: DataFrame | None,
     entries: DataFrame | None,
     consumers: DataFrame | None,
-    exports: Sequence[ClusterExport],
     versions: Mapping[str, str] | None,
     default_version: str,
     reuse: Callable[[DataFrame], DataFrame] | None = None,
@@ -171,8 +141,8 @@ def replication_outputs(
     """The stage's tables for one export (one row set per table, export identity attached). Pure and lazy.
 
     ``managed_ledgers.pulsar_version`` must be its cluster's version (:func:`with_cluster_version` of
-    ``versions``, :func:`cluster_versions`; ``default_version`` for clusters without a row there);
-    ``exports`` is :func:`cluster_exports` of it (the export times). Without ``markers`` an
+    ``versions``, :func:`cluster_versions`; ``default_version`` for clusters without a row there; its
+    ``exported_at`` is each topic's export time). Without ``markers`` an
     empty marker frame stands in for the translation (no UPDATE was exported, so every active pair reads
     ``stalled``: nothing can be said about its translation) and the snapshot and cache tables are empty.
     ``reuse`` receives the intermediates read more than once - by several tables (the cache events and
@@ -195,13 +165,12 @@ def replication_outputs(
     snapshots = None
     replay_table = None
     if markers is not None:
-        snapshots = snapshots_at_export_time(markers, cursors, managed_ledgers, exports)
-        if exports:
-            rows, evicted = cache_replay(
-                markers, cursors, ledgers, managed_ledgers, versions, default_version, reuse
-            )
-            replay_table = rows.drop("export_id", "export_date").join(ids, _TOPIC, "inner")
-            findings = findings.unionByName(evicted)
+        snapshots = snapshots_at_export_time(markers, cursors, managed_ledgers)
+        rows, evicted = cache_replay(
+            markers, cursors, ledgers, managed_ledgers, versions, default_version, reuse
+        )
+        replay_table = rows.drop("export_id", "export_date").join(ids, _TOPIC, "inner")
+        findings = findings.unionByName(evicted)
     if snapshots is None:
         snapshots = spark.createDataFrame([], contract("replication_snapshots").spark_schema)
     if replay_table is None:
@@ -254,7 +223,7 @@ def run_replication_stage(
     day = {"export_date": run_date}
     raw = tables.read("managed_ledgers", partition_filter=day)
     # every topic carries its cluster's version: one plan for every cluster (docs §0.3)
-    versions = cluster_versions(raw, default_version)
+    versions = day_cluster_versions(tables, day, default_version)
     managed = _materialise(with_cluster_version(raw, versions, default_version))
     ledgers, cursors = (_materialise(tables.read(n, partition_filter=day)) for n in ("ledgers", "cursors"))
     markers, consumers = (
@@ -270,7 +239,6 @@ def run_replication_stage(
         markers,
         entries,
         consumers,
-        cluster_exports(managed),
         versions,
         default_version,
         reuse=_materialise,

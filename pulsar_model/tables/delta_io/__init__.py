@@ -249,6 +249,12 @@ class DeltaTables:
         when every file has them (no data scan), else by a Spark count."""
         return self._impl.count_rows(self._locator.locate(table), partition_filter)
 
+    def partition_values(self, table: str, column: str) -> list[object]:
+        """The distinct values of partition column ``column`` in the current version (``None`` for the null
+        partition), in no order: from the Delta log where the backend reads it (no Spark job), else by a
+        Spark ``distinct``."""
+        return self._impl.partition_values(self._locator.locate(table), column)
+
     # -- writes --------------------------------------------------------------------------------------
 
     def append(

@@ -912,6 +912,25 @@ class BridgeBackend:
             total += int(count)
         return total
 
+    def partition_values(self, location: Location, column: str) -> list[object]:
+        """The distinct values of partition column ``column`` from the log's add actions (no scan)."""
+        root = _require_local(location)
+        if latest_log_version(root) is None or not DeltaTable.is_deltatable(root):
+            raise TableNotFoundError(f"Table {location.table!r} does not exist at {location.uri!r}.")
+        table = DeltaTable(root)
+        partition_by = tuple(table.metadata().partition_columns)
+        if column not in partition_by:
+            raise ValueError(
+                f"{column!r} is not a partition column of table {location.table!r} (its partition columns: "
+                f"{', '.join(partition_by) or 'none'})."
+            )
+        data_type = {f.name: f.dataType for f in delta_json_to_spark(table.schema().to_json()).fields}[column]
+        actions = pa.table(table.get_add_actions(flatten=False))
+        if "partition" not in actions.column_names:
+            return []
+        texts = {(part or {}).get(column) for part in actions.column("partition").to_pylist()}
+        return [parse_partition_value(text, data_type) for text in texts]
+
     # -- writes --------------------------------------------------------------------------------------
 
     def _prepare(self, location: Location, write: TableWrite) -> BridgeWrite:

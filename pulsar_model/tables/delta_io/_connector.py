@@ -127,6 +127,10 @@ class SparkConnectorBackend:
     def count_rows(self, location: Location, partition_filter: Mapping[str, object] | None) -> int:
         return self.read(location, None, partition_filter).count()
 
+    def partition_values(self, location: Location, column: str) -> list[object]:
+        rows = self.read(location, None, None).select(quote_column(column)).distinct().collect()
+        return [r[0] for r in rows]
+
     def history(self, location: Location) -> list[dict[str, Any]]:
         if not self.exists(location):
             raise TableNotFoundError(f"Table {location.table!r} does not exist at {location.uri!r}.")
