@@ -1,7 +1,7 @@
 """The nightly ``history`` stage (runs last): reads the run date's tables and the previous runs' history,
 applies the transforms of :mod:`pulsar_model.history` and writes ``subscription_history``,
-``topic_history``, ``subscription_status`` and ``run_changes`` (one query for the previous run dates, two
-materialisations, one write).
+``topic_history``, ``subscription_status`` and ``run_changes`` (the previous run dates from the Delta log,
+two materialisations, one write).
 """
 
 from __future__ import annotations
@@ -30,20 +30,13 @@ log = logging.getLogger(__name__)
 
 
 def previous_run_dates(tables: DeltaTables, run_date: dt.date, limit: int) -> list[dt.date]:
-    """The newest ``limit`` run dates before ``run_date`` in ``topic_history``, newest first (one tiny query:
-    a handful of distinct dates, read on the driver to bound the history reads)."""
+    """The newest ``limit`` run dates before ``run_date`` in ``topic_history``, newest first (its partition
+    values, read from the Delta log where the backend can: they bound the history reads)."""
     if limit < 1 or not tables.exists("topic_history"):
         return []
-    rows = (
-        tables.read("topic_history")
-        .where(F.col("export_date") < F.lit(run_date))
-        .select("export_date")
-        .distinct()
-        .orderBy(F.desc("export_date"))
-        .limit(limit)
-        .collect()
-    )
-    return [row[0] for row in rows]
+    values = tables.partition_values("topic_history", "export_date")
+    earlier = sorted((d for d in values if isinstance(d, dt.date) and d < run_date), reverse=True)
+    return earlier[:limit]
 
 
 def run_history_stage(
