@@ -104,15 +104,20 @@ def size_eviction_uses_long_target(version: VersionLike) -> bool:
     ``(int) ((backlog - target) * (double) entries / backlog)``; 3.0 keeps a double target and
     ``(int) ((backlog - target) / backlog * entries)`` (docs §3.6; apache/pulsar@fddc44f vs lhotari@2537ffc).
 
-    Assumed: every 4.x release has it and no 3.x release does (the copies read were not tagged).
+    apache/pulsar#25624 (merged to master 2026-04-30, first in 4.3.0): absent from every release tag up to
+    v4.0.6 and v3.3.8 and from the 4.0.10, 4.1.x and 4.2.1 release notes; listed in those of 4.0.11 and
+    4.2.2, the first patches of their lines carrying it.
     """
     return flag("size_eviction_long_target", version)
 
 
 def time_limit_millis_overflow_int(version: VersionLike) -> bool:
-    """The non-precise time loop compares with ``limitTime * 1000`` computed in 32-bit ints (3.x copy read,
-    apache/pulsar 3.x BacklogQuotaManager) instead of ``SECONDS.toMillis(limitTime)`` (4.x, lhotari@2537ffc):
-    a limit above 2,147,483 s (~24.8 days) wraps around. Assumed boundary: 4.0.
+    """The non-precise time loop compares with ``limitTime * 1000`` computed in 32-bit ints instead of
+    ``SECONDS.toMillis(limitTime)``: a limit above 2,147,483 s (~24.8 days) wraps around.
+
+    Fixed by apache/pulsar#21816 (master 2024-01-17, first in 3.3.0) and on branch-3.0 by #22740 (3.0.6):
+    ``BacklogQuotaManager`` at tag v3.0.5 multiplies, v3.0.6 and v3.3.0 call ``toMillis``, v3.1.3 and
+    v3.2.4 still multiply (no 3.1/3.2 back-port).
     """
     return flag("time_limit_millis_int_overflow", version)
 
