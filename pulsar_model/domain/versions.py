@@ -332,6 +332,7 @@ FLAGS: dict[str, Flag] = {
         # --- schema registry (docs §9) ---
         Flag("schema_identity_by_parsed_schema", (2, 7, 1), evidence="#9612"),
         Flag("schema_strategy_broker_fallback", (2, 9, 0), _bp(l2_8=2), evidence="#11856"),
+        Flag("schema_strategy_auto_before_broker", (2, 10, 0), _bp(l2_8=3, l2_9=2), evidence="#13938"),
         Flag("schema_strategy_topic_policy", (2, 10, 0), evidence="#13297"),
     )
 }
