@@ -53,10 +53,16 @@ BOUNDARIES = [
     ("find_clamps_check_last", "2.7.0", False),
     ("find_clamps_check_last", "2.7.1", True),
     ("find_clamps_check_last", "2.8.0", True),
-    # docs §9.3: apache/pulsar#11856 (2.9.0, branch-2.8 from 2.8.2) and #13297 (2.10.0)
+    # docs §9.3: apache/pulsar#11856 (2.9.0, branch-2.8 from 2.8.2), #13938 (2.10.0, 2.9.2, 2.8.3) and
+    # #13297 (2.10.0)
     ("schema_strategy_broker_fallback", "2.8.1", False),
     ("schema_strategy_broker_fallback", "2.8.2", True),
     ("schema_strategy_broker_fallback", "2.9.0", True),
+    ("schema_strategy_auto_before_broker", "2.8.2", False),
+    ("schema_strategy_auto_before_broker", "2.8.3", True),
+    ("schema_strategy_auto_before_broker", "2.9.1", False),
+    ("schema_strategy_auto_before_broker", "2.9.2", True),
+    ("schema_strategy_auto_before_broker", "2.10.0", True),
     ("schema_strategy_topic_policy", "2.9.5", False),
     ("schema_strategy_topic_policy", "2.10.0", True),
     # docs §7.2: apache/pulsar#4331, first in 2.4.0 (v2.3.2 steps back batched ids only)
