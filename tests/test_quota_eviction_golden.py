@@ -28,6 +28,8 @@ VERSIONS = (V30, V4)
 #: Patch releases on both sides of #25624 (4.0.11, 4.2.2; not 4.1.x) and of #21816 / #22740 (3.0.6, 3.3.0).
 SIZE_BOUNDARY_VERSIONS = ("4.0.10", "4.0.11", "4.1.3", "4.2.1")
 TIME_BOUNDARY_VERSIONS = ("3.0.6", "3.1.3", "3.2.4", "3.3.0")
+#: Patch releases on both sides of #17957 (the limit compared in seconds before it).
+RAW_LIMIT_VERSIONS = ("2.8.4", "2.9.3", "2.9.4", "2.10.2", "2.10.3", "2.11.0", "2.11.1", "3.0.0")
 NOW = dt.datetime(2026, 3, 1, 12, 0, tzinfo=dt.UTC)
 NOW_MS = int(NOW.timestamp() * 1000)
 HOUR_MS = 3_600_000
@@ -222,6 +224,13 @@ add(
     TIME,
     Topic("t_overflow", [(1, 5, 5000, NOW_MS - 600_000)], open_ledger(4, lid=2), subs("s1", md=(1, -1)),
           30 * 24 * 3600),
+)  # fmt: skip
+# closed 10 s ago, limit 1 hour: before #17957 the age in ms (10000) is compared with 3600 unconverted and
+# the ledger expires; with the * 1000 it does not
+add(
+    TIME,
+    Topic("t_raw_seconds", [(1, 5, 5000, NOW_MS - 10_000)], open_ledger(4, lid=2), subs("s1", md=(1, -1)),
+          3600),
 )  # fmt: skip
 # no open ledger and the last ledger expired: no next ledger (the broker's NullPointerException)
 add(TIME, Topic("t_no_next", [(1, 5, 5000, NOW_MS - 2 * HOUR_MS)], None, subs("s1", md=(1, 2)), 3600))
@@ -428,6 +437,7 @@ def results(spark: SparkSession) -> Iterator[dict[str, Result]]:
             }
             futures["size_bounds"] = pool.submit(collect, jobs["size"], spark, SIZE_BOUNDARY_VERSIONS)
             futures["time_bounds"] = pool.submit(collect, jobs["time"], spark, TIME_BOUNDARY_VERSIONS)
+            futures["time_raw"] = pool.submit(collect, jobs["time"], spark, RAW_LIMIT_VERSIONS)
             yield {name: f.result() for name, f in futures.items()}
     finally:
         for key, value in saved.items():
@@ -829,6 +839,36 @@ def test_drop_backlog_for_time_limit_int_overflow_by_patch_release(results: dict
         "3.2.4": ((2, -1), "open_ledger"),
         "3.3.0": ((1, -1), "not_expired"),
     }
+
+
+def test_drop_backlog_for_time_limit_compares_seconds_as_millis_before_17957(
+    results: dict[str, Result],
+) -> None:
+    """§3.7: before apache/pulsar#17957 ``dropBacklogForTimeLimit`` compared ``now - closeTime`` (ms) with
+    ``limitTime`` (s) unconverted (tags v2.8.4, v2.9.3, v2.10.2, v2.11.0); from v2.9.4, v2.10.3, v2.11.1 and
+    v3.0.0 it multiplies by 1000. A ledger closed 10 s ago under a 1-hour limit expires only before."""
+    got = {
+        v: (
+            md(results["time_raw"][(v, "t_raw_seconds")]["s1"]),
+            results["time_raw"][(v, "t_raw_seconds")]["s1"]["stop_reason"],
+        )
+        for v in RAW_LIMIT_VERSIONS
+    }
+    expired, kept = ((2, -1), "open_ledger"), ((1, -1), "not_expired")
+    assert got == {
+        "2.8.4": expired,
+        "2.9.3": expired,
+        "2.9.4": kept,
+        "2.10.2": expired,
+        "2.10.3": kept,
+        "2.11.0": expired,
+        "2.11.1": kept,
+        "3.0.0": kept,
+    }
+    assert [results["time"][(v, "t_raw_seconds")]["s1"]["stop_reason"] for v in VERSIONS] == [
+        "not_expired",
+        "not_expired",
+    ]
 
 
 # --- §3.7 precise -------------------------------------------------------------------------------------------

@@ -32,6 +32,15 @@ BOUNDARIES = [
     ("time_limit_millis_int_overflow", "3.2.4", True),
     ("time_limit_millis_int_overflow", "3.3.0", False),
     ("time_limit_millis_int_overflow", "4.0.0", False),
+    # docs §3.7 (old behaviour): #17957 in 2.9.4, 2.10.3, 2.11.1 and 3.0.0
+    ("time_limit_compared_as_millis", "2.8.4", True),
+    ("time_limit_compared_as_millis", "2.9.3", True),
+    ("time_limit_compared_as_millis", "2.9.4", False),
+    ("time_limit_compared_as_millis", "2.10.2", True),
+    ("time_limit_compared_as_millis", "2.10.3", False),
+    ("time_limit_compared_as_millis", "2.11.0", True),
+    ("time_limit_compared_as_millis", "2.11.1", False),
+    ("time_limit_compared_as_millis", "3.0.0", False),
     # docs §5.3: apache/pulsar#14643 in v2.10.1 and v2.11.0, not in v2.8.4 / v2.9.5 / v2.10.0
     ("compaction_trigger_3x", "2.8.4", False),
     ("compaction_trigger_3x", "2.9.5", False),

@@ -288,6 +288,13 @@ FLAGS: dict[str, Flag] = {
             evidence="#21816 + #22740 (3.0.6); not 3.1.x/3.2.x",
         ),
         Flag(
+            "time_limit_compared_as_millis",
+            (3, 0, 0),
+            _bp(l2_9=4, l2_10=3, l2_11=1),
+            old_behaviour=True,
+            evidence="#17957",
+        ),
+        Flag(
             "expiry_checks_ledger_close_time",
             (3, 3, 0),
             _bp(l2_10=6, l2_11=4, l3_0=4, l3_1=4, l3_2=2),

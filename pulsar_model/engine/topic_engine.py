@@ -906,8 +906,12 @@ class TimeResult:
 TRACE_LIMIT_REACHED = "trace_limit_reached"
 
 
-def time_limit_ms(limit_seconds: int, millis_overflow_int: bool) -> int:
-    """The §3.7 limit in ms: 3.x ``limitTime * 1000`` in 32-bit ints (wraps), 4.x ``SECONDS.toMillis``."""
+def time_limit_ms(limit_seconds: int, millis_overflow_int: bool, compared_as_millis: bool = False) -> int:
+    """The §3.7 limit the close-time age (ms) is compared with: ``limitTime * 1000`` in 32-bit ints (wraps)
+    before apache/pulsar#21816, ``SECONDS.toMillis`` after; ``compared_as_millis`` (before #17957): the
+    limit in seconds taken as milliseconds, unconverted."""
+    if compared_as_millis:
+        return limit_seconds
     return java_int_mul(_java_int(limit_seconds), 1000) if millis_overflow_int else limit_seconds * 1000
 
 
@@ -930,6 +934,8 @@ def drop_backlog_for_time_limit_ledgers(
     now_ms: int,
     millis_overflow_int: bool,
     max_steps: int | None = None,
+    *,
+    compared_as_millis: bool = False,
 ) -> TimeResult:
     """Non-precise ``dropBacklogForTimeLimit`` (docs §3.7) step by step: whole closed ledgers by close time.
 
@@ -937,7 +943,7 @@ def drop_backlog_for_time_limit_ledgers(
     timestamp 0 and never expires. A closed ledger whose close time was not exported stops the loop with
     ``unknown_close_time`` (undecidable: the broker knows the time, the export does not). Any exception
     (no next ledger, a refused mark-delete) ends the broker's loop (stop ``error``/``no_next_ledger``).
-    ``millis_overflow_int``: up to 3.x the limit is converted with ``limitTime * 1000`` in 32-bit ints.
+    ``millis_overflow_int`` / ``compared_as_millis``: how the limit is converted (:func:`time_limit_ms`).
 
     The slowest cursor is the root of the broker's heap (:class:`CursorHeap`); ``tie_ambiguous``: some pick,
     the last one included, had another durable cursor on the root's md.
@@ -948,7 +954,7 @@ def drop_backlog_for_time_limit_ledgers(
     """
     if limit_seconds is None or limit_seconds <= 0:
         return TimeResult("quota_disabled", None, [], False, False, None)
-    limit_ms = time_limit_ms(limit_seconds, millis_overflow_int)
+    limit_ms = time_limit_ms(limit_seconds, millis_overflow_int, compared_as_millis)
     steps: list[TimeStep] = []
     tie_ambiguous = False
     heap = CursorHeap(cursors)
@@ -1238,6 +1244,8 @@ def drop_backlog_for_time_limit_direct(
     now_ms: int,
     millis_overflow_int: bool,
     replay_budget: int = HEAP_REPLAY_BUDGET,
+    *,
+    compared_as_millis: bool = False,
 ) -> TimeResult:
     """End state of :func:`drop_backlog_for_time_limit_ledgers` without stepping it (docs §3.7, §3.9),
     mutating ``cursors`` the same way; ``steps`` stays empty, ``iteration_count`` is the loop's number of
@@ -1260,7 +1268,8 @@ def drop_backlog_for_time_limit_direct(
     """
     if limit_seconds is None or limit_seconds <= 0:
         return TimeResult("quota_disabled", None, [], False, False, None)
-    paths = _TimePaths(ml, closed_at_ms, now_ms, time_limit_ms(limit_seconds, millis_overflow_int))
+    limit_ms = time_limit_ms(limit_seconds, millis_overflow_int, compared_as_millis)
+    paths = _TimePaths(ml, closed_at_ms, now_ms, limit_ms)
     durable = [c for c in cursors if c.durable]
     if not durable:
         return TimeResult("no_cursor", None, [], False, False, None)
@@ -1465,6 +1474,8 @@ def time_eviction_ledgers(
     now_ms: int,
     millis_overflow_int: bool,
     trace_limit: int,
+    *,
+    compared_as_millis: bool = False,
 ) -> TimeResult:
     """The non-precise §3.7 eviction as the topic output needs it: the end state and counts from
     :func:`drop_backlog_for_time_limit_direct` (mutating ``cursors``), the first ``trace_limit`` steps from
@@ -1473,10 +1484,23 @@ def time_eviction_ledgers(
     if trace_limit > 0:
         copies = [Cursor(c.name, c.order, c.durable, c.kind, c.md, list(c.idm), c.consumed) for c in cursors]
         steps = drop_backlog_for_time_limit_ledgers(
-            ml, copies, closed_at_ms, limit_seconds, now_ms, millis_overflow_int, max_steps=trace_limit
+            ml,
+            copies,
+            closed_at_ms,
+            limit_seconds,
+            now_ms,
+            millis_overflow_int,
+            max_steps=trace_limit,
+            compared_as_millis=compared_as_millis,
         ).steps
     result = drop_backlog_for_time_limit_direct(
-        ml, cursors, closed_at_ms, limit_seconds, now_ms, millis_overflow_int
+        ml,
+        cursors,
+        closed_at_ms,
+        limit_seconds,
+        now_ms,
+        millis_overflow_int,
+        compared_as_millis=compared_as_millis,
     )
     result.steps = steps
     return result

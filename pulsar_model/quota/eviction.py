@@ -56,6 +56,7 @@ __all__ = [
     "expiry_checks_ledger_close_time",
     "is_system_cursor_name",
     "size_eviction_uses_long_target",
+    "time_limit_compared_as_millis",
     "time_limit_millis_overflow_int",
 ]
 
@@ -120,6 +121,16 @@ def time_limit_millis_overflow_int(version: VersionLike) -> bool:
     v3.2.4 still multiply (no 3.1/3.2 back-port).
     """
     return flag("time_limit_millis_int_overflow", version)
+
+
+def time_limit_compared_as_millis(version: VersionLike) -> bool:
+    """The non-precise time loop compares ``now - closeTime`` (ms) with ``limitTime`` in seconds, with no
+    conversion, so a ledger expires once it is ``limitTime`` *milliseconds* old.
+
+    apache/pulsar#17957 added the ``* 1000``: the raw comparison is at tags v2.8.0-v2.8.4, v2.9.0-v2.9.3,
+    v2.10.0-v2.10.2 and v2.11.0; the multiplication at v2.9.4, v2.10.3, v2.11.1 and v3.0.0.
+    """
+    return flag("time_limit_compared_as_millis", version)
 
 
 def expiry_checks_ledger_close_time(version: VersionLike) -> bool:
@@ -620,6 +631,7 @@ def _time_topic(
     closure_step: bool,
     formula_4x: bool,
     trace_limit: int,
+    compared_as_millis: bool,
 ) -> list[dict[str, Any]]:
     ml, error = topic.managed_ledger(beh)
     limit, limit_error = topic.limit()
@@ -668,7 +680,14 @@ def _time_topic(
     else:
         # end state computed directly (no per-step cost), the trace from the stepwise loop up to the cap
         result = eng.time_eviction_ledgers(
-            ml, topic.cursors, topic.closed, limit, now_ms, overflow_int, trace_limit
+            ml,
+            topic.cursors,
+            topic.closed,
+            limit,
+            now_ms,
+            overflow_int,
+            trace_limit,
+            compared_as_millis=compared_as_millis,
         )
         extra.update(
             stop_reason=result.stop_reason,
@@ -959,8 +978,10 @@ def drop_backlog_for_time_limit(
       (``ledgers.closed_at``) is more than the limit before now -> ``(next ledger, -1)``; otherwise stop.
       The open ledger never expires (``open_ledger``); a closed ledger without an exported close time stops
       the loop with ``unknown_close_time`` and ``undecidable = true``; no next ledger -> ``no_next_ledger``
-      (the broker's NullPointerException); a refused mark-delete (beyond LAC, §1.2) -> ``error``. Up to 3.x
-      the limit is converted with a 32-bit ``limit * 1000`` (:func:`time_limit_millis_overflow_int`).
+      (the broker's NullPointerException); a refused mark-delete (beyond LAC, §1.2) -> ``error``. Before
+      apache/pulsar#21816 / #22740 the limit is converted with a 32-bit ``limit * 1000``
+      (:func:`time_limit_millis_overflow_int`); before #17957 it is not converted at all and the close
+      time's age in ms is compared with the limit in seconds (:func:`time_limit_compared_as_millis`).
       The loop can make up to cursors x ledgers mark-deletes: the end state, ``iteration_count`` and the
       flags are computed per cursor path without stepping it (every cursor's path depends only on the
       ledgers and its own state, and the end state not on the heap's order among equal positions, see
@@ -1020,6 +1041,7 @@ def drop_backlog_for_time_limit(
             flags["expiry_checks_ledger_close_time"],
             flags["size_eviction_long_target"],
             trace_limit,
+            flags["time_limit_compared_as_millis"],
         )
 
     result = _grouped(packed, TIME_SCHEMA, per_topic)
@@ -1029,6 +1051,7 @@ def drop_backlog_for_time_limit(
 _EVICTION_FLAGS = (
     "size_eviction_long_target",
     "time_limit_millis_int_overflow",
+    "time_limit_compared_as_millis",
     "expiry_checks_ledger_close_time",
 )
 Rules = tuple[Behaviour, dict[str, bool]]

@@ -14,7 +14,8 @@ Only what docs/semantics leaves implicit is added, each with its source:
   the durable cursors are added in insertion order and every mark-delete re-sorts the moved cursor
   (``cursorUpdated``); a pick is a tie when another durable cursor has the root's md;
 * the non-precise time loop stops on a closed ledger whose close time is unknown (export gap, not a broker
-  state) and converts the limit with a 32-bit ``limit * 1000`` until #21816 (3.3.0) / #22740 (3.0.6);
+  state), compares the limit unconverted before #17957 (2.9.4, 2.10.3, 2.11.1, 3.0.0) and then converts it
+  with a 32-bit ``limit * 1000`` until #21816 (3.3.0) / #22740 (3.0.6);
 * ``findNewestMatching`` = ``OpFindNewest`` (checkFirst / checkLast / binary search with
   ``mid = min + max((max - min) / 2, 1)``, probes ``getPositionAfterN(start, mid, startExcluded)``, a probe
   with no unacked entry at or after it ends the search), preceded (newer versions) by the expiry of whole
@@ -69,6 +70,14 @@ def formula_4x(version: str) -> bool:
     major, minor, patch = version_tuple(version)
     first_patch = {(4, 0): 11, (4, 2): 2}.get((major, minor))
     return (major, minor) >= (4, 3) or (first_patch is not None and patch >= first_patch)
+
+
+def limit_compared_unconverted(version: str) -> bool:
+    """docs §3.7: before #17957 the close-time age in ms is compared with the limit in seconds as it is;
+    the ``* 1000`` arrived in 2.9.4, 2.10.3, 2.11.1 and 3.0.0."""
+    major, minor, patch = version_tuple(version)
+    first_patch = {(2, 9): 4, (2, 10): 3, (2, 11): 1}.get((major, minor))
+    return major < 3 and not (first_patch is not None and patch >= first_patch)
 
 
 def limit_times_1000_in_int(version: str) -> bool:
@@ -235,7 +244,9 @@ def time_eviction_ledgers(
     if limit_seconds <= 0:
         return TimeOutcome("quota_disabled", [], False)
     limit_ms = limit_seconds * 1000
-    if limit_times_1000_in_int(version):
+    if limit_compared_unconverted(version):
+        limit_ms = limit_seconds
+    elif limit_times_1000_in_int(version):
         limit_ms = (limit_ms + 2**31) % 2**32 - 2**31
     trace: list[tuple[str, Position, Position]] = []
     tie_seen = False
