@@ -757,13 +757,14 @@ Target = int | float
 
 
 def size_target(limit: int, formula_4x: bool) -> Target:
-    """Eviction target: ``0.9 * limit`` as a double (3.0) or ``(long) (0.9 * limit)`` (4.x) (docs §3.6)."""
+    """Eviction target: ``0.9 * limit`` as a double, or ``(long) (0.9 * limit)`` with apache/pulsar#25624
+    (``formula_4x``; docs §3.6)."""
     raw = REDUCTION_FACTOR * float(limit)
     return java_d2l(raw) if formula_4x else raw
 
 
 def above_target(backlog: int, target: Target) -> bool:
-    """``backlogSize > targetSize``: long vs double in 3.0 (the long is widened), long vs long in 4.x."""
+    """``backlogSize > targetSize``: long vs double (the long is widened), long vs long with #25624."""
     if isinstance(target, float):
         return float(backlog) > target
     return backlog > target
@@ -772,8 +773,8 @@ def above_target(backlog: int, target: Target) -> bool:
 def entries_to_skip(backlog: int, target: Target, entries: int) -> int:
     """``messagesToSkip`` with the version's IEEE-754 operation order (docs §3.6).
 
-    3.0 (double target): ``(int) (((backlog - target) / backlog) * entries)``;
-    4.x (long target): ``(int) ((double) (backlog - target) * (double) entries / backlog)``.
+    double target: ``(int) (((backlog - target) / backlog) * entries)``;
+    long target (#25624): ``(int) ((double) (backlog - target) * (double) entries / backlog)``.
     """
     if isinstance(target, float):
         factor = (float(backlog) - target) / float(backlog)

@@ -101,8 +101,8 @@ DEDUP_CURSOR = "pulsar.dedup"
 
 
 def size_eviction_uses_long_target(version: VersionLike) -> bool:
-    """4.x/master ``computeEvictionTarget`` = ``(long) (0.9 * limit)`` and ``computeEntriesToEvict`` =
-    ``(int) ((backlog - target) * (double) entries / backlog)``; 3.0 keeps a double target and
+    """``computeEvictionTarget`` = ``(long) (0.9 * limit)`` and ``computeEntriesToEvict`` =
+    ``(int) ((backlog - target) * (double) entries / backlog)``; older releases keep a double target and
     ``(int) ((backlog - target) / backlog * entries)`` (docs §3.6; apache/pulsar@fddc44f vs lhotari@2537ffc).
 
     apache/pulsar#25624 (merged to master 2026-04-30, first in 4.3.0): absent from every release tag up to
@@ -659,7 +659,7 @@ def _time_topic(
     elif limit is None or limit <= 0:
         extra["stop_reason"] = "quota_disabled"  # §3.4: limitTime <= 0 disables the time quota
     elif precise:
-        # 3.0: (int) (0.9 * limitTime); 4.x: (int) (long) (0.9 * limitTime) (docs §3.7)
+        # (int) (0.9 * limitTime); with #25624 (int) (long) (0.9 * limitTime) (docs §3.7)
         raw = eng.REDUCTION_FACTOR * float(limit)
         ttl = eng.java_d2i(float(eng.java_d2l(raw))) if formula_4x else eng.java_d2i(raw)
         extra["expiry_ttl_seconds"] = ttl
@@ -907,9 +907,9 @@ def drop_backlog_for_size_limit(
     pass the topics whose effective policy is ``consumer_backlog_eviction``, §3.5 - the policy is not read
     here; a topic without cursors or without a managed-ledger row gives no rows / an ``error``).
 
-    Per topic: ``target = 0.9 x limit`` (3.0 double; 4.x ``(long)``), then while the §2.3 estimate is above
-    it: take the slowest durable cursor (the root of the cursor heap, docs §3.9), stop if none or if it is
-    the cursor skipped last, compute ``toSkip`` from the estimate, the target and the cursor's entry
+    Per topic: ``target = 0.9 x limit`` (a double; ``(long)`` with #25624), then while the §2.3 estimate is
+    above it: take the slowest durable cursor (the root of the cursor heap, docs §3.9), stop if none or if it
+    is the cursor skipped last, compute ``toSkip`` from the estimate, the target and the cursor's entry
     backlog in the version's IEEE-754 operation order (see :func:`size_eviction_uses_long_target`), stop
     at 0, else ``skipEntries(toSkip, Include)`` and re-estimate. Readers never count; replicator,
     ``__compaction`` and dedup cursors are skipped like subscriptions (``is_system_cursor`` marks them).
