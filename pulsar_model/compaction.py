@@ -1017,9 +1017,10 @@ class CompactionThresholds:
 
 
 def trigger_rule(pulsar_version: VersionLike) -> Literal["2.x", "3.x"]:
-    """Which ``checkCompaction`` the version runs (docs §5.3): read in a 2.8/2.9 copy (system topics bypass
-    the checks through an operator precedence bug) and a 3.x copy; flag ``compaction_trigger_3x``, the
-    boundary between the two assumed at 3.0.0."""
+    """Which ``checkCompaction`` the version runs (docs §5.3): the 2.x one (system topics bypass the checks
+    through an operator precedence bug) or the 3.x one; flag ``compaction_trigger_3x``. The change is
+    apache/pulsar#14643 (master 2022-03-14): in tags v2.10.1 and v2.11.0 and later, not in v2.8.4, v2.9.3,
+    v2.9.5 or v2.10.0."""
     return "3.x" if flag("compaction_trigger_3x", pulsar_version) else "2.x"
 
 

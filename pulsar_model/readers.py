@@ -153,7 +153,8 @@ _NO_FIRST_POSITION = "NullPointerException: getFirstPosition() is null (the mana
 def reader_steps_back_every_start_id(version: VersionLike) -> bool:
     """The broker steps a client start id back one entry whenever ``ledger, entry >= 0`` (docs §7.2).
 
-    docs/semantics: "1.x/2.0 only stepped back when batchIndex >= 0". Boundary assumed: 2.1.0.
+    Older brokers stepped back only when ``batchIndex >= 0``. apache/pulsar#4331 (master 2019-06-15) made
+    every start id step back; first in 2.4.0 (tag v2.3.2 still has the batch-only rule).
     """
     return flag("reader_steps_back_every_start_id", version)
 
@@ -183,8 +184,9 @@ def find_reads_from_ledger(version: VersionLike) -> bool:
 
     The cursor variant also requires unacknowledged entries in ``[position, LAC]``, so an individually
     acked tail stops the search early (apache/pulsar issue #20368, test
-    ``PersistentMessageFinderTest.testPersistentMessageFinderWhenLastMessageDelete``). The fixing PR was
-    not found; boundary assumed: 3.1.0, back-ported to 3.0.1.
+    ``PersistentMessageFinderTest.testPersistentMessageFinderWhenLastMessageDelete``). Fixed by
+    apache/pulsar#20457: present at tags v3.1.0, v3.0.1, v2.11.2 and v2.10.5, absent from v3.0.0, v2.11.1
+    and v2.10.4.
     """
     return flag("find_reads_from_ledger", version)
 
@@ -218,8 +220,8 @@ def find_narrows_by_ledger_close_time(version: VersionLike) -> Literal["none", "
 def _find_clamps_check_last(version: VersionLike) -> bool:
     """``OpFindNewest`` moves the "check last" probe back to ``getLastPosition()`` when it lies beyond it.
 
-    apache/pulsar#9083 (Dec 2020); assumed in 2.7.1+. Only matters without the 2.10.1 LAC clamp of
-    ``getPositionAfterN``.
+    apache/pulsar#9083 (Dec 2020): first in 2.8.0, back-ported to branch-2.7 (2.7.1) and branch-2.6 (first
+    tag carrying it: v2.6.4). Only matters without the 2.10.1 LAC clamp of ``getPositionAfterN``.
     """
     return flag("find_clamps_check_last", version)
 

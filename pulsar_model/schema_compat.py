@@ -84,8 +84,12 @@ AUTO_UPDATE_TO_STRATEGY: Final = {
     "ForwardTransitive": FORWARD_TRANSITIVE,
     "FullTransitive": FULL_TRANSITIVE,
 }
-#: 2.5: the auto-update policy's default when the namespace set none (docs §9.3).
+#: ``Policies.schema_auto_update_compatibility_strategy``'s default before apache/pulsar#13938 (2.8.3, 2.9.2,
+#: 2.10.0 made it null): a namespace that never set the policy carries ``Full`` (docs §9.3).
 AUTO_UPDATE_DEFAULT_2_5: Final = "Full"
+
+#: The release rules of the resolution, oldest first (docs §9.3).
+StrategyRule = Literal["2.5", "2.8", "2.9.2", "3.x"]
 #: Schema types whose compatibility the broker checks with Avro's validators (docs §9.2, §9.8).
 AVRO_TYPES: Final = ("AVRO", "JSON")
 #: Schema types the registry compares by parsed Avro schema when it looks for an identical version (§9.2).
@@ -124,10 +128,12 @@ def resolve_strategy(
 ) -> tuple[str, str]:
     """``(strategy, source)`` the registry applies to a topic (docs §9.3).
 
-    3.x+: topic policy -> namespace (unless UNDEFINED) -> auto-update policy mapped -> broker config.
-    2.8-2.x (assumed range): namespace UNDEFINED -> broker config -> if that is UNDEFINED the auto-update
-    policy. Before 2.8 (2.5 rule): namespace UNDEFINED -> auto-update policy (default ``Full``).
-    ``source`` is ``topic``, ``namespace``, ``auto_update`` or ``broker``.
+    2.10.0+ (apache/pulsar#13297): topic policy -> namespace (unless UNDEFINED) -> auto-update policy
+    mapped -> broker config. 2.8.3+ / 2.9.2+ (apache/pulsar#13938): the same without the topic policy.
+    2.8.2, 2.9.0, 2.9.1 (apache/pulsar#11856): namespace UNDEFINED -> broker config -> if that is
+    UNDEFINED the auto-update policy (default ``Full``). Before (2.5 rule): namespace UNDEFINED ->
+    auto-update policy (default ``Full``). ``source`` is ``topic``, ``namespace``, ``auto_update`` or
+    ``broker``.
     """
     for value in (topic_strategy, namespace_strategy, broker_strategy):
         if _set(value) is not None and value not in STRATEGIES:
@@ -144,17 +150,14 @@ def resolve_strategy(
     if namespace == UNDEFINED:
         namespace = None
     auto = _set(auto_update_strategy)
-    if not flag("schema_strategy_broker_fallback", v):
+    rule = _rule(v)
+    if rule in ("2.5", "2.8"):
         if namespace is not None:
             return namespace, "namespace"
-        return AUTO_UPDATE_TO_STRATEGY[auto or AUTO_UPDATE_DEFAULT_2_5], "auto_update"
-    if not flag("schema_strategy_topic_policy", v):
-        if namespace is not None:
-            return namespace, "namespace"
-        if broker_strategy != UNDEFINED:
+        if rule == "2.8" and broker_strategy != UNDEFINED:
             return broker_strategy, "broker"
-        return (AUTO_UPDATE_TO_STRATEGY[auto], "auto_update") if auto else (UNDEFINED, "broker")
-    topic = _set(topic_strategy)
+        return AUTO_UPDATE_TO_STRATEGY[auto or AUTO_UPDATE_DEFAULT_2_5], "auto_update"
+    topic = _set(topic_strategy) if rule == "3.x" else None
     if topic is not None and topic != UNDEFINED:
         return topic, "topic"
     if namespace is not None:
@@ -188,32 +191,35 @@ def effective_strategies(
         fl = F.col(FLAGS_COLUMN)
         old = _strategy_columns(policies, broker_strategy, "2.5")
         mid = _strategy_columns(policies, broker_strategy, "2.8")
+        no_topic = _strategy_columns(policies, broker_strategy, "2.9.2")
         new = _strategy_columns(policies, broker_strategy, "3.x")
         fallback = F.coalesce(fl["schema_strategy_broker_fallback"], F.lit(False))
+        auto_first = F.coalesce(fl["schema_strategy_auto_before_broker"], F.lit(False))
         topic_policy = F.coalesce(fl["schema_strategy_topic_policy"], F.lit(False))
 
         def pick(i: int) -> Column:
-            return F.when(topic_policy, new[i]).when(fallback, mid[i]).otherwise(old[i])
+            chosen = F.when(topic_policy, new[i]).when(auto_first, no_topic[i])
+            return chosen.when(fallback, mid[i]).otherwise(old[i])
 
         kept = [F.col(f"`{c}`") for c in policies.columns]
         return flagged.select(*kept, pick(0).alias("strategy"), pick(1).alias("strategy_source"))
     resolve_strategy(None, None, None, broker_strategy, pulsar_version)  # validates the arguments
-    rule: Literal["2.5", "2.8", "3.x"] = (
-        "3.x"
-        if flag("schema_strategy_topic_policy", pulsar_version)
-        else "2.8"
-        if flag("schema_strategy_broker_fallback", pulsar_version)
-        else "2.5"
-    )
-    strategy, source = _strategy_columns(policies, broker_strategy, rule)
+    strategy, source = _strategy_columns(policies, broker_strategy, _rule(pulsar_version))
     return policies.select("*", strategy.alias("strategy"), source.alias("strategy_source"))
 
 
-def _strategy_columns(
-    policies: DataFrame, broker_strategy: str, rule: Literal["2.5", "2.8", "3.x"]
-) -> tuple[Column, Column]:
-    """``(strategy, strategy_source)`` columns of one release rule of :func:`resolve_strategy`: before 2.8
-    (the 2.5 rule), 2.8-2.x (assumed range), 3.x+."""
+def _rule(version: VersionLike) -> StrategyRule:
+    """The resolution rule of ``version`` (docs §9.3): flags ``schema_strategy_topic_policy`` (#13297),
+    ``schema_strategy_auto_before_broker`` (#13938), ``schema_strategy_broker_fallback`` (#11856)."""
+    if flag("schema_strategy_topic_policy", version):
+        return "3.x"
+    if flag("schema_strategy_auto_before_broker", version):
+        return "2.9.2"
+    return "2.8" if flag("schema_strategy_broker_fallback", version) else "2.5"
+
+
+def _strategy_columns(policies: DataFrame, broker_strategy: str, rule: StrategyRule) -> tuple[Column, Column]:
+    """``(strategy, strategy_source)`` columns of one release rule of :func:`resolve_strategy`."""
 
     def opt(name: str) -> Column:
         col = F.col(name).cast("string") if name in policies.columns else F.lit(None).cast("string")
@@ -230,9 +236,11 @@ def _strategy_columns(
         if broker_strategy != UNDEFINED:
             chain.append((F.lit(broker_strategy), "broker"))
         chain.append((auto, "auto_update"))
-        fallback = (F.lit(UNDEFINED), "broker")
+        fallback = (F.lit(AUTO_UPDATE_TO_STRATEGY[AUTO_UPDATE_DEFAULT_2_5]), "auto_update")
     else:
-        chain = [(topic, "topic"), (namespace, "namespace"), (auto, "auto_update")]
+        chain = [(namespace, "namespace"), (auto, "auto_update")]
+        if rule == "3.x":
+            chain.insert(0, (topic, "topic"))
         fallback = (F.lit(broker_strategy), "broker")
     strategy = F.coalesce(*[c for c, _ in chain], fallback[0])
     source = F.lit(fallback[1])

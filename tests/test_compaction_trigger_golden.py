@@ -214,9 +214,21 @@ def test_compaction_trigger_dirty_since_last_horizon(results: dict[tuple[str, st
 
 @pytest.mark.parametrize(
     ("version", "rule"),
-    [("2.8.0", "2.x"), ("2.9.3", "2.x"), ("2.11.4", "2.x"), ("3.0.0", "3.x"), ("4.1.3", "3.x")],
+    [
+        ("2.8.4", "2.x"),
+        ("2.9.3", "2.x"),
+        ("2.9.5", "2.x"),
+        ("2.10.0", "2.x"),
+        ("2.10.1", "3.x"),
+        ("2.11.0", "3.x"),
+        ("2.11.4", "3.x"),
+        ("3.0.0", "3.x"),
+        ("4.1.3", "3.x"),
+    ],
 )
 def test_trigger_rule_by_version(version: str, rule: str) -> None:
+    """§5.3 Correction: ``PersistentTopic.checkCompaction`` reads ``isCompactionEnabled()`` from tag v2.10.1
+    (apache/pulsar#14643) and in every 2.11.x; v2.10.0 still has ``isSystemTopic() || threshold != 0``."""
     assert C.trigger_rule(version) == rule
 
 

@@ -37,6 +37,7 @@ from pulsar_model.quota.eviction import (
     drop_backlog_for_time_limit,
     expiry_checks_ledger_close_time,
     size_eviction_uses_long_target,
+    time_limit_compared_as_millis,
     time_limit_millis_overflow_int,
 )
 from tests.oracle import managed_ledger as o
@@ -459,7 +460,13 @@ def test_topic_engine_matches_oracle(qc: QuotaCase) -> None:
         ml = engine_ml(qc.case.ml, v)
         cursors = _engine_cursors(qc)
         tres = eng.drop_backlog_for_time_limit_ledgers(
-            ml, cursors, qc.closed_at, qc.limit_time, NOW_MS, time_limit_millis_overflow_int(v)
+            ml,
+            cursors,
+            qc.closed_at,
+            qc.limit_time,
+            NOW_MS,
+            time_limit_millis_overflow_int(v),
+            compared_as_millis=time_limit_compared_as_millis(v),
         )
         steps = [(s.cursor_name, s.mark_delete_before, s.mark_delete_after) for s in tres.steps]
         got_t = (
@@ -471,7 +478,13 @@ def test_topic_engine_matches_oracle(qc: QuotaCase) -> None:
         # the direct end state (what the eviction outputs) against the oracle too
         cursors = _engine_cursors(qc)
         dres = eng.drop_backlog_for_time_limit_direct(
-            ml, cursors, qc.closed_at, qc.limit_time, NOW_MS, time_limit_millis_overflow_int(v)
+            ml,
+            cursors,
+            qc.closed_at,
+            qc.limit_time,
+            NOW_MS,
+            time_limit_millis_overflow_int(v),
+            compared_as_millis=time_limit_compared_as_millis(v),
         )
         got_d = (
             (dres.stop_reason, dres.stop_cursor_name, dres.tie_ambiguous, dres.iteration_count),
@@ -505,7 +518,13 @@ def test_time_direct_replays_the_heap_on_lockstep_groups(qc: QuotaCase) -> None:
         ml = engine_ml(qc.case.ml, v)
         cursors = _engine_cursors(qc)
         dres = eng.drop_backlog_for_time_limit_direct(
-            ml, cursors, qc.closed_at, qc.limit_time, NOW_MS, time_limit_millis_overflow_int(v)
+            ml,
+            cursors,
+            qc.closed_at,
+            qc.limit_time,
+            NOW_MS,
+            time_limit_millis_overflow_int(v),
+            compared_as_millis=time_limit_compared_as_millis(v),
         )
         (reason, name, tie, trace), ends = oracle_time(qc, v)
         got = (dres.stop_reason, dres.stop_cursor_name, dres.tie_ambiguous, dres.iteration_count)

@@ -1,8 +1,10 @@
 """Golden tests for pulsar_model.quota.eviction (docs §3.5-§3.8 scenarios 1-6 and the edge rows of §3.6/§3.7).
 
-Every scenario is one topic; all topics go through each transform in one call per version (3.0.7: double
-target and ``(a / b) * c``; 4.1.3: long target and ``a * c / b``), computed once by a module fixture (four
-Spark actions, run in parallel). Each test reads its topic's rows. Entries are 1000 B unless stated.
+Every scenario is one topic; all topics go through each transform in one call per version (3.0.5: double
+target and ``(a / b) * c``, ``limitTime * 1000`` in ints; 4.2.2: long target and ``a * c / b`` of
+apache/pulsar#25624, ``SECONDS.toMillis``), computed once by a module fixture (Spark actions run in
+parallel). Two more jobs run the size and time loops on the patch releases around the boundaries of those
+two changes (docs §3.6, §3.7). Each test reads its topic's rows. Entries are 1000 B unless stated.
 """
 
 from __future__ import annotations
@@ -21,8 +23,13 @@ from pulsar_model.errors import ConfigError
 from pulsar_model.quota.eviction import drop_backlog_for_size_limit, drop_backlog_for_time_limit
 from tests.contract_frames import CURSOR_STATE, MANAGED_LEDGER_STATE, contract_schema
 
-V30, V4 = "3.0.7", "4.1.3"
+V30, V4 = "3.0.5", "4.2.2"
 VERSIONS = (V30, V4)
+#: Patch releases on both sides of #25624 (4.0.11, 4.2.2; not 4.1.x) and of #21816 / #22740 (3.0.6, 3.3.0).
+SIZE_BOUNDARY_VERSIONS = ("4.0.10", "4.0.11", "4.1.3", "4.2.1")
+TIME_BOUNDARY_VERSIONS = ("3.0.6", "3.1.3", "3.2.4", "3.3.0")
+#: Patch releases on both sides of #17957 (the limit compared in seconds before it).
+RAW_LIMIT_VERSIONS = ("2.8.4", "2.9.3", "2.9.4", "2.10.2", "2.10.3", "2.11.0", "2.11.1", "3.0.0")
 NOW = dt.datetime(2026, 3, 1, 12, 0, tzinfo=dt.UTC)
 NOW_MS = int(NOW.timestamp() * 1000)
 HOUR_MS = 3_600_000
@@ -118,9 +125,10 @@ add(
 # §3.8-6 computed: one open ledger, 20 x 1000 B, limit 10000 -> target 9000; two subs, then one sub
 add(SIZE, Topic("s6_two_subs", [], open_ledger(20), subs("s1", "s2", md=(1, -1)), 10_000))
 add(SIZE, Topic("s6_one_sub", [], open_ledger(20), subs("s1", md=(1, -1)), 10_000))
-# 3.0 vs 4.x: same target 27000, (28000 / 55000) * 55 = 27.999999999999996 -> 27, 28000 * 55 / 55000 = 28
+# double vs long target: same target 27000, (28000 / 55000) * 55 = 27.999999999999996 -> 27,
+# 28000 * 55 / 55000 = 28
 add(SIZE, Topic("formula_order", [], open_ledger(55), subs("s1", md=(1, -1)), 30_000))
-# 3.0 vs 4.x: limit 10001 -> target 9000.9 (3.0) vs 9000 (4.x): toSkip 10 vs 11
+# double vs long target: limit 10001 -> target 9000.9 (3.0) vs 9000 (#25624): toSkip 10 vs 11
 add(SIZE, Topic("formula_target", [], open_ledger(20), subs("s1", md=(1, -1)), 10_001))
 # counters: entriesAddedCounter 120 - messagesConsumedCounter 90 = 30 entries (drift) instead of 20
 add(SIZE, Topic("counter_drift", [], open_ledger(20), subs("s1", md=(1, -1), counter=90), 10_000, 120))
@@ -210,12 +218,19 @@ add(
 )  # fmt: skip
 # md in a deleted ledger 7 -> (next ledger, -1) whatever the time
 add(TIME, Topic("t_deleted", [(8, 5, 5000, NOW_MS)], open_ledger(4, lid=9), subs("s1", md=(7, 3)), 3600))
-# 30-day limit: 3.x computes limitTime * 1000 in 32-bit ints (wraps negative) and evicts the 10-minute-old
-# ledger; 4.x (SECONDS.toMillis) does not
+# 30-day limit: before #21816 / #22740 limitTime * 1000 is computed in 32-bit ints (wraps negative) and the
+# 10-minute-old ledger is evicted; SECONDS.toMillis does not
 add(
     TIME,
     Topic("t_overflow", [(1, 5, 5000, NOW_MS - 600_000)], open_ledger(4, lid=2), subs("s1", md=(1, -1)),
           30 * 24 * 3600),
+)  # fmt: skip
+# closed 10 s ago, limit 1 hour: before #17957 the age in ms (10000) is compared with 3600 unconverted and
+# the ledger expires; with the * 1000 it does not
+add(
+    TIME,
+    Topic("t_raw_seconds", [(1, 5, 5000, NOW_MS - 10_000)], open_ledger(4, lid=2), subs("s1", md=(1, -1)),
+          3600),
 )  # fmt: skip
 # no open ledger and the last ledger expired: no next ledger (the broker's NullPointerException)
 add(TIME, Topic("t_no_next", [(1, 5, 5000, NOW_MS - 2 * HOUR_MS)], None, subs("s1", md=(1, 2)), 3600))
@@ -420,13 +435,16 @@ def results(spark: SparkSession) -> Iterator[dict[str, Result]]:
                 name: pool.submit(collect, fn, spark, VERSIONS if name in FULL_VERSION_JOBS else (V4,))
                 for name, fn in jobs.items()
             }
+            futures["size_bounds"] = pool.submit(collect, jobs["size"], spark, SIZE_BOUNDARY_VERSIONS)
+            futures["time_bounds"] = pool.submit(collect, jobs["time"], spark, TIME_BOUNDARY_VERSIONS)
+            futures["time_raw"] = pool.submit(collect, jobs["time"], spark, RAW_LIMIT_VERSIONS)
             yield {name: f.result() for name, f in futures.items()}
     finally:
         for key, value in saved.items():
             spark.conf.set(key, value)
 
 
-#: Fixture jobs run on every version (the others on 4.x only).
+#: Fixture jobs run on every version (the others on V4 only).
 FULL_VERSION_JOBS = ("size", "time", "precise")
 
 
@@ -552,6 +570,26 @@ def test_drop_backlog_for_size_limit_formula_target_type(results: dict[str, Resu
     assert r30["target_size_bytes"] == pytest.approx(9000.9) and r4["target_size_bytes"] == 9000.0
     assert trace(r30)[0][2] == 10 and trace(r4)[0][2] == 11
     assert (md(r30), md(r4)) == ((1, 9), (1, 10))
+
+
+def test_drop_backlog_for_size_limit_long_target_by_patch_release(results: dict[str, Result]) -> None:
+    """§3.6 Correction: the long target of apache/pulsar#25624 is in 4.0.11 and 4.2.2 (release notes), not in
+    4.0.10, 4.2.1 or any 4.1.x (and in no tag up to v4.0.6): limit 10001 gives target 9000.9 and toSkip 10
+    there, 9000 and 11 from the first patch carrying it; the operation-order topic 27 vs 28."""
+    got = {
+        v: (
+            results["size_bounds"][(v, "formula_target")]["s1"]["target_size_bytes"],
+            trace(results["size_bounds"][(v, "formula_target")]["s1"])[0][2],
+            trace(results["size_bounds"][(v, "formula_order")]["s1"])[0][2],
+        )
+        for v in SIZE_BOUNDARY_VERSIONS
+    }
+    assert got == {
+        "4.0.10": (pytest.approx(9000.9), 10, 27),
+        "4.0.11": (9000.0, 11, 28),
+        "4.1.3": (pytest.approx(9000.9), 10, 27),
+        "4.2.1": (pytest.approx(9000.9), 10, 27),
+    }
 
 
 @pytest.mark.parametrize("version", VERSIONS)
@@ -776,13 +814,61 @@ def test_drop_backlog_for_time_limit_edges(results: dict[str, Result], version: 
     assert t[(version, "t_disabled")]["s1"]["stop_reason"] == "quota_disabled"
 
 
-def test_drop_backlog_for_time_limit_int_overflow_before_4x(results: dict[str, Result]) -> None:
-    """3.x ``limitTime * 1000`` in ints: 30 days = 2,592,000,000 ms wraps to -1,702,967,296, so a ledger
-    closed 10 minutes ago counts as expired; 4.x (SECONDS.toMillis) keeps it."""
+def test_drop_backlog_for_time_limit_int_overflow_before_the_fix(results: dict[str, Result]) -> None:
+    """``limitTime * 1000`` in ints (3.0.5): 30 days = 2,592,000,000 ms wraps to -1,702,967,296, so a ledger
+    closed 10 minutes ago counts as expired; ``SECONDS.toMillis`` (4.2.2) keeps it."""
     r30 = results["time"][(V30, "t_overflow")]["s1"]
     r4 = results["time"][(V4, "t_overflow")]["s1"]
     assert (md(r30), r30["stop_reason"]) == ((2, -1), "open_ledger")
     assert (md(r4), r4["stop_reason"]) == ((1, -1), "not_expired")
+
+
+def test_drop_backlog_for_time_limit_int_overflow_by_patch_release(results: dict[str, Result]) -> None:
+    """§3.7 Correction: ``SECONDS.toMillis`` came with apache/pulsar#21816 (3.3.0) and #22740 (3.0.6); tags
+    v3.1.3 and v3.2.4 still multiply in ints, so the 10-minute-old ledger expires there only."""
+    got = {
+        v: (
+            md(results["time_bounds"][(v, "t_overflow")]["s1"]),
+            results["time_bounds"][(v, "t_overflow")]["s1"]["stop_reason"],
+        )
+        for v in TIME_BOUNDARY_VERSIONS
+    }
+    assert got == {
+        "3.0.6": ((1, -1), "not_expired"),
+        "3.1.3": ((2, -1), "open_ledger"),
+        "3.2.4": ((2, -1), "open_ledger"),
+        "3.3.0": ((1, -1), "not_expired"),
+    }
+
+
+def test_drop_backlog_for_time_limit_compares_seconds_as_millis_before_17957(
+    results: dict[str, Result],
+) -> None:
+    """§3.7: before apache/pulsar#17957 ``dropBacklogForTimeLimit`` compared ``now - closeTime`` (ms) with
+    ``limitTime`` (s) unconverted (tags v2.8.4, v2.9.3, v2.10.2, v2.11.0); from v2.9.4, v2.10.3, v2.11.1 and
+    v3.0.0 it multiplies by 1000. A ledger closed 10 s ago under a 1-hour limit expires only before."""
+    got = {
+        v: (
+            md(results["time_raw"][(v, "t_raw_seconds")]["s1"]),
+            results["time_raw"][(v, "t_raw_seconds")]["s1"]["stop_reason"],
+        )
+        for v in RAW_LIMIT_VERSIONS
+    }
+    expired, kept = ((2, -1), "open_ledger"), ((1, -1), "not_expired")
+    assert got == {
+        "2.8.4": expired,
+        "2.9.3": expired,
+        "2.9.4": kept,
+        "2.10.2": expired,
+        "2.10.3": kept,
+        "2.11.0": expired,
+        "2.11.1": kept,
+        "3.0.0": kept,
+    }
+    assert [results["time"][(v, "t_raw_seconds")]["s1"]["stop_reason"] for v in VERSIONS] == [
+        "not_expired",
+        "not_expired",
+    ]
 
 
 # --- §3.7 precise -------------------------------------------------------------------------------------------

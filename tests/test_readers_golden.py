@@ -3,9 +3,10 @@ scenarios through the reset by time, and the broker's ``PersistentMessageFinderT
 
 All frames of the module are computed by one module fixture in one Spark action (rows fetched as JSON),
 then each test reads its rows. Versions: "new" = 4.1.3 (searches a closed range, 4.0.5+ narrowing, 4.x
-counts, ledger ``hasMoreEntries``), "210" = 2.10.6 (classic search from the first ledger, cursor
-``hasMoreEntries``), "301" = 3.0.1 (reader ``md = p``). The 4.0.3/4.0.4 narrowing variant is covered by
-tests/test_properties_readers.py.
+counts, ledger ``hasMoreEntries``), "210" = 2.10.6 (classic search from the first ledger, ledger
+``hasMoreEntries`` since apache/pulsar#20457 in 2.10.5), "2104" = 2.10.4 (the reset search asks the
+cursor's ``hasMoreEntries``), "301" = 3.0.1 (reader ``md = p``). The 4.0.3/4.0.4 narrowing variant is
+covered by tests/test_properties_readers.py.
 """
 
 from __future__ import annotations
@@ -62,6 +63,7 @@ RESET_REQ = contract_schema(
 )
 
 NEW, V210, V301 = "4.1.3", "2.10.6", "3.0.1"
+V2104 = "2.10.4"  # the last 2.10 patch without apache/pulsar#20457
 T1 = 1_000_000  # base publish time (ms) of the PersistentMessageFinderTest topic
 
 Pos = tuple[int, int]
@@ -338,7 +340,7 @@ def out(spark: SparkSession) -> dict[str, dict[tuple[str, str], dict[str, Any]]]
         builders[f"fidelity_{tag}"] = partial(
             R.reader_start_positions, fid_readers, ledgers, mls, messages, version
         )
-    for tag, version in (("new", NEW), ("210", V210)):
+    for tag, version in (("new", NEW), ("210", V210), ("2104", V2104)):
         builders[f"reset_{tag}"] = partial(
             R.reset_cursor_by_time_plan,
             resets,
@@ -546,10 +548,12 @@ def test_reset_cursor_by_time_plan_persistent_message_finder_test(out: dict[str,
 
 def test_reset_cursor_by_time_plan_acked_tail_stops_cursor_search(out: dict[str, Any]) -> None:
     """PersistentMessageFinderTest.testPersistentMessageFinderWhenLastMessageDelete (issue #20368): the
-    last entry is acknowledged; brokers that ask the cursor's ``hasMoreEntries`` stop at the first entry,
-    newer ones (asking the ledger) find the last position."""
+    last entry is acknowledged; brokers that ask the cursor's ``hasMoreEntries`` (2.10.4) stop at the first
+    entry, those asking the ledger (apache/pulsar#20457: ``ManagedCursorImpl.asyncFindNewestMatching``
+    builds ``OpFindNewest`` over the ledger from tag v2.10.5 on) find the last position."""
     assert pos(out["reset_new"][("lastdel", "end")]["found_position"]) == (5, 3)
-    old = out["reset_210"][("lastdel", "end")]
+    assert pos(out["reset_210"][("lastdel", "end")]["found_position"]) == (5, 3)
+    old = out["reset_2104"][("lastdel", "end")]
     assert pos(old["found_position"]) == (5, 0)
     assert state(old) == ((5, 0), (5, 1))
 

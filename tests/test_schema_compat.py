@@ -657,33 +657,70 @@ def test_effective_strategies_matches_resolve_strategy(spark: SparkSession) -> N
         "cluster string, topic string, topic_strategy string, namespace_strategy string, "
         "auto_update_strategy string",
     )
-    versions = ("2.5.2", "2.8.4", "4.1.3")
+    versions = ("2.5.2", "2.8.2", "2.9.2", "4.1.3")  # one per rule: 2.5, 2.8, 2.9.2 (#13938), 3.x
+    per_row = reduce(DataFrame.unionByName, [df.withColumn("pulsar_version", F.lit(v)) for v in versions])
     parts = [
-        effective_strategies(df, "FULL", v).select(
-            F.lit(v).alias("v"), "topic", "strategy", "strategy_source"
+        effective_strategies(df, broker, v).select(
+            F.lit(broker).alias("b"), F.lit(v).alias("v"), "topic", "strategy", "strategy_source"
         )
         for v in versions
+        for broker in ("FULL", "UNDEFINED")
+    ] + [
+        effective_strategies(per_row, broker, None).select(
+            F.lit(f"{broker}/row").alias("b"),
+            F.col("pulsar_version").alias("v"),
+            "topic",
+            "strategy",
+            "strategy_source",
+        )
+        for broker in ("FULL", "UNDEFINED")
     ]
     got = {
-        (r["v"], r["topic"]): (r["strategy"], r["strategy_source"])
+        (r["b"], r["v"], r["topic"]): (r["strategy"], r["strategy_source"])
         for r in reduce(DataFrame.unionByName, parts).collect()
     }
+    assert len(got) == 4 * len(versions) * len(POLICIES)
     for v in versions:
-        for topic, ts, ns, auto in POLICIES:
-            assert got[(v, topic)] == resolve_strategy(ts, ns, auto, "FULL", v), (v, topic)
+        for broker in ("FULL", "UNDEFINED"):
+            for topic, ts, ns, auto in POLICIES:
+                expected = resolve_strategy(ts, ns, auto, broker, v)
+                assert got[(broker, v, topic)] == expected, (broker, v, topic)
+                assert got[(f"{broker}/row", v, topic)] == expected, (broker, v, topic)
 
 
 def test_resolve_strategy_order_by_version() -> None:
-    """docs §9.3: topic > namespace > auto-update > broker (3.x+); 2.8 broker before auto-update; 2.5
-    auto-update (default Full) when the namespace is UNDEFINED."""
+    """docs §9.3: topic > namespace > auto-update > broker (2.10.0+); the same without the topic policy in
+    2.8.3+ / 2.9.2+ (#13938); broker before auto-update in 2.8.2, 2.9.0, 2.9.1 (#11856); 2.5 auto-update
+    (default Full) when the namespace is UNDEFINED (2.8.1 and older)."""
     assert resolve_strategy("BACKWARD", "FORWARD", "Full") == ("BACKWARD", "topic")
     assert resolve_strategy(None, "UNDEFINED", "AutoUpdateDisabled") == ("ALWAYS_INCOMPATIBLE", "auto_update")
     assert resolve_strategy(None, "UNDEFINED", None) == ("FULL", "broker")
-    assert resolve_strategy(None, "UNDEFINED", "Backward", "FORWARD", "2.8.4") == ("FORWARD", "broker")
-    assert resolve_strategy(None, "UNDEFINED", "Backward", "UNDEFINED", "2.8.4") == (
-        "BACKWARD",
-        "auto_update",
-    )
     assert resolve_strategy("BACKWARD", "UNDEFINED", None, "FORWARD", "2.5.2") == ("FULL", "auto_update")
+    # AbstractTopic.setSchemaCompatibilityStrategy per tag: the broker setting first at v2.8.2 / v2.9.1,
+    # the auto-update policy first at v2.8.3 / v2.8.4 / v2.9.2; no topic policy before v2.10.0
+    by_version = {
+        v: (
+            resolve_strategy(None, "UNDEFINED", "Backward", "FORWARD", v),
+            resolve_strategy("BACKWARD", "UNDEFINED", None, "FORWARD", v),
+        )
+        for v in ("2.8.1", "2.8.2", "2.8.3", "2.8.4", "2.9.0", "2.9.1", "2.9.2", "2.9.5", "2.10.0")
+    }
+    old = (("BACKWARD", "auto_update"), ("FULL", "auto_update"))
+    broker_first = (("FORWARD", "broker"), ("FORWARD", "broker"))
+    auto_first = (("BACKWARD", "auto_update"), ("FORWARD", "broker"))
+    assert by_version == {
+        "2.8.1": old,
+        "2.8.2": broker_first,
+        "2.8.3": auto_first,
+        "2.8.4": auto_first,
+        "2.9.0": broker_first,
+        "2.9.1": broker_first,
+        "2.9.2": auto_first,
+        "2.9.5": auto_first,
+        "2.10.0": (("BACKWARD", "auto_update"), ("BACKWARD", "topic")),
+    }
+    # broker UNDEFINED, no auto-update policy set: 2.8.2-2.9.1 fall to Policies' default auto-update Full
+    assert resolve_strategy(None, "UNDEFINED", None, "UNDEFINED", "2.9.0") == ("FULL", "auto_update")
+    assert resolve_strategy(None, "UNDEFINED", None, "UNDEFINED", "2.9.2") == ("UNDEFINED", "broker")
     with pytest.raises(ConfigError, match="BACKWARDS"):
         resolve_strategy("BACKWARDS", None, None)

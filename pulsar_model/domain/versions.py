@@ -274,9 +274,25 @@ FLAGS: dict[str, Flag] = {
         Flag("topic_level_quotas_supported", (2, 7, 0), evidence="#7646"),
         Flag("quota_default_limit_unlimited", (2, 1, 0), evidence="backlogQuotaDefaultLimitGB 50 before 2.1"),
         Flag("dedup_snapshot_instead_of_disconnect", (3, 2, 0), _NV, evidence="#20951"),
-        Flag("size_eviction_long_target", (4, 0, 0), evidence="fddc44f vs 2537ffc copies (assumed 4.0)"),
         Flag(
-            "time_limit_millis_int_overflow", (4, 0, 0), old_behaviour=True, evidence="3.x copy (assumed 4.0)"
+            "size_eviction_long_target",
+            (4, 3, 0),
+            _bp(l4_0=11, l4_2=2),
+            evidence="#25624 (4.0.11/4.2.2 notes; not 4.0.10/4.2.1/4.1.x)",
+        ),
+        Flag(
+            "time_limit_millis_int_overflow",
+            (3, 3, 0),
+            _bp(l3_0=6),
+            old_behaviour=True,
+            evidence="#21816 + #22740 (3.0.6); not 3.1.x/3.2.x",
+        ),
+        Flag(
+            "time_limit_compared_as_millis",
+            (3, 0, 0),
+            _bp(l2_9=4, l2_10=3, l2_11=1),
+            old_behaviour=True,
+            evidence="#17957",
         ),
         Flag(
             "expiry_checks_ledger_close_time",
@@ -297,28 +313,34 @@ FLAGS: dict[str, Flag] = {
         Flag("batch_deleted_when_all", (3, 2, 0), _NV, evidence="#20980"),
         Flag("retain_null_key_option", (3, 2, 0), _bp(l2_10=6, l2_11=3, l3_0=3, l3_1=2), evidence="#21578"),
         Flag("retain_null_key_default_false", (3, 2, 0), evidence="PIP-318 default"),
-        Flag("compaction_trigger_3x", (3, 0, 0), evidence="2.8/2.9 vs 3.x checkCompaction (assumed 3.0)"),
+        Flag("compaction_trigger_3x", (2, 11, 0), _bp(l2_10=1), evidence="#14643"),
         # --- failover (docs §6) ---
-        Flag("failover_ring_for_non_partitioned", (3, 0, 0), evidence="docs §6.4"),
+        Flag("failover_ring_for_non_partitioned", (3, 0, 0), evidence="#19502 (2023-02-14)"),
         Flag(
             "failover_consistent_hashing_setting", (4, 1, 0), _bp(l3_0=8, l3_3=3, l4_0=1), evidence="#23584"
         ),
         Flag("new_partition_index", (2, 9, 0), evidence="#10902"),
         # --- readers (docs §7) ---
-        Flag("reader_steps_back_every_start_id", (2, 1, 0), evidence="docs §7.2 (assumed 2.1.0)"),
+        Flag("reader_steps_back_every_start_id", (2, 4, 0), evidence="#4331"),
         Flag("reader_md_is_previous_of_read", (3, 2, 0), _NV, evidence="#21250 (3.1.1 assumed)"),
         Flag("find_strictly_earlier", (2, 5, 1), evidence="#6393"),
         Flag("find_broker_entry_timestamp", (2, 8, 0), evidence="PIP-70"),
-        Flag("find_reads_from_ledger", (3, 1, 0), _bp(l3_0=1), evidence="issue #20368 (assumed)"),
+        Flag(
+            "find_reads_from_ledger",
+            (3, 1, 0),
+            _bp(l3_0=1, l2_11=2, l2_10=5),
+            evidence="#20457 (fixes #20368)",
+        ),
         Flag("find_closed_range", (4, 1, 0), _bp(l4_0=3, l3_3=7), evidence="#22792 + #23919"),
         Flag("find_narrows_to_last_entry", (4, 1, 0), _bp(l4_0=5, l3_3=7), evidence="#24219"),
-        Flag("find_clamps_check_last", (2, 8, 0), _bp(l2_7=1), evidence="#9083 (assumed 2.7.1)"),
+        Flag("find_clamps_check_last", (2, 8, 0), _bp(l2_6=4, l2_7=1), evidence="#9083"),
         # --- transactions (docs §8) ---
         Flag("max_read_previous_position", (3, 3, 0), _bp(l3_1=3, l3_2=1), evidence="#22024"),
         # --- schema registry (docs §9) ---
         Flag("schema_identity_by_parsed_schema", (2, 7, 1), evidence="#9612"),
-        Flag("schema_strategy_broker_fallback", (2, 8, 0), evidence="docs §9.3 (assumed 2.8)"),
-        Flag("schema_strategy_topic_policy", (3, 0, 0), evidence="docs §9.3 (3.x)"),
+        Flag("schema_strategy_broker_fallback", (2, 9, 0), _bp(l2_8=2), evidence="#11856"),
+        Flag("schema_strategy_auto_before_broker", (2, 10, 0), _bp(l2_8=3, l2_9=2), evidence="#13938"),
+        Flag("schema_strategy_topic_policy", (2, 10, 0), evidence="#13297"),
     )
 }
 

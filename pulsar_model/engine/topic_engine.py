@@ -757,13 +757,14 @@ Target = int | float
 
 
 def size_target(limit: int, formula_4x: bool) -> Target:
-    """Eviction target: ``0.9 * limit`` as a double (3.0) or ``(long) (0.9 * limit)`` (4.x) (docs §3.6)."""
+    """Eviction target: ``0.9 * limit`` as a double, or ``(long) (0.9 * limit)`` with apache/pulsar#25624
+    (``formula_4x``; docs §3.6)."""
     raw = REDUCTION_FACTOR * float(limit)
     return java_d2l(raw) if formula_4x else raw
 
 
 def above_target(backlog: int, target: Target) -> bool:
-    """``backlogSize > targetSize``: long vs double in 3.0 (the long is widened), long vs long in 4.x."""
+    """``backlogSize > targetSize``: long vs double (the long is widened), long vs long with #25624."""
     if isinstance(target, float):
         return float(backlog) > target
     return backlog > target
@@ -772,8 +773,8 @@ def above_target(backlog: int, target: Target) -> bool:
 def entries_to_skip(backlog: int, target: Target, entries: int) -> int:
     """``messagesToSkip`` with the version's IEEE-754 operation order (docs §3.6).
 
-    3.0 (double target): ``(int) (((backlog - target) / backlog) * entries)``;
-    4.x (long target): ``(int) ((double) (backlog - target) * (double) entries / backlog)``.
+    double target: ``(int) (((backlog - target) / backlog) * entries)``;
+    long target (#25624): ``(int) ((double) (backlog - target) * (double) entries / backlog)``.
     """
     if isinstance(target, float):
         factor = (float(backlog) - target) / float(backlog)
@@ -906,8 +907,12 @@ class TimeResult:
 TRACE_LIMIT_REACHED = "trace_limit_reached"
 
 
-def time_limit_ms(limit_seconds: int, millis_overflow_int: bool) -> int:
-    """The §3.7 limit in ms: 3.x ``limitTime * 1000`` in 32-bit ints (wraps), 4.x ``SECONDS.toMillis``."""
+def time_limit_ms(limit_seconds: int, millis_overflow_int: bool, compared_as_millis: bool = False) -> int:
+    """The §3.7 limit the close-time age (ms) is compared with: ``limitTime * 1000`` in 32-bit ints (wraps)
+    before apache/pulsar#21816, ``SECONDS.toMillis`` after; ``compared_as_millis`` (before #17957): the
+    limit in seconds taken as milliseconds, unconverted."""
+    if compared_as_millis:
+        return limit_seconds
     return java_int_mul(_java_int(limit_seconds), 1000) if millis_overflow_int else limit_seconds * 1000
 
 
@@ -930,6 +935,8 @@ def drop_backlog_for_time_limit_ledgers(
     now_ms: int,
     millis_overflow_int: bool,
     max_steps: int | None = None,
+    *,
+    compared_as_millis: bool = False,
 ) -> TimeResult:
     """Non-precise ``dropBacklogForTimeLimit`` (docs §3.7) step by step: whole closed ledgers by close time.
 
@@ -937,7 +944,7 @@ def drop_backlog_for_time_limit_ledgers(
     timestamp 0 and never expires. A closed ledger whose close time was not exported stops the loop with
     ``unknown_close_time`` (undecidable: the broker knows the time, the export does not). Any exception
     (no next ledger, a refused mark-delete) ends the broker's loop (stop ``error``/``no_next_ledger``).
-    ``millis_overflow_int``: up to 3.x the limit is converted with ``limitTime * 1000`` in 32-bit ints.
+    ``millis_overflow_int`` / ``compared_as_millis``: how the limit is converted (:func:`time_limit_ms`).
 
     The slowest cursor is the root of the broker's heap (:class:`CursorHeap`); ``tie_ambiguous``: some pick,
     the last one included, had another durable cursor on the root's md.
@@ -948,7 +955,7 @@ def drop_backlog_for_time_limit_ledgers(
     """
     if limit_seconds is None or limit_seconds <= 0:
         return TimeResult("quota_disabled", None, [], False, False, None)
-    limit_ms = time_limit_ms(limit_seconds, millis_overflow_int)
+    limit_ms = time_limit_ms(limit_seconds, millis_overflow_int, compared_as_millis)
     steps: list[TimeStep] = []
     tie_ambiguous = False
     heap = CursorHeap(cursors)
@@ -1238,6 +1245,8 @@ def drop_backlog_for_time_limit_direct(
     now_ms: int,
     millis_overflow_int: bool,
     replay_budget: int = HEAP_REPLAY_BUDGET,
+    *,
+    compared_as_millis: bool = False,
 ) -> TimeResult:
     """End state of :func:`drop_backlog_for_time_limit_ledgers` without stepping it (docs §3.7, §3.9),
     mutating ``cursors`` the same way; ``steps`` stays empty, ``iteration_count`` is the loop's number of
@@ -1260,7 +1269,8 @@ def drop_backlog_for_time_limit_direct(
     """
     if limit_seconds is None or limit_seconds <= 0:
         return TimeResult("quota_disabled", None, [], False, False, None)
-    paths = _TimePaths(ml, closed_at_ms, now_ms, time_limit_ms(limit_seconds, millis_overflow_int))
+    limit_ms = time_limit_ms(limit_seconds, millis_overflow_int, compared_as_millis)
+    paths = _TimePaths(ml, closed_at_ms, now_ms, limit_ms)
     durable = [c for c in cursors if c.durable]
     if not durable:
         return TimeResult("no_cursor", None, [], False, False, None)
@@ -1465,6 +1475,8 @@ def time_eviction_ledgers(
     now_ms: int,
     millis_overflow_int: bool,
     trace_limit: int,
+    *,
+    compared_as_millis: bool = False,
 ) -> TimeResult:
     """The non-precise §3.7 eviction as the topic output needs it: the end state and counts from
     :func:`drop_backlog_for_time_limit_direct` (mutating ``cursors``), the first ``trace_limit`` steps from
@@ -1473,10 +1485,23 @@ def time_eviction_ledgers(
     if trace_limit > 0:
         copies = [Cursor(c.name, c.order, c.durable, c.kind, c.md, list(c.idm), c.consumed) for c in cursors]
         steps = drop_backlog_for_time_limit_ledgers(
-            ml, copies, closed_at_ms, limit_seconds, now_ms, millis_overflow_int, max_steps=trace_limit
+            ml,
+            copies,
+            closed_at_ms,
+            limit_seconds,
+            now_ms,
+            millis_overflow_int,
+            max_steps=trace_limit,
+            compared_as_millis=compared_as_millis,
         ).steps
     result = drop_backlog_for_time_limit_direct(
-        ml, cursors, closed_at_ms, limit_seconds, now_ms, millis_overflow_int
+        ml,
+        cursors,
+        closed_at_ms,
+        limit_seconds,
+        now_ms,
+        millis_overflow_int,
+        compared_as_millis=compared_as_millis,
     )
     result.steps = steps
     return result

@@ -56,6 +56,7 @@ __all__ = [
     "expiry_checks_ledger_close_time",
     "is_system_cursor_name",
     "size_eviction_uses_long_target",
+    "time_limit_compared_as_millis",
     "time_limit_millis_overflow_int",
 ]
 
@@ -100,21 +101,36 @@ DEDUP_CURSOR = "pulsar.dedup"
 
 
 def size_eviction_uses_long_target(version: VersionLike) -> bool:
-    """4.x/master ``computeEvictionTarget`` = ``(long) (0.9 * limit)`` and ``computeEntriesToEvict`` =
-    ``(int) ((backlog - target) * (double) entries / backlog)``; 3.0 keeps a double target and
+    """``computeEvictionTarget`` = ``(long) (0.9 * limit)`` and ``computeEntriesToEvict`` =
+    ``(int) ((backlog - target) * (double) entries / backlog)``; older releases keep a double target and
     ``(int) ((backlog - target) / backlog * entries)`` (docs §3.6; apache/pulsar@fddc44f vs lhotari@2537ffc).
 
-    Assumed: every 4.x release has it and no 3.x release does (the copies read were not tagged).
+    apache/pulsar#25624 (merged to master 2026-04-30, first in 4.3.0): absent from every release tag up to
+    v4.0.6 and v3.3.8 and from the 4.0.10, 4.1.x and 4.2.1 release notes; listed in those of 4.0.11 and
+    4.2.2, the first patches of their lines carrying it.
     """
     return flag("size_eviction_long_target", version)
 
 
 def time_limit_millis_overflow_int(version: VersionLike) -> bool:
-    """The non-precise time loop compares with ``limitTime * 1000`` computed in 32-bit ints (3.x copy read,
-    apache/pulsar 3.x BacklogQuotaManager) instead of ``SECONDS.toMillis(limitTime)`` (4.x, lhotari@2537ffc):
-    a limit above 2,147,483 s (~24.8 days) wraps around. Assumed boundary: 4.0.
+    """The non-precise time loop compares with ``limitTime * 1000`` computed in 32-bit ints instead of
+    ``SECONDS.toMillis(limitTime)``: a limit above 2,147,483 s (~24.8 days) wraps around.
+
+    Fixed by apache/pulsar#21816 (master 2024-01-17, first in 3.3.0) and on branch-3.0 by #22740 (3.0.6):
+    ``BacklogQuotaManager`` at tag v3.0.5 multiplies, v3.0.6 and v3.3.0 call ``toMillis``, v3.1.3 and
+    v3.2.4 still multiply (no 3.1/3.2 back-port).
     """
     return flag("time_limit_millis_int_overflow", version)
+
+
+def time_limit_compared_as_millis(version: VersionLike) -> bool:
+    """The non-precise time loop compares ``now - closeTime`` (ms) with ``limitTime`` in seconds, with no
+    conversion, so a ledger expires once it is ``limitTime`` *milliseconds* old.
+
+    apache/pulsar#17957 added the ``* 1000``: the raw comparison is at tags v2.8.0-v2.8.4, v2.9.0-v2.9.3,
+    v2.10.0-v2.10.2 and v2.11.0; the multiplication at v2.9.4, v2.10.3, v2.11.1 and v3.0.0.
+    """
+    return flag("time_limit_compared_as_millis", version)
 
 
 def expiry_checks_ledger_close_time(version: VersionLike) -> bool:
@@ -615,6 +631,7 @@ def _time_topic(
     closure_step: bool,
     formula_4x: bool,
     trace_limit: int,
+    compared_as_millis: bool,
 ) -> list[dict[str, Any]]:
     ml, error = topic.managed_ledger(beh)
     limit, limit_error = topic.limit()
@@ -642,7 +659,7 @@ def _time_topic(
     elif limit is None or limit <= 0:
         extra["stop_reason"] = "quota_disabled"  # §3.4: limitTime <= 0 disables the time quota
     elif precise:
-        # 3.0: (int) (0.9 * limitTime); 4.x: (int) (long) (0.9 * limitTime) (docs §3.7)
+        # (int) (0.9 * limitTime); with #25624 (int) (long) (0.9 * limitTime) (docs §3.7)
         raw = eng.REDUCTION_FACTOR * float(limit)
         ttl = eng.java_d2i(float(eng.java_d2l(raw))) if formula_4x else eng.java_d2i(raw)
         extra["expiry_ttl_seconds"] = ttl
@@ -663,7 +680,14 @@ def _time_topic(
     else:
         # end state computed directly (no per-step cost), the trace from the stepwise loop up to the cap
         result = eng.time_eviction_ledgers(
-            ml, topic.cursors, topic.closed, limit, now_ms, overflow_int, trace_limit
+            ml,
+            topic.cursors,
+            topic.closed,
+            limit,
+            now_ms,
+            overflow_int,
+            trace_limit,
+            compared_as_millis=compared_as_millis,
         )
         extra.update(
             stop_reason=result.stop_reason,
@@ -883,9 +907,9 @@ def drop_backlog_for_size_limit(
     pass the topics whose effective policy is ``consumer_backlog_eviction``, §3.5 - the policy is not read
     here; a topic without cursors or without a managed-ledger row gives no rows / an ``error``).
 
-    Per topic: ``target = 0.9 x limit`` (3.0 double; 4.x ``(long)``), then while the §2.3 estimate is above
-    it: take the slowest durable cursor (the root of the cursor heap, docs §3.9), stop if none or if it is
-    the cursor skipped last, compute ``toSkip`` from the estimate, the target and the cursor's entry
+    Per topic: ``target = 0.9 x limit`` (a double; ``(long)`` with #25624), then while the §2.3 estimate is
+    above it: take the slowest durable cursor (the root of the cursor heap, docs §3.9), stop if none or if it
+    is the cursor skipped last, compute ``toSkip`` from the estimate, the target and the cursor's entry
     backlog in the version's IEEE-754 operation order (see :func:`size_eviction_uses_long_target`), stop
     at 0, else ``skipEntries(toSkip, Include)`` and re-estimate. Readers never count; replicator,
     ``__compaction`` and dedup cursors are skipped like subscriptions (``is_system_cursor`` marks them).
@@ -954,8 +978,10 @@ def drop_backlog_for_time_limit(
       (``ledgers.closed_at``) is more than the limit before now -> ``(next ledger, -1)``; otherwise stop.
       The open ledger never expires (``open_ledger``); a closed ledger without an exported close time stops
       the loop with ``unknown_close_time`` and ``undecidable = true``; no next ledger -> ``no_next_ledger``
-      (the broker's NullPointerException); a refused mark-delete (beyond LAC, §1.2) -> ``error``. Up to 3.x
-      the limit is converted with a 32-bit ``limit * 1000`` (:func:`time_limit_millis_overflow_int`).
+      (the broker's NullPointerException); a refused mark-delete (beyond LAC, §1.2) -> ``error``. Before
+      apache/pulsar#21816 / #22740 the limit is converted with a 32-bit ``limit * 1000``
+      (:func:`time_limit_millis_overflow_int`); before #17957 it is not converted at all and the close
+      time's age in ms is compared with the limit in seconds (:func:`time_limit_compared_as_millis`).
       The loop can make up to cursors x ledgers mark-deletes: the end state, ``iteration_count`` and the
       flags are computed per cursor path without stepping it (every cursor's path depends only on the
       ledgers and its own state, and the end state not on the heap's order among equal positions, see
@@ -1015,6 +1041,7 @@ def drop_backlog_for_time_limit(
             flags["expiry_checks_ledger_close_time"],
             flags["size_eviction_long_target"],
             trace_limit,
+            flags["time_limit_compared_as_millis"],
         )
 
     result = _grouped(packed, TIME_SCHEMA, per_topic)
@@ -1024,6 +1051,7 @@ def drop_backlog_for_time_limit(
 _EVICTION_FLAGS = (
     "size_eviction_long_target",
     "time_limit_millis_int_overflow",
+    "time_limit_compared_as_millis",
     "expiry_checks_ledger_close_time",
 )
 Rules = tuple[Behaviour, dict[str, bool]]

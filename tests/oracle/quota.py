@@ -4,8 +4,9 @@ Written straight from the docs' pseudo-code; every managed-ledger operation (est
 skip, mark-delete, position arithmetic) is the independent oracle of :mod:`tests.oracle.managed_ledger`.
 Only what docs/semantics leaves implicit is added, each with its source:
 
-* ``toSkip``'s IEEE-754 operation order per version (docs §3.6 bullet 1): 3.0 ``(a / b) * c`` with a
-  double target, 4.x ``a * c / b`` with ``target = (long) (0.9 * limit)``; Java's ``(int)`` cast saturates;
+* ``toSkip``'s IEEE-754 operation order per version (docs §3.6 bullet 1): ``(a / b) * c`` with a double
+  target, and from #25624 (4.3.0, patches 4.0.11 and 4.2.2) ``a * c / b`` with
+  ``target = (long) (0.9 * limit)``; Java's ``(int)`` cast saturates;
 * the consumed counter grows by the cursor count of ``(old md, target]`` (docs §1.2);
 * ``skipEntries`` failures are logged and the loop goes on with ``prev = cursor`` (BacklogQuotaManager 3.x /
   4.x copies); a failure computing the entries (2.x Guava range) leaves the loop;
@@ -13,7 +14,8 @@ Only what docs/semantics leaves implicit is added, each with its source:
   the durable cursors are added in insertion order and every mark-delete re-sorts the moved cursor
   (``cursorUpdated``); a pick is a tie when another durable cursor has the root's md;
 * the non-precise time loop stops on a closed ledger whose close time is unknown (export gap, not a broker
-  state) and, up to 3.x, converts the limit with a 32-bit ``limit * 1000``;
+  state), compares the limit unconverted before #17957 (2.9.4, 2.10.3, 2.11.1, 3.0.0) and then converts it
+  with a 32-bit ``limit * 1000`` until #21816 (3.3.0) / #22740 (3.0.6);
 * ``findNewestMatching`` = ``OpFindNewest`` (checkFirst / checkLast / binary search with
   ``mid = min + max((max - min) / 2, 1)``, probes ``getPositionAfterN(start, mid, startExcluded)``, a probe
   with no unacked entry at or after it ends the search), preceded (newer versions) by the expiry of whole
@@ -63,8 +65,28 @@ def version_tuple(version: str) -> tuple[int, int, int]:
 
 
 def formula_4x(version: str) -> bool:
-    """docs §3.6: the 4.x/master formula (long target); 3.0 and earlier: double target."""
-    return version_tuple(version)[0] >= 4
+    """docs §3.6: the long-target formula of #25624: every 4.3+, the 4.0 line from 4.0.11, the 4.2 line
+    from 4.2.2 (release notes); every other release computes with a double target."""
+    major, minor, patch = version_tuple(version)
+    first_patch = {(4, 0): 11, (4, 2): 2}.get((major, minor))
+    return (major, minor) >= (4, 3) or (first_patch is not None and patch >= first_patch)
+
+
+def limit_compared_unconverted(version: str) -> bool:
+    """docs §3.7: before #17957 the close-time age in ms is compared with the limit in seconds as it is;
+    the ``* 1000`` arrived in 2.9.4, 2.10.3, 2.11.1 and 3.0.0."""
+    major, minor, patch = version_tuple(version)
+    first_patch = {(2, 9): 4, (2, 10): 3, (2, 11): 1}.get((major, minor))
+    return major < 3 and not (first_patch is not None and patch >= first_patch)
+
+
+def limit_times_1000_in_int(version: str) -> bool:
+    """docs §3.7: ``limitTime * 1000`` in 32-bit ints, replaced by ``SECONDS.toMillis`` in #21816 (3.3.0)
+    and, on branch-3.0, #22740 (3.0.6); 3.1.x and 3.2.x kept the multiplication."""
+    major, minor, patch = version_tuple(version)
+    if (major, minor) == (3, 0):
+        return patch < 6
+    return (major, minor) < (3, 3)
 
 
 def java_int(x: float) -> int:
@@ -222,7 +244,9 @@ def time_eviction_ledgers(
     if limit_seconds <= 0:
         return TimeOutcome("quota_disabled", [], False)
     limit_ms = limit_seconds * 1000
-    if version_tuple(version)[0] < 4:  # int * int in the 3.x code
+    if limit_compared_unconverted(version):
+        limit_ms = limit_seconds
+    elif limit_times_1000_in_int(version):
         limit_ms = (limit_ms + 2**31) % 2**32 - 2**31
     trace: list[tuple[str, Position, Position]] = []
     tie_seen = False

@@ -74,7 +74,7 @@ class Rules:
     semantics: Semantics  # docs §1: the managed-ledger arithmetic of the version
     position_family: Literal["3x", "2x-old"]
     count_family: Literal["3x", "4x"]
-    steps_back_all: bool  # docs §7.2: 1.x/2.0 step back only batched ids
+    steps_back_all: bool  # docs §7.2: before 2.4.0 (#4331) only batched ids step back
     md_is_previous: bool  # docs §7.2: 3.x md = previous(rp); older md = p
     strictly_before: bool  # finder: ts < t (2.5.1+) else publish <= t
     broker_ts: bool  # finder compares the broker-entry timestamp when there is one (2.8+)
@@ -97,14 +97,15 @@ def rules_for(version: str) -> Rules:
         semantics=base,
         position_family=base.position_family,
         count_family="4x" if four_x else "3x",
-        steps_back_all=_v(version) >= (2, 1, 0),
+        steps_back_all=_v(version) >= (2, 4, 0),
         md_is_previous=_from(version, (3, 2, 0), {(2, 10): 6, (2, 11): 3, (3, 0): 2, (3, 1): 1}),
         strictly_before=_v(version) >= (2, 5, 1),
         broker_ts=_v(version) >= (2, 8, 0),
-        ledger_has_more=_from(version, (3, 1, 0), {(3, 0): 1}),
+        # docs §7.7: #20457 in 3.1.0 and the patches 3.0.1, 2.11.2 and 2.10.5
+        ledger_has_more=_from(version, (3, 1, 0), {(3, 0): 1, (2, 11): 2, (2, 10): 5}),
         closed_range=closed,
         narrowing=narrowing,
-        clamp_check_last=_from(version, (2, 8, 0), {(2, 7): 1}),
+        clamp_check_last=_from(version, (2, 8, 0), {(2, 7): 1, (2, 6): 4}),  # #9083
     )
 
 
