@@ -36,6 +36,7 @@ from pulsar_model.quota.eviction import (
     drop_backlog_for_size_limit,
     drop_backlog_for_time_limit,
     expiry_checks_ledger_close_time,
+    expiry_skips_unclosed_ledgers,
     size_eviction_uses_long_target,
     time_limit_compared_as_millis,
     time_limit_millis_overflow_int,
@@ -48,7 +49,7 @@ from tests.test_properties_topic_engine import engine_ml
 VERSIONS = ["2.10.6", "3.0.7", "4.1.3"]
 #: 2.8.0 adds the "2.x-old" getPositionAfterN (NPEs, no LAC clamp). 2.9.x is left out: the ML oracle maps it
 #: to the 3.x position family while pulsar_model.domain.versions gives 2.9.3 only some of the 2.10 fixes.
-ENGINE_VERSIONS = ["2.8.0", *VERSIONS]
+ENGINE_VERSIONS = ["2.8.0", *VERSIONS, "3.0.3"]  # 3.0.3: the ledger-closure step without #22335
 NOW = dt.datetime(2026, 3, 1, 12, 0, tzinfo=dt.UTC)
 NOW_MS = int(NOW.timestamp() * 1000)
 HOUR_MS = 3_600_000
@@ -503,7 +504,8 @@ def test_topic_engine_matches_oracle(qc: QuotaCase) -> None:
             if c.kind not in SUBSCRIPTION_MAP_KINDS:
                 got_p[c.name] = (c.md, None, False)
                 continue
-            pres = eng.expire_messages(ml, c, eng.java_d2i(0.9 * qc.limit_time), NOW_MS, stamps, closed)
+            ttl = eng.java_d2i(0.9 * qc.limit_time)
+            pres = eng.expire_messages(ml, c, ttl, NOW_MS, stamps, closed, expiry_skips_unclosed_ledgers(v))
             got_p[c.name] = (c.md, pres.found_position, pres.error is not None)
         assert got_p == oracle_precise(qc, v), f"precise, version {v}\n{qc.describe()}"
 

@@ -938,13 +938,73 @@ def test_drop_backlog_for_time_limit_precise_search_quirks(results: dict[str, Re
 
 @pytest.mark.parametrize("version", VERSIONS)
 def test_drop_backlog_for_time_limit_precise_ledger_closure(results: dict[str, Result], version: str) -> None:
-    """apache/pulsar#21940 (3.0.4+ assumed): a closed ledger whose close time is older than the TTL expires
+    """apache/pulsar#21940 (3.0.3+, tags): a closed ledger whose close time is older than the TTL expires
     whole even when its publish times are young (client clock skew); the open ledger is searched."""
     row = results["precise"][(version, "p_closure")]["c1"]
     assert (row["ledger_closure_position"]["entry_id"], md(row)) == (2, (1, 2))
     assert row["expired_position"] is None
     young = results["precise"][(version, "p_closure_young")]["c1"]
     assert (young["ledger_closure_position"], young["expired_position"], md(young)) == (None, None, (1, -1))
+
+
+#: The ledger-closure step by release (docs §3.7): none before apache/pulsar#21940; #21940 alone takes the
+#: open ledger's LedgerInfo timestamp 0 as expired and reaches (open, -1); #22335 stops there.
+CLOSURE_BY_VERSION = {
+    "2.10.6": None,
+    "2.11.4": None,
+    "3.0.2": None,
+    "3.0.3": (2, -1),
+    "3.1.3": (2, -1),
+    "3.2.1": (2, -1),
+    "3.0.4": (1, 2),
+    "3.2.2": (1, 2),
+    "3.3.0": (1, 2),
+    "4.0.9": (1, 2),
+}
+
+
+def test_ledger_closure_step_by_release(spark: SparkSession) -> None:
+    """Release tags: #21940 in v3.0.3, v3.1.3, v3.2.1, v3.3.0 (no 2.10.x/2.11.x tag); #22335 (stop at the open
+    ledger, timestamp 0) in v3.0.4, v3.2.2, v3.3.0. Every version is one cluster of one call."""
+    d = frames(spark, {"p_closure": PRECISE["p_closure"]}, "limit_time_seconds")
+
+    def per_version(df: DataFrame, with_version: bool = False) -> DataFrame:
+        parts = [
+            df.withColumn("cluster", F.lit(v)).select(
+                *df.columns, *([F.lit(v).alias("pulsar_version")] if with_version else [])
+            )
+            for v in CLOSURE_BY_VERSION
+        ]
+        out = parts[0]
+        for part in parts[1:]:
+            out = out.unionByName(part)
+        return out
+
+    saved = {key: spark.conf.get(key) for key in FAST_CONF}
+    try:
+        for key, value in FAST_CONF.items():
+            spark.conf.set(key, value)
+        rows = drop_backlog_for_time_limit(
+            per_version(d["ml"], with_version=True),
+            per_version(d["ledgers"]),
+            per_version(d["cursors"]),
+            per_version(d["limits"]),
+            entries=per_version(d["entries"]),
+            precise=True,
+            pulsar_version=None,
+        ).collect()
+    finally:
+        for key, value in saved.items():
+            spark.conf.set(key, value)
+    got = {}
+    for r in rows:
+        closure = r["ledger_closure_position"]
+        got[r["cluster"]] = (
+            None if closure is None else (closure["ledger_id"], closure["entry_id"]),
+            md(r.asDict(recursive=True)),
+        )
+    expected = {v: (c, c if c is not None else (1, -1)) for v, c in CLOSURE_BY_VERSION.items()}
+    assert got == expected
 
 
 def test_drop_backlog_for_time_limit_precise_needs_entries(spark: SparkSession) -> None:

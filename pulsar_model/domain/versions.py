@@ -297,8 +297,14 @@ FLAGS: dict[str, Flag] = {
         Flag(
             "expiry_checks_ledger_close_time",
             (3, 3, 0),
-            _bp(l2_10=6, l2_11=4, l3_0=4, l3_1=4, l3_2=2),
-            evidence="#21940 + #22335",
+            _bp(l3_0=3, l3_1=3, l3_2=1),
+            evidence="#21940: tags v3.0.3, v3.1.3, v3.2.1, v3.3.0; in no 2.10.x/2.11.x tag",
+        ),
+        Flag(
+            "expiry_skips_unclosed_ledgers",
+            (3, 3, 0),
+            _bp(l3_0=4, l3_2=2),
+            evidence="#22335: tags v3.0.4, v3.2.2, v3.3.0; not 3.1.x",
         ),
         # --- replicated subscriptions (docs §4) ---
         Flag("new_snapshot_cache", (4, 2, 0), _4X_COUNTS, evidence="#25044"),

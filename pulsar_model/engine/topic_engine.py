@@ -1531,13 +1531,16 @@ def expire_messages(
     now_ms: int,
     timestamps: Timestamps,
     closed_at_ms: dict[int, int | None] | None,
+    closure_skips_open: bool = True,
 ) -> ExpiryResult:
     """``PersistentMessageExpiryMonitor.expireMessages(ttl)`` for one subscription's cursor.
 
     ``closed_at_ms`` not None = the version first expires whole ledgers by close time
-    (``checkExpiryByLedgerClosureTime``, apache/pulsar#21940 + #22335). Then ``asyncFindNewestMatching``
-    (SearchActiveEntries) runs ``OpFindNewest``'s search from ``nextValid(md)`` over
-    ``getNumberOfEntriesInStorage()`` entries with the condition "entry expired"
+    (``checkExpiryByLedgerClosureTime``, apache/pulsar#21940); ``closure_skips_open`` = it stops at the
+    open ledger, whose LedgerInfo timestamp is 0 (#22335); without, that 0 counts as expired and a step
+    that reaches the open ledger mark-deletes ``(open ledger, -1)`` (its LedgerInfo has 0 entries). Then
+    ``asyncFindNewestMatching`` (SearchActiveEntries) runs ``OpFindNewest``'s search from ``nextValid(md)``
+    over ``getNumberOfEntriesInStorage()`` entries with the condition "entry expired"
     (``ttl != 0 and now > timestamp + ttl*1000``, timestamp = broker timestamp else publish time); the
     newest match is mark-deleted. ``timestamps`` holds the exported entries; reading a stored entry that is
     not exported is undecidable (error, cursor unchanged); reading a position that does not exist fails the
@@ -1557,7 +1560,10 @@ def expire_messages(
         info: int | None = None
         for lid in ml.ids[bisect.bisect_left(ml.ids, md0[0]) :]:
             if lid == ml.cur_id:
-                break  # the open ledger's LedgerInfo has timestamp 0
+                # the open ledger's LedgerInfo has timestamp 0: expired unless #22335 stops there
+                if not closure_skips_open and expired(0):
+                    info = lid
+                break
             ts = closed_at_ms.get(lid)
             if ts is None:
                 warning = (
@@ -1565,11 +1571,11 @@ def expire_messages(
                     "from there (exact when publish times are consistent with close times)"
                 )
                 break
-            if ts == 0 or not expired(ts):
+            if (closure_skips_open and ts == 0) or not expired(ts):
                 break
             info = lid
         if info is not None:
-            pos = (info, ml.real_entries(info) - 1)
+            pos = (info, -1) if info == ml.cur_id else (info, ml.real_entries(info) - 1)
             if ml.lac < pos:
                 pos = ml.lac
             closure_pos = pos

@@ -54,6 +54,7 @@ __all__ = [
     "drop_backlog_for_time_limit",
     "eviction_losses",
     "expiry_checks_ledger_close_time",
+    "expiry_skips_unclosed_ledgers",
     "is_system_cursor_name",
     "size_eviction_uses_long_target",
     "time_limit_compared_as_millis",
@@ -135,11 +136,20 @@ def time_limit_compared_as_millis(version: VersionLike) -> bool:
 
 def expiry_checks_ledger_close_time(version: VersionLike) -> bool:
     """``expireMessages`` first mark-deletes whole ledgers whose close time is older than the TTL
-    (``checkExpiryByLedgerClosureTime``): apache/pulsar#21940 (release/2.10.6; branch-3.0 cherry-pick #22211)
-    with #22335 (skip unclosed ledgers; release/2.10.6, 2.11.4). Assumed: 2.10.6, 2.11.4, 3.0.4, 3.1.4,
-    3.2.2 and every 3.3+.
+    (``PersistentMessageExpiryMonitor.checkExpiryByLedgerClosureTime``, apache/pulsar#21940): in the release
+    tags v3.0.3 (branch-3.0 cherry-pick #22211), v3.1.3, v3.2.1 and v3.3.0+, in no 2.10.x or 2.11.x tag
+    (docs §3.7, correction).
     """
     return flag("expiry_checks_ledger_close_time", version)
+
+
+def expiry_skips_unclosed_ledgers(version: VersionLike) -> bool:
+    """The ledger-closure step stops at a ledger whose LedgerInfo timestamp is 0 - the open ledger
+    (apache/pulsar#22335: tags v3.0.4, v3.2.2, v3.3.0+; not 3.1.x). Before it, on the versions with
+    :func:`expiry_checks_ledger_close_time` (3.0.3, 3.1.3, 3.2.1), timestamp 0 counts as expired: when every
+    closed ledger from the mark-delete's on has expired, the step reaches the open ledger, whose LedgerInfo
+    says 0 entries, and mark-deletes ``(open ledger, -1)`` (LAC when that is earlier)."""
+    return flag("expiry_skips_unclosed_ledgers", version)
 
 
 def is_system_cursor_name(name: str) -> bool:
@@ -629,6 +639,7 @@ def _time_topic(
     now_override: int | None,
     overflow_int: bool,
     closure_step: bool,
+    closure_skips_open: bool,
     formula_4x: bool,
     trace_limit: int,
     compared_as_millis: bool,
@@ -667,7 +678,9 @@ def _time_topic(
         for c in topic.cursors:
             if c.kind not in SUBSCRIPTION_MAP_KINDS:
                 continue
-            res = eng.expire_messages(ml, c, ttl, now_ms, stamps, topic.closed if closure_step else None)
+            res = eng.expire_messages(
+                ml, c, ttl, now_ms, stamps, topic.closed if closure_step else None, closure_skips_open
+            )
             per_cursor[c.name] = {
                 "expired_position": _pos_out(res.found_position),
                 "ledger_closure_position": _pos_out(res.ledger_closure_position),
@@ -1039,6 +1052,7 @@ def drop_backlog_for_time_limit(
             now_ms,
             flags["time_limit_millis_int_overflow"],
             flags["expiry_checks_ledger_close_time"],
+            flags["expiry_skips_unclosed_ledgers"],
             flags["size_eviction_long_target"],
             trace_limit,
             flags["time_limit_compared_as_millis"],
@@ -1053,6 +1067,7 @@ _EVICTION_FLAGS = (
     "time_limit_millis_int_overflow",
     "time_limit_compared_as_millis",
     "expiry_checks_ledger_close_time",
+    "expiry_skips_unclosed_ledgers",
 )
 Rules = tuple[Behaviour, dict[str, bool]]
 

@@ -316,16 +316,23 @@ def expire(
 
     closure: Position | None = None
     if closed_at_ms is not None and ttl > 0:
+        # the open ledger's LedgerInfo: timestamp 0 and 0 entries; #22335 (3.0.4, 3.2.2, 3.3.0+) stops at a
+        # zero timestamp, the releases before it take 0 as long expired
+        v = version_tuple(version)
+        stops_at_zero = v >= (3, 3, 0) or (3, 0, 4) <= v < (3, 1, 0) or (3, 2, 2) <= v < (3, 3, 0)
         last: int | None = None
         for lid in sorted(ml.ledgers):
             if lid < c.mark_delete[0]:
                 continue
-            ts = None if lid == ml.current_ledger_id else closed_at_ms.get(lid)
-            if ts is None or ts == 0 or not expired(ts):
+            ts = 0 if lid == ml.current_ledger_id else closed_at_ms.get(lid)
+            if ts is None or (ts == 0 and stops_at_zero) or not expired(ts):
                 break
             last = lid
+            if lid == ml.current_ledger_id:
+                break
         if last is not None:
-            closure = min((last, ml.ledgers[last][0] - 1), ml.lac)
+            entries = 0 if last == ml.current_ledger_id else ml.ledgers[last][0]
+            closure = min((last, entries - 1), ml.lac)
             complete(closure)
     try:
         md = c.mark_delete
