@@ -32,6 +32,23 @@ BOUNDARIES = [
     ("time_limit_millis_int_overflow", "3.2.4", True),
     ("time_limit_millis_int_overflow", "3.3.0", False),
     ("time_limit_millis_int_overflow", "4.0.0", False),
+    # docs §3.7: the ledger-closure step (#21940) from the tags v3.0.3, v3.1.3, v3.2.1, v3.3.0; no 2.x tag
+    ("expiry_checks_ledger_close_time", "2.10.6", False),
+    ("expiry_checks_ledger_close_time", "2.11.4", False),
+    ("expiry_checks_ledger_close_time", "3.0.2", False),
+    ("expiry_checks_ledger_close_time", "3.0.3", True),
+    ("expiry_checks_ledger_close_time", "3.1.2", False),
+    ("expiry_checks_ledger_close_time", "3.1.3", True),
+    ("expiry_checks_ledger_close_time", "3.2.0", False),
+    ("expiry_checks_ledger_close_time", "3.2.1", True),
+    ("expiry_checks_ledger_close_time", "3.3.0", True),
+    # docs §3.7: it stops at the open ledger's zero timestamp from #22335 (v3.0.4, v3.2.2, v3.3.0; not 3.1.x)
+    ("expiry_skips_unclosed_ledgers", "3.0.3", False),
+    ("expiry_skips_unclosed_ledgers", "3.0.4", True),
+    ("expiry_skips_unclosed_ledgers", "3.1.3", False),
+    ("expiry_skips_unclosed_ledgers", "3.2.1", False),
+    ("expiry_skips_unclosed_ledgers", "3.2.2", True),
+    ("expiry_skips_unclosed_ledgers", "3.3.0", True),
     # docs §3.7 (old behaviour): #17957 in 2.9.4, 2.10.3, 2.11.1 and 3.0.0
     ("time_limit_compared_as_millis", "2.8.4", True),
     ("time_limit_compared_as_millis", "2.9.3", True),
