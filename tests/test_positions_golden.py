@@ -739,9 +739,10 @@ def test_position_after_n_2_10_deleted_start_ledger_unguarded_unread(spark: Spar
     """docs §1.9, case ``fidelity/position_after_n_2x_deleted_start`` (the broker's own method answered it).
 
     Ledgers 3 (4 entries), 7 (6), 8 (2), open 12 (3 entries, LAC 12:2); start 5:1 lies in the deleted
-    ledger 5, n = 3, startIncluded. 2.10 computes ``unread = total - entry = 0 - 1`` for the deleted
-    ledger, so 4 entries remain to skip: 7:4, previous 7:3. 3.0+ guards ``unread`` with ``total > 0``
-    (0 unread, 3 to skip: 7:3, previous 7:2).
+    ledger 5, n = 3, startIncluded. 2.10.0-2.10.2 compute ``unread = total - entry = 0 - 1`` for the
+    deleted ledger, so 4 entries remain to skip: 7:4, previous 7:3. apache/pulsar#17971 (tags v2.9.4,
+    v2.10.3, v2.11.0 and later) guards ``unread`` with ``total > 0`` (0 unread, 3 to skip: 7:3, previous
+    7:2), so the broker that answered 7:3 ran the 2.10.0-2.10.2 body (2.10.2 here).
     """
     ledgers = spark.createDataFrame(
         [("c", "f", 3, 4, 40), ("c", "f", 7, 6, 60), ("c", "f", 8, 2, 20), ("c", "f", 12, 0, 0)], LEDGERS
@@ -752,11 +753,12 @@ def test_position_after_n_2_10_deleted_start_ledger_unguarded_unread(spark: Spar
         version: P.position_after_n(requests, ledgers, mls, pulsar_version=version)
         .select("position", "error")
         .collect()
-        for version in ("2.10.6", "2.11.2", "3.0.7", "4.1.3")
+        for version in ("2.10.2", "2.10.3", "2.11.0", "3.0.7", "4.1.3")
     }
     assert {v: [(tuple(r["position"]), r["error"]) for r in rows] for v, rows in got.items()} == {
-        "2.10.6": [((7, 3), None)],
-        "2.11.2": [((7, 3), None)],
+        "2.10.2": [((7, 3), None)],
+        "2.10.3": [((7, 2), None)],
+        "2.11.0": [((7, 2), None)],
         "3.0.7": [((7, 2), None)],
         "4.1.3": [((7, 2), None)],
     }
