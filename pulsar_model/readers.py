@@ -408,6 +408,8 @@ class _Topic:
         between = sum(self.listed[lid] for lid in self.ids if lo[0] < lid < hi[0])
         if not self.beh.entry_count_4x:
             if lo[0] == hi[0]:
+                if self.beh.entry_count_same_ledger_deleted_zero and hi[0] not in self.listed:
+                    return 0  # apache/pulsar#24852: a range inside a deleted ledger
                 return hi[1] - lo[1] - 1 + lc + hc
             n = hi[1] + hc
             if lo[0] in self.listed:

@@ -68,9 +68,13 @@ def test_semantics_for_version_maps_spec_labels() -> None:
         ("3.1.1", "2x-old", "v3", False, (True, True, True, True), "3x"),  # no 3.1.x has #21248
         ("3.1.3", "2x-old", "v3", False, (True, True, True, True), "3x"),
         ("3.2.0", "3x", "v3", False, (True, True, True, True), "3x"),
-        ("4.0.8", "3x", "v3", False, (True, True, True, True), "3x"),  # #24938 / #25037 in 4.0.9
+        ("3.0.14", "3x", "v3", False, (True, True, True, True), "3x"),
+        ("3.0.15", "3x", "v3", False, (True, True, True, True), "3x-24852"),  # #24852
+        ("4.0.7", "3x", "v3", False, (True, True, True, True), "3x"),
+        ("4.0.8", "3x", "v3", False, (True, True, True, True), "3x-24852"),  # #24938 / #25037 in 4.0.9
         ("4.0.9", "3x", "v3", False, (True, True, True, True), "4x"),
-        ("4.1.2", "3x", "v3", False, (True, True, True, True), "3x"),
+        ("4.1.1", "3x", "v3", False, (True, True, True, True), "3x"),
+        ("4.1.2", "3x", "v3", False, (True, True, True, True), "3x-24852"),
         ("4.1.3", "3x", "v3", False, (True, True, True, True), "4x"),
     ],
 )
@@ -223,6 +227,8 @@ def test_number_of_entries_3x_and_4x_differences() -> None:
     # same-ledger range in a deleted ledger
     assert o.number_of_entries(ml, (3, 0), False, (3, 4), True) == 4
     assert o.number_of_entries(ml, (3, 0), False, (3, 4), True, "4x") == 0
+    assert o.number_of_entries(ml, (3, 0), False, (3, 4), True, "3x-24852") == 0  # apache/pulsar#24852
+    assert o.number_of_entries(ml, (2, 0), False, (2, 4), True, "3x-24852") == 4  # listed: plain arithmetic
     # lo = (L,-1) closed: 4.x counts the whole ledger, 3.x counts one more
     assert o.number_of_entries(ml, (1, -1), True, (2, 0), True) == 7
     assert o.number_of_entries(ml, (1, -1), True, (2, 0), True, "4x") == 6

@@ -762,3 +762,53 @@ def test_position_after_n_2_10_deleted_start_ledger_unguarded_unread(spark: Spar
         "3.0.7": [((7, 2), None)],
         "4.1.3": [((7, 2), None)],
     }
+
+
+def test_entries_between_same_deleted_ledger_counts_zero_from_24852(spark: SparkSession) -> None:
+    """docs §1.7, apache/pulsar#24852: with both ends in one ledger that is no longer in the ledger map,
+    ``getNumberOfEntries`` counts 0 from 3.0.15, 4.0.8 and 4.1.2 on (the 4.0.9+ / 4.1.3+ count has the
+    same rule); earlier patches take ``hi.E - lo.E - 1 + bounds`` literally.
+
+    Ledgers 3 (4 entries), 7 (6), open 12 (3 entries, LAC 12:2); ledger 5 was deleted. ``(5:2, 5:3]`` is
+    the PR's own example (mark-delete and read position inside a deleted ledger: 1 before, 0 after);
+    ``(7:1, 7:4]`` (a listed ledger, 3) and ``(12:0, 12:2]`` (the open ledger, 2) do not change.
+    """
+    ledgers = spark.createDataFrame(
+        [("c", "d", 3, 4, 40), ("c", "d", 7, 6, 60), ("c", "d", 12, 0, 0)], LEDGERS
+    )
+    mls = spark.createDataFrame([("c", "d", 12, 3, 30, (12, 2), 130)], ML)
+    requests = spark.createDataFrame(
+        [
+            ("c", "d", "deleted", (5, 2), False, (5, 3), True),
+            ("c", "d", "listed", (7, 1), False, (7, 4), True),
+            ("c", "d", "open", (12, 0), False, (12, 2), True),
+        ],
+        RANGE_REQ,
+    )
+    versions = ("3.0.14", "3.0.15", "4.0.7", "4.0.8", "4.0.9", "4.1.1", "4.1.2", "4.1.3")
+    frames = [
+        P.entries_between(requests, ledgers, mls, pulsar_version=v).select(
+            F.lit(v).alias("version"), "request_id", "entries", "error"
+        )
+        for v in versions
+    ]
+    union = frames[0]
+    for frame in frames[1:]:
+        union = union.unionByName(frame)
+    got = {(r["version"], r["request_id"]): (r["entries"], r["error"]) for r in union.collect()}
+    deleted = {
+        "3.0.14": 1,
+        "3.0.15": 0,
+        "4.0.7": 1,
+        "4.0.8": 0,
+        "4.0.9": 0,
+        "4.1.1": 1,
+        "4.1.2": 0,
+        "4.1.3": 0,
+    }
+    expected = {}
+    for v in versions:
+        expected[(v, "deleted")] = (deleted[v], None)
+        expected[(v, "listed")] = (3, None)
+        expected[(v, "open")] = (2, None)
+    assert got == expected

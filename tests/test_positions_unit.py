@@ -226,6 +226,11 @@ _TAG_BOUNDARIES: list[tuple[str, tuple[str, ...], tuple[str, ...]]] = [
         ("2.11.3", "3.0.2", "3.2.0"),
     ),
     ("batch_deleted_when_all", ("3.1.0",), ("3.1.1",)),  # #20980 is in 3.1.1
+    (
+        "entry_count_same_ledger_deleted_zero",  # #24852 (release branches of Technoboy-/pulsar)
+        ("3.0.14", "3.3.0", "4.0.7", "4.1.1"),
+        ("3.0.15", "4.0.8", "4.1.2", "4.2.0"),
+    ),
 ]
 
 

@@ -70,6 +70,7 @@ __all__ = [
     "position_after_n_falls_back_to_last_key",
     "position_after_n_guards_unread",
     "reset_latest_uses_next_valid",
+    "same_ledger_count_zero_when_deleted",
     "since",
     "size_since_mark_delete_subtracts_individual_acks",
     "slowest_cursor_tie_known_from_export",
@@ -264,6 +265,12 @@ FLAGS: dict[str, Flag] = {
         Flag("pan_unread_guard", (2, 11, 0), _bp(l2_9=4, l2_10=3), evidence="#17971"),
         Flag("pan_falls_back_to_last_key", (2, 11, 0), _bp(l2_9=4, l2_10=3), evidence="#17971"),
         Flag("entry_count_4x", (4, 2, 0), _4X_COUNTS, evidence="#24938 + #25037"),
+        Flag(
+            "entry_count_same_ledger_deleted_zero",
+            (4, 2, 0),
+            _bp(l3_0=15, l4_0=8, l4_1=2),
+            evidence="#24852 (branch-4.0/4.1/3.0 history of Technoboy-/pulsar)",
+        ),
         Flag("precise_backlog_guard", (3, 2, 0), _21248, evidence="#21248"),
         Flag(
             "storage_counts_lac_next",
@@ -456,10 +463,23 @@ def uses_4x_entry_count(version: VersionLike) -> bool:
     ``pulsar-4.1.3.md``, ``pulsar-4.0.8.md``, ``pulsar-4.1.2.md``); every 4.2+ from master (the form read
     in ``oneby-wang/pulsar@f1cf81d`` and ``Technoboy-/pulsar@5a5e79f``). 4.0.8 and 4.1.2 carry
     apache/pulsar#24852 ("Fix ``getNumberOfEntries`` may point to deleted ledger"), which by its
-    description makes a range inside one deleted ledger count 0; its code was not found in any copy, so
-    those two patches keep the plain arithmetic here (docs §1.7).
+    description makes a range inside one deleted ledger count 0 (see
+    :func:`same_ledger_count_zero_when_deleted`).
     """
     return flag("entry_count_4x", version)
+
+
+def same_ledger_count_zero_when_deleted(version: VersionLike) -> bool:
+    """The 2.x/3.x ``getNumberOfEntries`` returns 0 for a range whose two ends lie in one ledger that is not
+    in the ledger map (a deleted ledger) instead of the plain ``hi.E - lo.E - 1 + bounds`` arithmetic.
+
+    apache/pulsar#24852 "Fix ``getNumberOfEntries`` may point to deleted ledger": on the release branches
+    of the mirror ``Technoboy-/pulsar`` its cherry-picks sit between "Release 4.0.7" and "Release 4.0.8"
+    (branch-4.0), "Release 4.1.1" and "Release 4.1.2" (branch-4.1) and after "Release 3.0.14"
+    (branch-3.0, so 3.0.15). The validating count of 4.0.9+/4.1.3+/4.2+ (:func:`uses_4x_entry_count`)
+    already has the same rule, so the flag only changes the older arithmetic.
+    """
+    return flag("entry_count_same_ledger_deleted_zero", version)
 
 
 # --- cursor counts (docs §1.8) -------------------------------------------------------------------------
@@ -557,6 +577,7 @@ class Behaviour:
     pan_lac_clamp: bool
     pan_past_end: PastEndBehaviour
     entry_count_4x: bool
+    entry_count_same_ledger_deleted_zero: bool
     precise_backlog_guard: bool
     storage_counts_lac_next: bool
     reset_latest_next_valid: bool
@@ -578,6 +599,7 @@ def behaviour(version: VersionLike = DEFAULT_PULSAR_VERSION) -> Behaviour:
         pan_lac_clamp=has_lac_clamp(v),
         pan_past_end=_past_end(v),
         entry_count_4x=uses_4x_entry_count(v),
+        entry_count_same_ledger_deleted_zero=same_ledger_count_zero_when_deleted(v),
         precise_backlog_guard=has_precise_backlog_guard(v),
         storage_counts_lac_next=counts_lac_next_in_storage(v),
         reset_latest_next_valid=reset_latest_uses_next_valid(v),

@@ -24,7 +24,7 @@ Position = tuple[int, int]
 IdmRange = tuple[Position, Position]  # open-closed (lower, upper]
 
 PositionFamily = Literal["3x", "2x-old"]
-CountFamily = Literal["3x", "4x"]
+CountFamily = Literal["3x", "3x-24852", "4x"]
 ConsumedGeneration = Literal["v1", "v2", "v3"]
 Bound = Literal["startIncluded", "startExcluded"]
 DeletedEntries = Literal["Include", "Exclude"]
@@ -136,7 +136,7 @@ class Semantics:
 
     version: str
     position_family: PositionFamily  # §1.4/§1.5: isValidPosition order and nextValid fallback
-    count_family: CountFamily  # §1.7: 2.x/3.x arithmetic vs 4.x arithmetic
+    count_family: CountFamily  # §1.7: 2.x/3.x arithmetic (without / with #24852) vs 4.x arithmetic
     consumed_generation: ConsumedGeneration  # §2.2
     precise_backlog_guard: bool  # §1.8: "0 if md >= LAC" (apache/pulsar#21248)
     storage_counts_lac_next: bool  # §1.8: storage count over (md, LAC.next] (before apache/pulsar#15627)
@@ -183,7 +183,9 @@ def semantics_for_version(version: str) -> Semantics:
     * §1.9 (A)+(E) open-ledger guard and LAC clamp: apache/pulsar#12266 (v2.8.2, every 2.9+); (B) deleted
       ledger counts 0: apache/pulsar#14481 (v2.8.4, v2.9.2, every 2.10+); (C) unread guard and (D)
       ``lastKey()`` fallback: apache/pulsar#17971 (v2.9.4, v2.10.3, every 2.11+);
-    * §1.7 4.x ``getNumberOfEntries``: apache/pulsar#24938 + #25037 (4.0.9, 4.1.3, 4.2+);
+    * §1.7 4.x ``getNumberOfEntries``: apache/pulsar#24938 + #25037 (4.0.9, 4.1.3, 4.2+); before those, the
+      older arithmetic counts 0 for a range inside one deleted ledger from apache/pulsar#24852 on (3.0.15,
+      4.0.8, 4.1.2: the "3x-24852" family);
     * §1.8 precise-backlog guard ``md >= LAC -> 0``: apache/pulsar#21248 (as §1.4); storage count over
       ``(md, LAC]`` instead of ``(md, LAC.next]``: apache/pulsar#15627 (v2.8.4, v2.9.3, v2.10.1, 2.11+);
     * §2.2 consumedLedgerSize: v1 before 2.5.2, v2 (``==``, apache/pulsar#6700), v3 (``<=``) from
@@ -195,6 +197,11 @@ def semantics_for_version(version: str) -> Semantics:
     """
     v = _release(version)
     new_order = _has(version, (3, 2, 0), {(2, 10): 6, (2, 11): 3, (3, 0): 2})
+    count: CountFamily = "3x"
+    if _has(version, (4, 2, 0), {(4, 0): 9, (4, 1): 3}):
+        count = "4x"
+    elif _has(version, (4, 2, 0), {(3, 0): 15, (4, 0): 8, (4, 1): 2}):
+        count = "3x-24852"
     if v < (2, 5, 2):
         consumed: ConsumedGeneration = "v1"
     elif not _has(version, (3, 0, 0), {(2, 11): 1}):
@@ -204,7 +211,7 @@ def semantics_for_version(version: str) -> Semantics:
     return Semantics(
         version=version,
         position_family="3x" if new_order else "2x-old",
-        count_family="4x" if _has(version, (4, 2, 0), {(4, 0): 9, (4, 1): 3}) else "3x",
+        count_family=count,
         consumed_generation=consumed,
         precise_backlog_guard=new_order,
         storage_counts_lac_next=not _has(version, (2, 11, 0), {(2, 8): 4, (2, 9): 3, (2, 10): 1}),
@@ -307,8 +314,10 @@ def number_of_entries(
     """
     if guava and (lo > hi or (lo == hi and not lo_closed and not hi_closed)):
         raise OracleIllegalArgumentError(f"Guava: invalid range {lo}..{hi}")
-    if family == "3x":
+    if family != "4x":
         if lo[0] == hi[0]:
+            if family == "3x-24852" and hi[0] not in ml.ledgers:
+                return 0  # both ends in one deleted ledger
             return hi[1] - lo[1] - 1 + (1 if lo_closed else 0) + (1 if hi_closed else 0)
         n = hi[1] + (1 if hi_closed else 0)
         li = ml.ledgers.get(lo[0])
