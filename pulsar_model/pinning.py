@@ -12,11 +12,12 @@ Trimming rule (``ManagedLedgerImpl.internalTrimLedgers``; verified with the proj
 1. No durable cursor (``!cursors.hasDurableCursors()``): the bound is ``currentLedger.id + 1``.
 2. Otherwise the bound is the ledger id of ``getSlowestReaderPosition()`` / ``getSlowestCursorPosition()``,
    i.e. the mark-delete position of the slowest *durable* cursor (docs §1.11; non-durable readers are
-   kept out of the container's ordering and never hold ledgers). 3.x/4.x add one case: when the ledger of
+   kept out of the container's ordering and never hold ledgers). apache/pulsar#22034 (release tags
+   v3.0.5, v3.2.3, v3.3.0 and later) adds one case: when the ledger of
    that position is listed, is not the current ledger and ``entries == md.entry + 1`` (md at its last
    entry; also an empty closed ledger with md ``(L,-1)``), the bound is ``md.ledger + 1`` - that ledger is
-   consumed and can go too. The 2.10.1 source does not have this case (the ledger waited for the
-   cursor to be moved to ``(nextLedger,-1)`` on the next roll-over).
+   consumed and can go too. Older releases (2.x, 3.0.0-3.0.4, 3.1.x, 3.2.0-3.2.2) do not have this case
+   (the ledger waited for the cursor to be moved to ``(nextLedger,-1)`` on the next roll-over).
 3. Candidates are ``ledgers.headMap(bound, exclusive)`` in ascending id order; the walk **stops at the
    current ledger** (it is never deleted). An md in a deleted ledger has no LedgerInfo: the bound is its
    ledger id.
@@ -59,11 +60,10 @@ EXPORT_DATE = "export_date"
 
 
 def trims_ledger_of_mark_delete_at_last_entry(pulsar_version: str = DEFAULT_PULSAR_VERSION) -> bool:
-    """``internalTrimLedgers`` also deletes the slowest md's ledger when md is its last entry (3.x+).
+    """``internalTrimLedgers`` also deletes the slowest md's ledger when md is its last entry.
 
-    Flag ``md_last_entry_trim``: absent in the 2.10.1 source, present in the 3.x copy; apache/pulsar issue
-    #19077 (Dec 2022, broker 2.9.2) reports the old behaviour. Assumed: every 3.x release (rule 2 of the
-    module docstring).
+    Flag ``md_last_entry_trim``: apache/pulsar#22034, in the release tags v3.0.5, v3.2.3 and v3.3.0 and
+    later (absent from v3.0.4 and v3.2.2); apache/pulsar issue #19077 reports the old behaviour.
     """
     return flag("md_last_entry_trim", pulsar_version)
 
@@ -134,7 +134,7 @@ def pinning_report(
       of the tied cursors frees no ledger. 0 / empty without durable cursors.
 
     ``pulsar_version`` selects whether a slowest md at the last entry of a closed ledger releases that
-    ledger (3.x+, :func:`trims_ledger_of_mark_delete_at_last_entry`); ``None`` reads each topic's own
+    ledger (:func:`trims_ledger_of_mark_delete_at_last_entry`); ``None`` reads each topic's own
     ``managed_ledgers.pulsar_version``. Pure and lazy.
     """
     keys = _topic_keys(managed_ledgers, ledgers, cursors)

@@ -162,9 +162,8 @@ def reader_steps_back_every_start_id(version: VersionLike) -> bool:
 def reader_md_is_previous_of_read(version: VersionLike) -> bool:
     """``NonDurableCursorImpl.recoverCursor`` sets ``md = getPreviousPosition(rp)`` instead of ``md = p``.
 
-    docs §7.2 ("3.x; older: md = p"); seen in ``nodece/pulsar@84f85bd`` (3.x), absent from an older
-    apache/pulsar copy. Assumed to come with the non-durable-cursor fix apache/pulsar#21250 (labels
-    release/2.10.6, 2.11.3, 3.0.2; 3.1.1 assumed).
+    docs §7.2, §7.7. Part of apache/pulsar#21248: ``recoverCursor`` of the release tags v2.10.6, v2.11.3,
+    v3.0.2 and v3.2.0 has it, v3.1.0-v3.1.3 and the patches before those still set ``md = p``.
     """
     return flag("reader_md_is_previous_of_read", version)
 
@@ -411,6 +410,8 @@ class _Topic:
         between = sum(self.listed[lid] for lid in self.ids if lo[0] < lid < hi[0])
         if not self.beh.entry_count_4x:
             if lo[0] == hi[0]:
+                if self.beh.entry_count_same_ledger_deleted_zero and hi[0] not in self.listed:
+                    return 0  # apache/pulsar#24852: a range inside a deleted ledger
                 return hi[1] - lo[1] - 1 + lc + hc
             n = hi[1] + hc
             if lo[0] in self.listed:

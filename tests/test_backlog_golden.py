@@ -34,7 +34,7 @@ ML = contract_schema("managed_ledgers", MANAGED_LEDGER_STATE)
 CURSORS = contract_schema("cursors", CURSOR_STATE)
 POSITIONS = contract_schema("plan_requests", ["cluster", "topic", "request_id", ("position", "position")])
 V1, V2, V3, PRE = "2.5.1", "2.10.6", "4.1.3", "3.0.7"
-V211 = "2.11.4"  # consumedLedgerSize "==" in every 2.11.x (docs §2.2)
+V211, V2111 = "2.11.0", "2.11.1"  # consumedLedgerSize "==" in 2.11.0, "<=" from 2.11.1 (#20069, docs §2.2)
 FAST_CONF = {
     "spark.sql.adaptive.enabled": "false",
     "spark.sql.codegen.wholeStage": "false",
@@ -170,7 +170,7 @@ def out(spark: SparkSession) -> dict[str, dict[tuple[str, str], dict[str, Any]]]
     builders: dict[str, Callable[[], DataFrame]] = {}
     for tag, version in (("v1", V1), ("v2", V2), ("v3", V3)):
         builders[f"est_{tag}"] = partial(estimated_backlog_size, mls, ledgers, cursors, version)
-    for tag, version in (("v2", V2), ("v3", V3), ("211", V211)):
+    for tag, version in (("v2", V2), ("v3", V3), ("211", V211), ("2111", V2111)):
         builders[f"efp_{tag}"] = partial(estimate_backlog_from_position, positions, ledgers, mls, version)
     for tag, version in (("master", V3), ("pre", PRE)):
         builders[f"since_{tag}"] = partial(estimated_size_since_mark_delete, cursors, ledgers, mls, version)
@@ -329,15 +329,15 @@ def test_estimate_backlog_from_position(out: dict[str, Any]) -> None:
     assert got(v2, "e1", "deleted") == 900
 
 
-def test_estimate_backlog_from_position_2_11_keeps_the_equal_shortcut(out: dict[str, Any]) -> None:
-    """§2.2: "2: entries == e + 1 ... 2.5.2 - 2.11.x"; a position past the last entry of a closed ledger
-    (1001 B, 3 entries, position 1:5) consumes 6 x 333 = 1998 B with "==" (2.10, 2.11: 1001 - 1998) and the
-    whole ledger with "<=" (3.x: 0)."""
+def test_estimate_backlog_from_position_2_11_0_keeps_the_equal_shortcut(out: dict[str, Any]) -> None:
+    """§2.2: "2: entries == e + 1 ... 2.5.2 - 2.11.0"; a position past the last entry of a closed ledger
+    (1001 B, 3 entries, position 1:5) consumes 6 x 333 = 1998 B with "==" (2.10, 2.11.0: 1001 - 1998) and
+    the whole ledger with "<=" (2.11.1 with #20069, 3.x: 0)."""
 
     def got(tag: str) -> Any:
         return out[f"efp_{tag}"][("b3_last", "past_end")]["estimated_backlog_size_bytes"]
 
-    assert (got("v2"), got("211"), got("v3")) == (-997, -997, 0)
+    assert (got("v2"), got("211"), got("2111"), got("v3")) == (-997, -997, 0, 0)
 
 
 # --- §2.5 getEstimatedSizeSinceMarkDeletePosition -------------------------------------------------

@@ -33,7 +33,12 @@ def ml_two_closed_one_open_empty() -> ManagedLedger:
 
 def test_semantics_for_version_maps_spec_labels() -> None:
     assert (V28.position_family, V28.consumed_generation, V28.count_family) == ("2x-old", "v2", "3x")
-    assert (V210.position_family, V210.consumed_generation, V210.precise_backlog_guard) == ("3x", "v2", False)
+    assert (V210.position_family, V210.consumed_generation, V210.precise_backlog_guard) == ("3x", "v2", True)
+    assert o.semantics_for_version("2.10.5").precise_backlog_guard is False  # apache/pulsar#21248 from 2.10.6
+    assert (V210.storage_counts_lac_next, o.semantics_for_version("2.10.0").storage_counts_lac_next) == (
+        False,
+        True,
+    )  # apache/pulsar#15627 from 2.10.1
     assert (V3.consumed_generation, V3.precise_backlog_guard) == ("v3", True)
     assert V4.count_family == "4x"
     with pytest.raises(ValueError, match="unparseable"):
@@ -43,21 +48,33 @@ def test_semantics_for_version_maps_spec_labels() -> None:
 @pytest.mark.parametrize(
     ("version", "family", "consumed", "deleted_total", "pan", "count"),
     [
-        # pan = (clamp, deleted as empty, unread guard, lastKey() fallback) of docs §1.9
+        # pan = (clamp, deleted as empty, unread guard, lastKey() fallback) of docs §1.9 (release tags)
         ("2.5.1", "2x-old", "v1", True, (False, False, False, False), "3x"),
-        ("2.8.4", "2x-old", "v2", True, (False, True, False, False), "3x"),
-        ("2.8.5", "2x-old", "v2", True, (False, True, False, True), "3x"),
-        ("2.9.5", "2x-old", "v2", True, (False, True, False, False), "3x"),  # no 2.9 clamp, no #17971
-        ("2.10.1", "2x-old", "v2", True, (True, True, False, False), "3x"),  # #21248 only from 2.10.6
-        ("2.10.6", "3x", "v2", True, (True, True, False, True), "3x"),
-        ("2.11.0", "2x-old", "v2", True, (True, True, False, False), "3x"),  # "==" in every 2.11.x
-        ("2.11.1", "2x-old", "v2", False, (True, True, False, True), "3x"),  # #19017 via #20069
-        ("2.11.3", "3x", "v2", False, (True, True, False, True), "3x"),
+        ("2.8.1", "2x-old", "v2", True, (False, False, False, False), "3x"),
+        ("2.8.2", "2x-old", "v2", True, (True, False, False, False), "3x"),  # #12266
+        ("2.8.4", "2x-old", "v2", True, (True, True, False, False), "3x"),  # #14481
+        ("2.9.1", "2x-old", "v2", True, (True, False, False, False), "3x"),
+        ("2.9.2", "2x-old", "v2", True, (True, True, False, False), "3x"),
+        ("2.9.4", "2x-old", "v2", True, (True, True, True, True), "3x"),  # #17971
+        ("2.10.0", "2x-old", "v2", True, (True, True, False, False), "3x"),
+        ("2.10.2", "2x-old", "v2", True, (True, True, False, False), "3x"),
+        ("2.10.3", "2x-old", "v2", True, (True, True, True, True), "3x"),  # #17971
+        ("2.10.6", "3x", "v2", True, (True, True, True, True), "3x"),  # #21248
+        ("2.11.0", "2x-old", "v2", True, (True, True, True, True), "3x"),  # "==" in 2.11.0
+        ("2.11.1", "2x-old", "v3", False, (True, True, True, True), "3x"),  # #19017 via #20069
+        ("2.11.3", "3x", "v3", False, (True, True, True, True), "3x"),
         ("3.0.1", "2x-old", "v3", False, (True, True, True, True), "3x"),
         ("3.0.2", "3x", "v3", False, (True, True, True, True), "3x"),
-        ("4.0.8", "3x", "v3", False, (True, True, True, True), "3x"),  # #24938 / #25037 in 4.0.9
+        ("3.1.1", "2x-old", "v3", False, (True, True, True, True), "3x"),  # no 3.1.x has #21248
+        ("3.1.3", "2x-old", "v3", False, (True, True, True, True), "3x"),
+        ("3.2.0", "3x", "v3", False, (True, True, True, True), "3x"),
+        ("3.0.14", "3x", "v3", False, (True, True, True, True), "3x"),
+        ("3.0.15", "3x", "v3", False, (True, True, True, True), "3x-24852"),  # #24852
+        ("4.0.7", "3x", "v3", False, (True, True, True, True), "3x"),
+        ("4.0.8", "3x", "v3", False, (True, True, True, True), "3x-24852"),  # #24938 / #25037 in 4.0.9
         ("4.0.9", "3x", "v3", False, (True, True, True, True), "4x"),
-        ("4.1.2", "3x", "v3", False, (True, True, True, True), "3x"),
+        ("4.1.1", "3x", "v3", False, (True, True, True, True), "3x"),
+        ("4.1.2", "3x", "v3", False, (True, True, True, True), "3x-24852"),
         ("4.1.3", "3x", "v3", False, (True, True, True, True), "4x"),
     ],
 )
@@ -75,15 +92,18 @@ def test_semantics_for_version_follows_each_change(
 
 
 def test_position_after_n_release_forms_between_2x_old_and_3x() -> None:
-    """§1.9 table: 2.9.3 has (B) without the clamp (a deleted start ledger counts 0, no clamp); 2.10.1 has
-    (A)+(B)+(E) but ``lastKey()+1``, so a walk past the last ledger never ends."""
+    """§1.9 table: 2.8.2 has the clamp (A)+(E) of #12266 but not (B), so a deleted start ledger throws;
+    2.9.2 adds (B) (#14481); 2.10.1 has (A)+(B)+(E) but ``lastKey()+1``, so a walk past the last ledger
+    never ends. No release has (B) without the clamp (#12266 is older than #14481 on every line)."""
     ml = ManagedLedger({1: (5, 500), 3: (0, 0)}, 3, 0, 0, (1, 4), 500)  # empty open ledger 3
-    v293, v2101 = o.semantics_for_version("2.9.3"), o.semantics_for_version("2.10.1")
-    # 2.9.3: ledger 2 is deleted (counts 0), the empty open ledger 3 is credited LAC.E + 1 = 5 phantoms
-    assert o.position_after_n(ml, (2, 0), 3, "startIncluded", v293) == (3, 2)
+    v282, v292 = o.semantics_for_version("2.8.2"), o.semantics_for_version("2.9.2")
+    v2101 = o.semantics_for_version("2.10.1")
+    # ledger 2 is deleted (counts 0), the empty open ledger 3 counts 0 entries, the clamp keeps LAC
+    assert o.position_after_n(ml, (2, 0), 3, "startIncluded", v292) == (1, 4)
     assert o.position_after_n(ml, (2, 0), 3, "startIncluded", V3) == (1, 4)  # guard + clamp
-    with pytest.raises(o.OracleNPEError):
-        o.position_after_n(ml, (2, 0), 3, "startIncluded", V28)
+    for sem in (V28, v282):
+        with pytest.raises(o.OracleNPEError):
+            o.position_after_n(ml, (2, 0), 3, "startIncluded", sem)
     no_open = ManagedLedger({1: (5, 500), 2: (0, 0)}, None, 0, 0, (1, 4), 500)
     with pytest.raises(o.OracleUnreachableError):
         o.position_after_n(no_open, (1, 0), 9, "startIncluded", v2101)
@@ -207,6 +227,8 @@ def test_number_of_entries_3x_and_4x_differences() -> None:
     # same-ledger range in a deleted ledger
     assert o.number_of_entries(ml, (3, 0), False, (3, 4), True) == 4
     assert o.number_of_entries(ml, (3, 0), False, (3, 4), True, "4x") == 0
+    assert o.number_of_entries(ml, (3, 0), False, (3, 4), True, "3x-24852") == 0  # apache/pulsar#24852
+    assert o.number_of_entries(ml, (2, 0), False, (2, 4), True, "3x-24852") == 4  # listed: plain arithmetic
     # lo = (L,-1) closed: 4.x counts the whole ledger, 3.x counts one more
     assert o.number_of_entries(ml, (1, -1), True, (2, 0), True) == 7
     assert o.number_of_entries(ml, (1, -1), True, (2, 0), True, "4x") == 6

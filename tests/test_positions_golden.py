@@ -739,9 +739,10 @@ def test_position_after_n_2_10_deleted_start_ledger_unguarded_unread(spark: Spar
     """docs §1.9, case ``fidelity/position_after_n_2x_deleted_start`` (the broker's own method answered it).
 
     Ledgers 3 (4 entries), 7 (6), 8 (2), open 12 (3 entries, LAC 12:2); start 5:1 lies in the deleted
-    ledger 5, n = 3, startIncluded. 2.10 computes ``unread = total - entry = 0 - 1`` for the deleted
-    ledger, so 4 entries remain to skip: 7:4, previous 7:3. 3.0+ guards ``unread`` with ``total > 0``
-    (0 unread, 3 to skip: 7:3, previous 7:2).
+    ledger 5, n = 3, startIncluded. 2.10.0-2.10.2 compute ``unread = total - entry = 0 - 1`` for the
+    deleted ledger, so 4 entries remain to skip: 7:4, previous 7:3. apache/pulsar#17971 (tags v2.9.4,
+    v2.10.3, v2.11.0 and later) guards ``unread`` with ``total > 0`` (0 unread, 3 to skip: 7:3, previous
+    7:2), so the broker that answered 7:3 ran the 2.10.0-2.10.2 body (2.10.2 here).
     """
     ledgers = spark.createDataFrame(
         [("c", "f", 3, 4, 40), ("c", "f", 7, 6, 60), ("c", "f", 8, 2, 20), ("c", "f", 12, 0, 0)], LEDGERS
@@ -752,11 +753,62 @@ def test_position_after_n_2_10_deleted_start_ledger_unguarded_unread(spark: Spar
         version: P.position_after_n(requests, ledgers, mls, pulsar_version=version)
         .select("position", "error")
         .collect()
-        for version in ("2.10.6", "2.11.2", "3.0.7", "4.1.3")
+        for version in ("2.10.2", "2.10.3", "2.11.0", "3.0.7", "4.1.3")
     }
     assert {v: [(tuple(r["position"]), r["error"]) for r in rows] for v, rows in got.items()} == {
-        "2.10.6": [((7, 3), None)],
-        "2.11.2": [((7, 3), None)],
+        "2.10.2": [((7, 3), None)],
+        "2.10.3": [((7, 2), None)],
+        "2.11.0": [((7, 2), None)],
         "3.0.7": [((7, 2), None)],
         "4.1.3": [((7, 2), None)],
     }
+
+
+def test_entries_between_same_deleted_ledger_counts_zero_from_24852(spark: SparkSession) -> None:
+    """docs §1.7, apache/pulsar#24852: with both ends in one ledger that is no longer in the ledger map,
+    ``getNumberOfEntries`` counts 0 from 3.0.15, 4.0.8 and 4.1.2 on (the 4.0.9+ / 4.1.3+ count has the
+    same rule); earlier patches take ``hi.E - lo.E - 1 + bounds`` literally.
+
+    Ledgers 3 (4 entries), 7 (6), open 12 (3 entries, LAC 12:2); ledger 5 was deleted. ``(5:2, 5:3]`` is
+    the PR's own example (mark-delete and read position inside a deleted ledger: 1 before, 0 after);
+    ``(7:1, 7:4]`` (a listed ledger, 3) and ``(12:0, 12:2]`` (the open ledger, 2) do not change.
+    """
+    ledgers = spark.createDataFrame(
+        [("c", "d", 3, 4, 40), ("c", "d", 7, 6, 60), ("c", "d", 12, 0, 0)], LEDGERS
+    )
+    mls = spark.createDataFrame([("c", "d", 12, 3, 30, (12, 2), 130)], ML)
+    requests = spark.createDataFrame(
+        [
+            ("c", "d", "deleted", (5, 2), False, (5, 3), True),
+            ("c", "d", "listed", (7, 1), False, (7, 4), True),
+            ("c", "d", "open", (12, 0), False, (12, 2), True),
+        ],
+        RANGE_REQ,
+    )
+    versions = ("3.0.14", "3.0.15", "4.0.7", "4.0.8", "4.0.9", "4.1.1", "4.1.2", "4.1.3")
+    frames = [
+        P.entries_between(requests, ledgers, mls, pulsar_version=v).select(
+            F.lit(v).alias("version"), "request_id", "entries", "error"
+        )
+        for v in versions
+    ]
+    union = frames[0]
+    for frame in frames[1:]:
+        union = union.unionByName(frame)
+    got = {(r["version"], r["request_id"]): (r["entries"], r["error"]) for r in union.collect()}
+    deleted = {
+        "3.0.14": 1,
+        "3.0.15": 0,
+        "4.0.7": 1,
+        "4.0.8": 0,
+        "4.0.9": 0,
+        "4.1.1": 1,
+        "4.1.2": 0,
+        "4.1.3": 0,
+    }
+    expected = {}
+    for v in versions:
+        expected[(v, "deleted")] = (deleted[v], None)
+        expected[(v, "listed")] = (3, None)
+        expected[(v, "open")] = (2, None)
+    assert got == expected

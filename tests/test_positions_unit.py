@@ -5,16 +5,21 @@ The boundaries are documented (with their evidence) in ``pulsar_model/domain/ver
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from pulsar_model import DEFAULT_PULSAR_VERSION
 from pulsar_model.domain.versions import (
     ACCEPTED_FORM,
+    FLAGS,
+    Flag,
     PulsarVersion,
     behaviour,
     consumed_size_generation,
     counts_lac_next_in_storage,
     estimate_deleted_ledger_returns_total_size,
+    flag,
     has_lac_clamp,
     has_precise_backlog_guard,
     is_2x_old_position_after_n,
@@ -72,8 +77,9 @@ def test_default_version_is_the_newest_line() -> None:
         ("2.5.2", 2),  # apache/pulsar#6700 (release/2.5.2): the whole-ledger "==" shortcut
         ("2.8.4", 2),
         ("2.10.6", 2),
-        ("2.11.0", 2),  # branch-2.11 keeps "==" (master of early 2023 still had it)
-        ("2.11.4", 2),
+        ("2.11.0", 2),  # tag v2.11.0 still compares "=="
+        ("2.11.1", 3),  # apache/pulsar#20069, the back-port of #19017
+        ("2.11.4", 3),
         ("3.0.0", 3),
         ("4.1.3", 3),
     ],
@@ -104,14 +110,20 @@ def test_uses_4x_entry_count_from_the_4_0_9_and_4_1_3_patches(version: str, expe
     ("version", "old", "deleted_empty", "unread_guard"),
     [
         ("2.7.5", True, False, False),
-        ("2.8.3", True, False, False),
-        ("2.8.4", True, True, False),  # PR #14481 back-port, no clamp yet
-        ("2.9.3", True, True, False),
-        ("2.10.0", True, False, False),
-        ("2.10.1", False, True, False),  # the 2.10.1 source read: clamp, no unread guard
+        ("2.8.1", True, False, False),
+        ("2.8.2", False, False, False),  # apache/pulsar#12266 (tag v2.8.2): clamp
+        ("2.8.3", False, False, False),
+        ("2.8.4", False, True, False),  # apache/pulsar#14481 (tag v2.8.4)
+        ("2.9.0", False, False, False),
+        ("2.9.1", False, False, False),
+        ("2.9.2", False, True, False),  # #14481 (tag v2.9.2)
+        ("2.9.3", False, True, False),
+        ("2.9.4", False, True, True),  # apache/pulsar#17971 (tag v2.9.4)
+        ("2.10.0", False, True, False),
         ("2.10.2", False, True, False),
-        ("2.10.3", False, True, False),  # apache/pulsar#17971 (release/2.10.3): lastKey() only
-        ("2.11.2", False, True, False),
+        ("2.10.3", False, True, True),  # #17971 (tag v2.10.3)
+        ("2.11.0", False, True, True),
+        ("2.11.2", False, True, True),
         ("3.0.0", False, True, True),
         ("4.1.3", False, True, True),
     ],
@@ -128,9 +140,13 @@ def test_position_after_n_generations(
 
 def test_position_after_n_past_end_behaviour_per_generation() -> None:
     assert behaviour("2.8.0").pan_past_end == "npe"
+    assert behaviour("2.9.1").pan_past_end == "npe"
+    assert behaviour("2.9.2").pan_past_end == "loop_forever"
+    assert behaviour("2.9.4").pan_past_end == "revisit_last_ledger"
     assert behaviour("2.10.1").pan_past_end == "loop_forever"
-    assert behaviour("2.10.3").pan_past_end == "revisit_last_ledger"  # #17971 without the unread guard
-    assert behaviour("2.11.0").pan_past_end == "loop_forever"  # #17971 merged after branch-2.11 was cut
+    assert behaviour("2.10.2").pan_past_end == "loop_forever"
+    assert behaviour("2.10.3").pan_past_end == "revisit_last_ledger"
+    assert behaviour("2.11.0").pan_past_end == "revisit_last_ledger"  # tag v2.11.0 has #17971
     assert behaviour("2.11.1").pan_past_end == "revisit_last_ledger"
     assert behaviour("3.0.7").pan_past_end == "revisit_last_ledger"
 
@@ -145,7 +161,8 @@ def test_position_after_n_past_end_behaviour_per_generation() -> None:
         ("3.0.1", False),
         ("3.0.2", True),
         ("3.1.0", False),
-        ("3.1.1", True),
+        ("3.1.1", False),  # no 3.1.x tag has #21248
+        ("3.1.3", False),
         ("3.2.0", True),
         ("4.0.0", True),
     ],
@@ -155,10 +172,79 @@ def test_new_valid_position_order_follows_pr_21248_backports(version: str, expec
     assert PulsarVersion.parse(version).uses_new_valid_position() is expected
 
 
-def test_cursor_count_switches_between_2x_and_3x() -> None:
-    assert not has_precise_backlog_guard("2.11.4") and has_precise_backlog_guard("3.0.0")
-    assert counts_lac_next_in_storage("2.10.6") and not counts_lac_next_in_storage("3.0.0")
-    assert not reset_latest_uses_next_valid("2.10.6") and reset_latest_uses_next_valid("3.0.0")
+def test_cursor_count_switches_follow_the_release_tags() -> None:
+    assert not has_precise_backlog_guard("2.10.5") and has_precise_backlog_guard("2.10.6")  # #21248
+    assert not has_precise_backlog_guard("3.1.3") and has_precise_backlog_guard("3.2.0")
+    assert counts_lac_next_in_storage("2.10.0") and not counts_lac_next_in_storage("2.10.1")  # #15627
+    assert not reset_latest_uses_next_valid("3.0.4") and reset_latest_uses_next_valid("3.0.5")  # #22034
+    assert not reset_latest_uses_next_valid("3.1.3") and reset_latest_uses_next_valid("3.3.0")
+
+
+#: (flag, versions where it is False, versions where it is True): both sides of every boundary that the
+#: release tags of Pulsar's repository pin (see the evidence of each flag in ``FLAGS``).
+def _sql_value(f: Flag, version: str) -> bool:
+    """Evaluate :meth:`Flag.sql` for one version without Spark: the text only compares integers with
+    ``=``, ``>``, ``>=`` and combines them with AND/OR/NOT, which read the same in Python once the three
+    field references are replaced by the version's numbers."""
+    v = PulsarVersion.parse(version)
+    text = f.sql("p")
+    for field in ("major", "minor", "patch"):
+        text = text.replace(f"p.`{field}`", str(getattr(v, field)))
+    text = re.sub(r"(?<![<>!=])=(?!=)", "==", text)
+    text = re.sub(r"\bAND\b", "and", re.sub(r"\bOR\b", "or", re.sub(r"\bNOT\b", "not", text)))
+    assert re.fullmatch(r"[0-9()<>=! andort]*", text), text
+    return bool(eval(text))  # digits, comparisons and boolean words only (checked above)
+
+
+_TAG_BOUNDARIES: list[tuple[str, tuple[str, ...], tuple[str, ...]]] = [
+    (
+        "new_valid_position",
+        ("2.10.5", "2.11.2", "3.0.1", "3.1.0", "3.1.1", "3.1.3"),
+        ("2.10.6", "2.11.3", "3.0.2", "3.2.0"),
+    ),
+    (
+        "reader_md_is_previous_of_read",
+        ("2.10.5", "2.11.2", "3.0.1", "3.1.1", "3.1.3"),
+        ("2.10.6", "2.11.3", "3.0.2", "3.2.0"),
+    ),
+    (
+        "precise_backlog_guard",
+        ("2.10.5", "2.11.2", "3.0.1", "3.1.1", "3.1.3"),
+        ("2.10.6", "2.11.3", "3.0.2", "3.2.0"),
+    ),
+    ("pan_unread_guard", ("2.9.3", "2.10.2"), ("2.9.4", "2.10.3", "2.11.0", "3.0.0")),
+    ("pan_falls_back_to_last_key", ("2.8.4", "2.9.3", "2.10.2"), ("2.9.4", "2.10.3", "2.11.0", "3.0.0")),
+    ("pan_lac_clamp", ("2.8.1",), ("2.8.2", "2.9.0", "2.10.0")),
+    ("pan_deleted_ledger_as_empty", ("2.8.3", "2.9.1"), ("2.8.4", "2.9.2", "2.10.0")),
+    ("consumed_size_at_or_past_last", ("2.10.6", "2.11.0"), ("2.11.1", "3.0.0")),
+    ("reset_latest_next_valid", ("2.11.4", "3.0.4", "3.1.3", "3.2.2"), ("3.0.5", "3.2.3", "3.3.0")),
+    ("md_last_entry_trim", ("2.11.4", "3.0.4", "3.1.3", "3.2.2"), ("3.0.5", "3.2.3", "3.3.0")),
+    ("storage_counts_lac_next", ("2.8.4", "2.9.3", "2.10.1", "2.11.0"), ("2.8.3", "2.9.2", "2.10.0")),
+    (
+        "dedup_snapshot_instead_of_disconnect",
+        ("2.10.6", "2.11.2", "3.0.1", "3.1.1", "3.1.3"),
+        ("2.11.3", "3.0.2", "3.2.0"),
+    ),
+    ("batch_deleted_when_all", ("3.1.0",), ("3.1.1",)),  # #20980 is in 3.1.1
+    (
+        "entry_count_same_ledger_deleted_zero",  # #24852 (release branches of Technoboy-/pulsar)
+        ("3.0.14", "3.3.0", "4.0.7", "4.1.1"),
+        ("3.0.15", "4.0.8", "4.1.2", "4.2.0"),
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("name", "false_at", "true_at"), _TAG_BOUNDARIES, ids=[b[0] for b in _TAG_BOUNDARIES]
+)
+def test_flag_boundaries_follow_the_release_tags(
+    name: str, false_at: tuple[str, ...], true_at: tuple[str, ...]
+) -> None:
+    """Each flag on both sides of its boundary, in Python and in the Spark-SQL text (evaluated here)."""
+    for versions, expected in ((false_at, False), (true_at, True)):
+        for v in versions:
+            assert flag(name, v) is expected, (name, v)
+            assert _sql_value(FLAGS[name], v) is expected, (name, v)
 
 
 def test_backlog_size_switches() -> None:

@@ -29,7 +29,19 @@ from tests.oracle import strategies as S
 #: One version per distinct combination of the switches the engine reads (docs §1, §2 version notes):
 #: 2.8.0 old isValid order, no clamp, NPE in deleted ledgers, lastKey()+1; 2.10.6 new order with the 2.10
 #: loop; 2.11.2 old order, 2.10 loop, lastKey fallback; 3.0.7 3.x loop and guard; 4.1.3 4.x counts.
-VERSIONS = ["2.5.1", "2.8.0", "2.10.6", "2.11.2", "3.0.7", "4.0.8", "4.1.3"]
+VERSIONS = [
+    "2.5.1",
+    "2.8.0",
+    "2.8.2",
+    "2.10.2",
+    "2.10.6",
+    "2.11.2",
+    "3.0.7",
+    "3.1.1",
+    "4.0.7",
+    "4.0.8",
+    "4.1.3",
+]
 
 ENGINE_SETTINGS = settings(
     max_examples=int(os.environ.get("PULSAR_ENGINE_EXAMPLES", "100")),
@@ -207,6 +219,9 @@ def test_every_engine_switch_is_the_oracles(version: str) -> None:
     beh = behaviour(version)
     assert beh.new_valid_position == (sem.position_family == "3x")
     assert beh.entry_count_4x == (sem.count_family == "4x")
+    assert beh.entry_count_same_ledger_deleted_zero == (sem.count_family != "3x")
+    assert beh.storage_counts_lac_next == sem.storage_counts_lac_next
+    assert (beh.pan_past_end == "revisit_last_ledger") == sem.pan_fallback_last_key
     assert beh.precise_backlog_guard == sem.precise_backlog_guard
     assert beh.pan_unread_guard == sem.pan_unread_guard
     assert beh.pan_lac_clamp == sem.pan_clamp

@@ -463,15 +463,11 @@ def test_version_predicates_follow_the_documented_boundaries() -> None:
         True,
         True,
     ]
+    # apache/pulsar#20951: release tags v2.11.3, v3.0.2, v3.2.0; not v2.10.6 nor any 3.1.x
     assert [
-        dedup_snapshot_instead_of_disconnect(v) for v in ("2.10.5", "2.10.6", "3.0.1", "3.0.2", "3.1.0")
-    ] == [
-        False,
-        True,
-        False,
-        True,
-        False,
-    ]
+        dedup_snapshot_instead_of_disconnect(v)
+        for v in ("2.10.6", "2.11.2", "2.11.3", "3.0.1", "3.0.2", "3.1.0", "3.1.3", "3.2.0")
+    ] == [False, False, True, False, True, False, False, True]
     assert dedup_snapshot_instead_of_disconnect("4.0.0")
     assert default_limit_size_bytes("2.0.1") == 50 * GIB
     assert default_limit_size_bytes("2.1.0") == -1

@@ -20,9 +20,15 @@ Evidence used (read with the project's search tool):
   ledgers (an endless loop); ``isValidPosition``/``getNextValidPosition`` are still the 2.x-old ones.
 * ``lhotari/pulsar@01d56e3`` (2.8/2.9 era): none of those fixes (docs/semantics "2.x-old").
 * apache/pulsar PR #14481 "fix npe in ManagedLedgerImpl" (``getPositionAfterN`` NPE on a deleted
-  ledger), labels release/2.8.4, release/2.9.3, release/2.10.1.
-* apache/pulsar PR #21248 "Reader can set read-pos to a deleted ledger" (new ``isValidPosition``),
-  labels release/2.10.6, release/2.11.3, release/3.0.2.
+  ledger); its commits are in the release tags v2.8.4, v2.9.2 and v2.10.0 (release git tags read in the
+  mirror ``oneby-wang/pulsar``; the PR labels name later patches).
+* apache/pulsar PR #21248 "Reader can set read-pos to a deleted ledger" (new ``isValidPosition``, the
+  reader's ``markDeletePosition = previous(readPosition)`` and the precise-backlog guard): tags v2.10.6,
+  v2.11.3, v3.0.2 and v3.2.0; absent from v3.1.0 to v3.1.3.
+* Release tags of ``oneby-wang/pulsar`` for the other boundaries: ``getPositionAfterN`` (PR #12266 LAC clamp
+  from v2.8.2/v2.9.0; PR #17971 unread guard and ``lastKey()`` fallback from v2.9.4/v2.10.3/v2.11.0), PR
+  #15627 (v2.8.4/v2.9.3/v2.10.1/v2.11.0), PR #19017/#20069 (v2.11.1/v3.0.0) and PR #22034
+  (v3.0.5/v3.2.3/v3.3.0).
 * apache/pulsar PR #24938 (new ``getNumberOfEntries``; quotes v4.0.7 as still having the old code) and
   its fix PR #25037 (Nov/Dec 2025); PR #25089 "Fix cursor backlog size to account for individual acks"
   (Dec 2025). All three are listed in the release notes of 4.0.9 and 4.1.3 (``apache/pulsar-site``
@@ -64,6 +70,7 @@ __all__ = [
     "position_after_n_falls_back_to_last_key",
     "position_after_n_guards_unread",
     "reset_latest_uses_next_valid",
+    "same_ledger_count_zero_when_deleted",
     "since",
     "size_since_mark_delete_subtracts_individual_acks",
     "slowest_cursor_tie_known_from_export",
@@ -237,7 +244,8 @@ def _bp(**lines: int) -> tuple[tuple[tuple[int, int], int], ...]:
     return tuple(out)
 
 
-_NV = _bp(l2_10=6, l2_11=3, l3_0=2, l3_1=1)  # apache/pulsar#21248 / #21250 / #20951 / #20980 back-ports
+_NV = _bp(l2_10=6, l2_11=3, l3_0=2, l3_1=1)  # apache/pulsar#20980 back-ports (batch_deleted_when_all)
+_21248 = _bp(l2_10=6, l2_11=3, l3_0=2)  # apache/pulsar#21248: tags v2.10.6/v2.11.3/v3.0.2, no 3.1.x
 _4X_COUNTS = _bp(l4_0=9, l4_1=3)  # 4.0.9 / 4.1.3 release notes (#24938, #25037, #25089, #25044)
 
 #: Every version flag, by name. The position, backlog and quota modules read them through
@@ -246,18 +254,35 @@ FLAGS: dict[str, Flag] = {
     f.name: f
     for f in (
         # --- managed ledger (docs §1) ---
-        Flag("new_valid_position", (3, 2, 0), _NV, evidence="#21248; 3.1.1 assumed"),
-        Flag("pan_lac_clamp", (2, 11, 0), _bp(l2_10=1), evidence="2.10.1 source; not in 2.8/2.9 (assumed)"),
-        Flag("pan_deleted_ledger_as_empty", (2, 11, 0), _bp(l2_8=4, l2_9=3, l2_10=1), evidence="#14481"),
-        Flag("pan_unread_guard", (3, 0, 0), evidence="3.0+ sources, not 2.10.1 (assumed 3.0.0)"),
-        Flag("pan_falls_back_to_last_key", (3, 0, 0), _bp(l2_8=5, l2_10=3, l2_11=1), evidence="#17971"),
+        Flag(
+            "new_valid_position",
+            (3, 2, 0),
+            _21248,
+            evidence="#21248; tags v2.10.6/v2.11.3/v3.0.2/v3.2.0, absent v3.1.0-v3.1.3",
+        ),
+        Flag("pan_lac_clamp", (2, 9, 0), _bp(l2_8=2), evidence="#12266"),
+        Flag("pan_deleted_ledger_as_empty", (2, 10, 0), _bp(l2_8=4, l2_9=2), evidence="#14481"),
+        Flag("pan_unread_guard", (2, 11, 0), _bp(l2_9=4, l2_10=3), evidence="#17971"),
+        Flag("pan_falls_back_to_last_key", (2, 11, 0), _bp(l2_9=4, l2_10=3), evidence="#17971"),
         Flag("entry_count_4x", (4, 2, 0), _4X_COUNTS, evidence="#24938 + #25037"),
-        Flag("precise_backlog_guard", (3, 0, 0), evidence="3.x copies (docs §1.8)"),
-        Flag("storage_counts_lac_next", (3, 0, 0), old_behaviour=True, evidence="2.x copies (docs §1.8)"),
-        Flag("reset_latest_next_valid", (3, 0, 0), evidence="ManagedCursorImpl 2.x vs 3.x copies"),
+        Flag(
+            "entry_count_same_ledger_deleted_zero",
+            (4, 2, 0),
+            _bp(l3_0=15, l4_0=8, l4_1=2),
+            evidence="#24852 (branch-4.0/4.1/3.0 history of Technoboy-/pulsar)",
+        ),
+        Flag("precise_backlog_guard", (3, 2, 0), _21248, evidence="#21248"),
+        Flag(
+            "storage_counts_lac_next",
+            (2, 11, 0),
+            _bp(l2_8=4, l2_9=3, l2_10=1),
+            old_behaviour=True,
+            evidence="#15627",
+        ),
+        Flag("reset_latest_next_valid", (3, 3, 0), _bp(l3_0=5, l3_2=3), evidence="#22034"),
         # --- backlog size (docs §2) ---
         Flag("consumed_size_whole_ledger", (2, 5, 2), evidence="#6700 (release/2.5.2)"),
-        Flag("consumed_size_at_or_past_last", (3, 0, 0), evidence="3.x copy; first release assumed"),
+        Flag("consumed_size_at_or_past_last", (3, 0, 0), _bp(l2_11=1), evidence="#19017, #20069"),
         Flag(
             "estimate_deleted_total_size",
             (3, 0, 0),
@@ -266,14 +291,14 @@ FLAGS: dict[str, Flag] = {
             evidence="#19017 (3.0.0), #20069 (2.11.1)",
         ),
         Flag("size_since_md_subtracts_acks", (4, 2, 0), _4X_COUNTS, evidence="#25089"),
-        Flag("md_last_entry_trim", (3, 0, 0), evidence="2.10.1 vs 3.x internalTrimLedgers; issue #19077"),
+        Flag("md_last_entry_trim", (3, 3, 0), _bp(l3_0=5, l3_2=3), evidence="#22034"),
         # --- backlog quotas (docs §3) ---
         Flag("time_quota_supported", (2, 8, 0), evidence="#10093"),
         Flag("time_quota_from_size_quota", (2, 8, 0), until=(2, 8, 1), evidence="#11404 (fixed 2.8.1)"),
         Flag("non_precise_skips_last_ledger", (2, 10, 1), _bp(l2_8=4, l2_9=3), evidence="#15663"),
         Flag("topic_level_quotas_supported", (2, 7, 0), evidence="#7646"),
         Flag("quota_default_limit_unlimited", (2, 1, 0), evidence="backlogQuotaDefaultLimitGB 50 before 2.1"),
-        Flag("dedup_snapshot_instead_of_disconnect", (3, 2, 0), _NV, evidence="#20951"),
+        Flag("dedup_snapshot_instead_of_disconnect", (3, 2, 0), _bp(l2_11=3, l3_0=2), evidence="#20951"),
         Flag(
             "size_eviction_long_target",
             (4, 3, 0),
@@ -328,7 +353,12 @@ FLAGS: dict[str, Flag] = {
         Flag("new_partition_index", (2, 9, 0), evidence="#10902"),
         # --- readers (docs §7) ---
         Flag("reader_steps_back_every_start_id", (2, 4, 0), evidence="#4331"),
-        Flag("reader_md_is_previous_of_read", (3, 2, 0), _NV, evidence="#21250 (3.1.1 assumed)"),
+        Flag(
+            "reader_md_is_previous_of_read",
+            (3, 2, 0),
+            _21248,
+            evidence="#21248 (NonDurableCursorImpl.recoverCursor)",
+        ),
         Flag("find_strictly_earlier", (2, 5, 1), evidence="#6393"),
         Flag("find_broker_entry_timestamp", (2, 8, 0), evidence="PIP-70"),
         Flag(
@@ -385,7 +415,8 @@ def flags_sql(parsed: str, names: tuple[str, ...] | None = None) -> str:
 def position_after_n_counts_deleted_ledger_as_empty(version: VersionLike) -> bool:
     """``getPositionAfterN`` treats a ledger missing from the map as empty instead of throwing an NPE.
 
-    PR #14481 (release/2.8.4, 2.9.3, 2.10.1).
+    PR #14481: in the release tags v2.8.4, v2.9.2 and v2.10.0 and every later release (the PR's labels
+    name 2.9.3 and 2.10.1, but ``getPositionAfterN`` of v2.9.2 and v2.10.0 already carries it).
     """
     return flag("pan_deleted_ledger_as_empty", version)
 
@@ -393,8 +424,8 @@ def position_after_n_counts_deleted_ledger_as_empty(version: VersionLike) -> boo
 def has_lac_clamp(version: VersionLike) -> bool:
     """``getPositionAfterN`` clamps its result to LAC and credits an empty open ledger with 0 entries.
 
-    Seen in the 2.10.1 source; absent from the 2.8/2.9 copy ("2.x-old"). Both changes are in the same
-    method version, so one predicate covers them. Assumed: not back-ported to 2.8.x/2.9.x.
+    Both changes came with apache/pulsar#12266, so one predicate covers them: absent from the tag v2.8.1,
+    present in v2.8.2 and every release from v2.9.0 on (release tags of ``oneby-wang/pulsar``).
     """
     return flag("pan_lac_clamp", version)
 
@@ -407,13 +438,13 @@ def is_2x_old_position_after_n(version: VersionLike) -> bool:
 def position_after_n_guards_unread(version: VersionLike) -> bool:
     """``unread = total - entry`` only when ``total > 0`` (docs §1.9).
 
-    In the 3.0+ sources (``apache/pulsar@3f8bb4b``, 4.x copies), not in the 2.10.1 source. It did NOT come
-    with apache/pulsar#17971 (that PR changes only the fallback, see
-    :func:`position_after_n_falls_back_to_last_key`): a 2.10 broker answers 7:3 for a start at 5:1 in a
+    Came with apache/pulsar#17971, together with the ``lastKey()`` fallback
+    (:func:`position_after_n_falls_back_to_last_key`): ``getPositionAfterN`` is the same in the release
+    tags v2.9.4, v2.10.3, v2.11.0, v2.11.1 and v3.0.0, while v2.10.0-v2.10.2 have the unguarded body
+    (there is no 2.8.5 release). So only brokers before those patches answer 7:3 for a start at 5:1 in a
     deleted ledger, n=3, startIncluded, over ledgers 3 (4 entries), 7 (6), 8 (2) and the open 12 - the
     unguarded ``unread = 0 - 1`` raises the entries still to skip to 4 (``tests/test_positions_golden.py``,
-    ``test_position_after_n_2_10_deleted_start_ledger_unguarded_unread``). No 2.10.x or 2.11.x source
-    with the guard was found; assumed from 3.0.0 only.
+    ``test_position_after_n_2_10_deleted_start_ledger_unguarded_unread``, a 2.10.2 broker).
     """
     return flag("pan_unread_guard", version)
 
@@ -421,8 +452,9 @@ def position_after_n_guards_unread(version: VersionLike) -> bool:
 def position_after_n_falls_back_to_last_key(version: VersionLike) -> bool:
     """Past the last ledger, ``getPositionAfterN`` re-walks ``ledgers.lastKey()`` (not ``lastKey()+1``).
 
-    apache/pulsar#17971 (the fix of the endless loop), labels release/2.8.5, release/2.10.3 and
-    release/2.11.1 (it merged after branch-2.11 was cut: 2.11.0 still has ``lastKey()+1``); every 3.0+.
+    apache/pulsar#17971 (the fix of the endless loop): in the release tags v2.9.4, v2.10.3 and v2.11.0 and
+    every later release (the PR's labels name 2.8.5 and 2.11.1, but no 2.8.5 was released and v2.11.0
+    already has it).
     """
     return flag("pan_falls_back_to_last_key", version)
 
@@ -442,7 +474,8 @@ def _past_end(version: VersionLike) -> PastEndBehaviour:
 def uses_new_valid_position(version: VersionLike) -> bool:
     """3.x/4.x ``isValidPosition`` order and ``getNextValidPosition`` fallback ``(currentLedger, 0)``.
 
-    PR #21248 (release/2.10.6, 2.11.3, 3.0.2); 3.1.0 predates its merge, assumed in 3.1.1.
+    PR #21248: in the release tags v2.10.6, v2.11.3, v3.0.2 and v3.2.0; no 3.1.x release has it
+    (v3.1.0-v3.1.3 keep the 2.x order).
     """
     return flag("new_valid_position", version)
 
@@ -458,27 +491,49 @@ def uses_4x_entry_count(version: VersionLike) -> bool:
     ``pulsar-4.1.3.md``, ``pulsar-4.0.8.md``, ``pulsar-4.1.2.md``); every 4.2+ from master (the form read
     in ``oneby-wang/pulsar@f1cf81d`` and ``Technoboy-/pulsar@5a5e79f``). 4.0.8 and 4.1.2 carry
     apache/pulsar#24852 ("Fix ``getNumberOfEntries`` may point to deleted ledger"), which by its
-    description makes a range inside one deleted ledger count 0; its code was not found in any copy, so
-    those two patches keep the plain arithmetic here (docs §1.7).
+    description makes a range inside one deleted ledger count 0 (see
+    :func:`same_ledger_count_zero_when_deleted`).
     """
     return flag("entry_count_4x", version)
+
+
+def same_ledger_count_zero_when_deleted(version: VersionLike) -> bool:
+    """The 2.x/3.x ``getNumberOfEntries`` returns 0 for a range whose two ends lie in one ledger that is not
+    in the ledger map (a deleted ledger) instead of the plain ``hi.E - lo.E - 1 + bounds`` arithmetic.
+
+    apache/pulsar#24852 "Fix ``getNumberOfEntries`` may point to deleted ledger": on the release branches
+    of the mirror ``Technoboy-/pulsar`` its cherry-picks sit between "Release 4.0.7" and "Release 4.0.8"
+    (branch-4.0), "Release 4.1.1" and "Release 4.1.2" (branch-4.1) and after "Release 3.0.14"
+    (branch-3.0, so 3.0.15). The validating count of 4.0.9+/4.1.3+/4.2+ (:func:`uses_4x_entry_count`)
+    already has the same rule, so the flag only changes the older arithmetic.
+    """
+    return flag("entry_count_same_ledger_deleted_zero", version)
 
 
 # --- cursor counts (docs §1.8) -------------------------------------------------------------------------
 
 
 def has_precise_backlog_guard(version: VersionLike) -> bool:
-    """Precise backlog returns 0 when ``md >= LAC`` (3.x+; 2.x builds ``Range.openClosed(md, LAC)``)."""
+    """Precise backlog returns 0 when ``md >= LAC`` (older releases build ``Range.openClosed(md, LAC)``).
+
+    Part of apache/pulsar#21248: release tags v2.10.6, v2.11.3, v3.0.2, v3.2.0; not in any 3.1.x.
+    """
     return flag("precise_backlog_guard", version)
 
 
 def counts_lac_next_in_storage(version: VersionLike) -> bool:
-    """``getNumberOfEntriesInStorage`` counts ``(md, LAC.next]`` (2.x-old) instead of ``(md, LAC]``."""
+    """``getNumberOfEntriesInStorage`` counts ``(md, LAC.next]`` (old) instead of ``(md, LAC]``.
+
+    Fixed by apache/pulsar#15627: release tags v2.8.4, v2.9.3, v2.10.1, v2.11.0 and later count ``(md, LAC]``.
+    """
     return flag("storage_counts_lac_next", version)
 
 
 def reset_latest_uses_next_valid(version: VersionLike) -> bool:
-    """Reset to *latest* reads from ``nextValid(LAC)`` (3.x/master copies) rather than ``LAC.next`` (2.x)."""
+    """Reset to *latest* reads from ``nextValid(LAC)`` rather than ``LAC.next``.
+
+    apache/pulsar#22034 (merged 2024-03-22): release tags v3.0.5, v3.2.3 and v3.3.0 and later.
+    """
     return flag("reset_latest_next_valid", version)
 
 
@@ -486,14 +541,11 @@ def reset_latest_uses_next_valid(version: VersionLike) -> bool:
 
 
 def consumed_size_generation(version: VersionLike) -> int:
-    """``consumedLedgerSize`` generation (§2.2): 1 before 2.5.2, 2 (``==``) up to 2.11.x, 3 (``<=``) from 3.0.
+    """``consumedLedgerSize`` generation (§2.2): 1 before 2.5.2, 2 (``==``), 3 (``<=``) from 3.0.0 and 2.11.1.
 
-    Generation 2 came with apache/pulsar#6700 (label release/2.5.2). The ``==`` form is in the 2.10.1
-    source (``Hongten/pulsar-2.10.1-code-study@c597d51``), in a 2023 maintenance-branch copy without
-    apache/pulsar#19017 (``xrayw/pulsar@51f3daf``) and in master of early 2023 (``coderzc/pulsar@15da040``,
-    after the PIP-188 ``asyncMigrate``, before apache/pulsar#19444), so branch-2.11 (cut from master in
-    2022) has it in every 2.11.x. The ``<=`` form is in ``apache/pulsar@3f8bb4b`` (3.x) and every 4.x copy;
-    the PR that made the change was not found, so 3.0.0 as its first release is assumed.
+    Generation 2 came with apache/pulsar#6700 (label release/2.5.2). Generation 3 came with
+    apache/pulsar#19017 (3.0.0) and its back-port #20069 (2.11.1): the release tag v2.11.0 compares
+    ``ledgerEntries == consumedEntries + 1``, v2.11.1 and v3.0.0 ``<=``; the 2.10 line keeps ``==``.
     """
     if not flag("consumed_size_whole_ledger", version):
         return 1
@@ -553,6 +605,7 @@ class Behaviour:
     pan_lac_clamp: bool
     pan_past_end: PastEndBehaviour
     entry_count_4x: bool
+    entry_count_same_ledger_deleted_zero: bool
     precise_backlog_guard: bool
     storage_counts_lac_next: bool
     reset_latest_next_valid: bool
@@ -574,6 +627,7 @@ def behaviour(version: VersionLike = DEFAULT_PULSAR_VERSION) -> Behaviour:
         pan_lac_clamp=has_lac_clamp(v),
         pan_past_end=_past_end(v),
         entry_count_4x=uses_4x_entry_count(v),
+        entry_count_same_ledger_deleted_zero=same_ledger_count_zero_when_deleted(v),
         precise_backlog_guard=has_precise_backlog_guard(v),
         storage_counts_lac_next=counts_lac_next_in_storage(v),
         reset_latest_next_valid=reset_latest_uses_next_valid(v),

@@ -379,8 +379,12 @@ def compare_positions_4x_sql(
     )
 
 
-def entries_between_3x_sql(lo: str, lo_lk: str, lo_closed: str, hi: str, hi_lk: str, hi_closed: str) -> str:
-    """2.x/3.x ``getNumberOfEntries(range)`` arithmetic (docs §1.7), no validation."""
+def entries_between_3x_sql(
+    lo: str, lo_lk: str, lo_closed: str, hi: str, hi_lk: str, hi_closed: str, beh: SqlFlags
+) -> str:
+    """2.x/3.x ``getNumberOfEntries(range)`` arithmetic (docs §1.7), no validation; with
+    ``entry_count_same_ledger_deleted_zero`` (apache/pulsar#24852) a range inside one ledger missing from
+    the map counts 0."""
     lc, hc = _flag(lo_closed), _flag(hi_closed)
     lo_l, lo_e, hi_l, hi_e = (
         fld(lo, "ledger_id"),
@@ -390,7 +394,13 @@ def entries_between_3x_sql(lo: str, lo_lk: str, lo_closed: str, hi: str, hi_lk: 
     )
     lo_part = f"IF({fld(lo_lk, 'exists')}, {fld(lo_lk, 'ent')} - ({lo_e} + 1) + {lc}, CAST(0 AS BIGINT))"
     between = f"({fld(hi_lk, 'cum_ent_lt')} - {fld(lo_lk, 'cum_ent_le')})"
-    return f"IF({lo_l} = {hi_l}, {hi_e} - {lo_e} - 1 + {lc} + {hc}, {hi_e} + {hc} + {lo_part} + {between})"
+    plain = f"{hi_e} - {lo_e} - 1 + {lc} + {hc}"
+    same = beh.pick(
+        "entry_count_same_ledger_deleted_zero",
+        f"IF({fld(hi_lk, 'exists')}, {plain}, CAST(0 AS BIGINT))",
+        plain,
+    )
+    return f"IF({lo_l} = {hi_l}, {same}, {hi_e} + {hc} + {lo_part} + {between})"
 
 
 def entries_between_4x_sql(
@@ -448,7 +458,7 @@ def entries_between_sql(
         cmp_bad = f"coalesce({compare_positions_4x_sql(lo, lo_lk, hi, hi_lk, ctx, beh)} > 0, false)"
         error_4x = case(guava, (cmp_bad, f"concat('IllegalArgumentException: Invalid range ', {text})"))
     if four is not True:
-        count_3x = entries_between_3x_sql(lo, lo_lk, lo_closed, hi, hi_lk, hi_closed)
+        count_3x = entries_between_3x_sql(lo, lo_lk, lo_closed, hi, hi_lk, hi_closed, beh)
         error_3x = case(guava)
     return beh.pick("entry_count_4x", count_4x, count_3x), beh.pick("entry_count_4x", error_4x, error_3x)
 
@@ -463,7 +473,7 @@ def open_closed_count_sql(lo: str, lo_lk: str, hi: str, hi_lk: str, ctx: str, be
     count_4x = (
         "" if four is False else entries_between_4x_sql(lo, lo_lk, "false", hi, hi_lk, "true", ctx, beh)
     )
-    count_3x = "" if four is True else entries_between_3x_sql(lo, lo_lk, "false", hi, hi_lk, "true")
+    count_3x = "" if four is True else entries_between_3x_sql(lo, lo_lk, "false", hi, hi_lk, "true", beh)
     return beh.pick("entry_count_4x", count_4x, count_3x)
 
 

@@ -292,6 +292,8 @@ class ManagedLedger:
         lc, hc = int(lo_closed), int(hi_closed)
         if not self.beh.entry_count_4x:
             if lo[0] == hi[0]:
+                if self.beh.entry_count_same_ledger_deleted_zero and hi[0] not in self.index:
+                    return 0  # apache/pulsar#24852: a range inside a deleted ledger
                 return hi[1] - lo[1] - 1 + lc + hc
             n = hi[1] + hc
             i = self.index.get(lo[0])

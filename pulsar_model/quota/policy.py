@@ -252,7 +252,8 @@ def default_limit_size_bytes(version: str | PulsarVersion) -> int:
 def dedup_snapshot_instead_of_disconnect(version: str | PulsarVersion) -> bool:
     """A slowest dedup cursor gets a dedup snapshot instead of producer disconnection (§3.5, PR #20951).
 
-    Label release/2.10.6; 2.11.3, 3.0.2 and 3.1.1 assumed (back-ports of the same fix); every 3.2+.
+    In the release tags v2.11.3, v3.0.2 and v3.2.0 and later (``BacklogQuotaManager``); not in v2.10.6 nor
+    any 3.1.x.
     """
     return flag("dedup_snapshot_instead_of_disconnect", version)
 

@@ -24,7 +24,7 @@ Position = tuple[int, int]
 IdmRange = tuple[Position, Position]  # open-closed (lower, upper]
 
 PositionFamily = Literal["3x", "2x-old"]
-CountFamily = Literal["3x", "4x"]
+CountFamily = Literal["3x", "3x-24852", "4x"]
 ConsumedGeneration = Literal["v1", "v2", "v3"]
 Bound = Literal["startIncluded", "startExcluded"]
 DeletedEntries = Literal["Include", "Exclude"]
@@ -136,9 +136,10 @@ class Semantics:
 
     version: str
     position_family: PositionFamily  # §1.4/§1.5: isValidPosition order and nextValid fallback
-    count_family: CountFamily  # §1.7: 2.x/3.x arithmetic vs 4.x arithmetic
+    count_family: CountFamily  # §1.7: 2.x/3.x arithmetic (without / with #24852) vs 4.x arithmetic
     consumed_generation: ConsumedGeneration  # §2.2
-    precise_backlog_guard: bool  # §1.8: "0 if md >= LAC" (3.x+)
+    precise_backlog_guard: bool  # §1.8: "0 if md >= LAC" (apache/pulsar#21248)
+    storage_counts_lac_next: bool  # §1.8: storage count over (md, LAC.next] (before apache/pulsar#15627)
     estimate_deleted_returns_total: bool  # §2.4: totalSize for a position in a deleted ledger
     pan_unread_guard: bool  # §1.9 (C): ``unread = total - entry`` only when ``total > 0``
     pan_clamp: bool  # §1.9 (A)+(E): open-ledger entries guard and the clamp to LAC
@@ -177,40 +178,48 @@ def semantics_for_version(version: str) -> Semantics:
 
     Each switch follows the release that brought the change, as docs/semantics lists it:
 
-    * §1.4/§1.5 newer isValidPosition order and ``(open, 0)`` fallback: apache/pulsar#21248 (2.10.6, 2.11.3,
-      3.0.2, 3.1.1, every 3.2+); older brokers use the 2.x order and ``LAC.next``;
-    * §1.9 (A)+(E) open-ledger guard and LAC clamp: the 2.10.1 source, every 2.11+ (not in 2.8/2.9, and
-      2.10.0 assumed without); (B) deleted ledger counts 0: apache/pulsar#14481 (2.8.4, 2.9.3, 2.10.1,
-      2.11+); (C) unread guard: 3.0.0+; (D) ``lastKey()`` fallback: apache/pulsar#17971 (2.8.5, 2.10.3,
-      2.11.1, 3.0+);
-    * §1.7 4.x ``getNumberOfEntries``: apache/pulsar#24938 + #25037 (4.0.9, 4.1.3, 4.2+);
-    * §1.8 precise-backlog guard ``md >= LAC -> 0``: 3.0+;
-    * §2.2 consumedLedgerSize: v1 before 2.5.2, v2 (``==``, apache/pulsar#6700) through 2.11.x, v3 (``<=``)
-      from 3.0;
+    * §1.4/§1.5 newer isValidPosition order and ``(open, 0)`` fallback: apache/pulsar#21248 (release tags
+      v2.10.6, v2.11.3, v3.0.2, v3.2.0; no 3.1.x); older brokers use the 2.x order and ``LAC.next``;
+    * §1.9 (A)+(E) open-ledger guard and LAC clamp: apache/pulsar#12266 (v2.8.2, every 2.9+); (B) deleted
+      ledger counts 0: apache/pulsar#14481 (v2.8.4, v2.9.2, every 2.10+); (C) unread guard and (D)
+      ``lastKey()`` fallback: apache/pulsar#17971 (v2.9.4, v2.10.3, every 2.11+);
+    * §1.7 4.x ``getNumberOfEntries``: apache/pulsar#24938 + #25037 (4.0.9, 4.1.3, 4.2+); before those, the
+      older arithmetic counts 0 for a range inside one deleted ledger from apache/pulsar#24852 on (3.0.15,
+      4.0.8, 4.1.2: the "3x-24852" family);
+    * §1.8 precise-backlog guard ``md >= LAC -> 0``: apache/pulsar#21248 (as §1.4); storage count over
+      ``(md, LAC]`` instead of ``(md, LAC.next]``: apache/pulsar#15627 (v2.8.4, v2.9.3, v2.10.1, 2.11+);
+    * §2.2 consumedLedgerSize: v1 before 2.5.2, v2 (``==``, apache/pulsar#6700), v3 (``<=``) from
+      apache/pulsar#19017 (3.0.0) and its back-port #20069 (2.11.1);
     * §2.4 deleted ledger -> ``totalSize``: every 2.x except 2.11.1+ (apache/pulsar#19017 via #20069).
 
     The slowest cursor does not depend on the version: every line keeps the durable cursors in the same heap
     (docs §3.9, :mod:`tests.oracle.cursor_heap`).
     """
     v = _release(version)
-    new_order = _has(version, (3, 2, 0), {(2, 10): 6, (2, 11): 3, (3, 0): 2, (3, 1): 1})
+    new_order = _has(version, (3, 2, 0), {(2, 10): 6, (2, 11): 3, (3, 0): 2})
+    count: CountFamily = "3x"
+    if _has(version, (4, 2, 0), {(4, 0): 9, (4, 1): 3}):
+        count = "4x"
+    elif _has(version, (4, 2, 0), {(3, 0): 15, (4, 0): 8, (4, 1): 2}):
+        count = "3x-24852"
     if v < (2, 5, 2):
         consumed: ConsumedGeneration = "v1"
-    elif v < (3, 0, 0):
+    elif not _has(version, (3, 0, 0), {(2, 11): 1}):
         consumed = "v2"
     else:
         consumed = "v3"
     return Semantics(
         version=version,
         position_family="3x" if new_order else "2x-old",
-        count_family="4x" if _has(version, (4, 2, 0), {(4, 0): 9, (4, 1): 3}) else "3x",
+        count_family=count,
         consumed_generation=consumed,
-        precise_backlog_guard=v >= (3, 0, 0),
+        precise_backlog_guard=new_order,
+        storage_counts_lac_next=not _has(version, (2, 11, 0), {(2, 8): 4, (2, 9): 3, (2, 10): 1}),
         estimate_deleted_returns_total=not _has(version, (3, 0, 0), {(2, 11): 1}),
-        pan_unread_guard=v >= (3, 0, 0),
-        pan_clamp=_has(version, (2, 11, 0), {(2, 10): 1}),
-        pan_deleted_as_empty=_has(version, (2, 11, 0), {(2, 8): 4, (2, 9): 3, (2, 10): 1}),
-        pan_fallback_last_key=_has(version, (3, 0, 0), {(2, 8): 5, (2, 10): 3, (2, 11): 1}),
+        pan_unread_guard=_has(version, (2, 11, 0), {(2, 9): 4, (2, 10): 3}),
+        pan_clamp=_has(version, (2, 9, 0), {(2, 8): 2}),
+        pan_deleted_as_empty=_has(version, (2, 10, 0), {(2, 8): 4, (2, 9): 2}),
+        pan_fallback_last_key=_has(version, (2, 11, 0), {(2, 9): 4, (2, 10): 3}),
     )
 
 
@@ -305,8 +314,10 @@ def number_of_entries(
     """
     if guava and (lo > hi or (lo == hi and not lo_closed and not hi_closed)):
         raise OracleIllegalArgumentError(f"Guava: invalid range {lo}..{hi}")
-    if family == "3x":
+    if family != "4x":
         if lo[0] == hi[0]:
+            if family == "3x-24852" and hi[0] not in ml.ledgers:
+                return 0  # both ends in one deleted ledger
             return hi[1] - lo[1] - 1 + (1 if lo_closed else 0) + (1 if hi_closed else 0)
         n = hi[1] + (1 if hi_closed else 0)
         li = ml.ledgers.get(lo[0])

@@ -337,8 +337,8 @@ def expire(
     try:
         md = c.mark_delete
         start = o.get_next_valid_position(ml, md, fam)
-        # docs §1.8: 2.x counted (md, LAC.next], 3.x+ (md, LAC]
-        hi_pos = ml.lac_next if version_tuple(version)[0] < 3 else ml.lac
+        # docs §1.8: (md, LAC.next] before apache/pulsar#15627, (md, LAC] after
+        hi_pos = ml.lac_next if sem.storage_counts_lac_next else ml.lac
         if md > hi_pos:
             raise o.OracleIllegalArgumentError("Guava openClosed(md, LAC)")
         lo, hi = 0, o.number_of_entries(ml, md, False, hi_pos, True, cnt)

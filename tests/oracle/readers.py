@@ -75,7 +75,7 @@ class Rules:
     position_family: Literal["3x", "2x-old"]
     count_family: Literal["3x", "4x"]
     steps_back_all: bool  # docs §7.2: before 2.4.0 (#4331) only batched ids step back
-    md_is_previous: bool  # docs §7.2: 3.x md = previous(rp); older md = p
+    md_is_previous: bool  # docs §7.2: md = previous(rp) with apache/pulsar#21248; older md = p
     strictly_before: bool  # finder: ts < t (2.5.1+) else publish <= t
     broker_ts: bool  # finder compares the broker-entry timestamp when there is one (2.8+)
     ledger_has_more: bool  # OpFindNewest.find() asks the ledger (newer) or the cursor (older)
@@ -98,7 +98,8 @@ def rules_for(version: str) -> Rules:
         position_family=base.position_family,
         count_family="4x" if four_x else "3x",
         steps_back_all=_v(version) >= (2, 4, 0),
-        md_is_previous=_from(version, (3, 2, 0), {(2, 10): 6, (2, 11): 3, (3, 0): 2, (3, 1): 1}),
+        # apache/pulsar#21248 (NonDurableCursorImpl.recoverCursor): tags v2.10.6, v2.11.3, v3.0.2, v3.2.0
+        md_is_previous=_from(version, (3, 2, 0), {(2, 10): 6, (2, 11): 3, (3, 0): 2}),
         strictly_before=_v(version) >= (2, 5, 1),
         broker_ts=_v(version) >= (2, 8, 0),
         # docs §7.7: #20457 in 3.1.0 and the patches 3.0.1, 2.11.2 and 2.10.5
