@@ -336,7 +336,7 @@ class _Topic:
         while not self.is_valid(q):
             nxt = self.higher(q[0])
             if nxt is None:
-                if self.beh.new_valid_position and self.cur_id is not None and self.cle == 0:
+                if self.beh.next_valid_open_ledger_fallback and self.cur_id is not None and self.cle == 0:
                     return (self.cur_id, 0)
                 return (self.lac[0], self.lac[1] + 1)
             q = (nxt, 0)

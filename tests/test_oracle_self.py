@@ -33,7 +33,11 @@ def ml_two_closed_one_open_empty() -> ManagedLedger:
 
 def test_semantics_for_version_maps_spec_labels() -> None:
     assert (V28.position_family, V28.consumed_generation, V28.count_family) == ("2x-old", "v2", "3x")
-    assert (V210.position_family, V210.consumed_generation, V210.precise_backlog_guard) == ("3x", "v2", True)
+    assert (V210.position_family, V210.consumed_generation, V210.precise_backlog_guard) == (
+        "3x-lac-next",
+        "v2",
+        True,
+    )
     assert o.semantics_for_version("2.10.5").precise_backlog_guard is False  # apache/pulsar#21248 from 2.10.6
     assert (V210.storage_counts_lac_next, o.semantics_for_version("2.10.0").storage_counts_lac_next) == (
         False,
@@ -59,15 +63,19 @@ def test_semantics_for_version_maps_spec_labels() -> None:
         ("2.10.0", "2x-old", "v2", True, (True, True, False, False), "3x"),
         ("2.10.2", "2x-old", "v2", True, (True, True, False, False), "3x"),
         ("2.10.3", "2x-old", "v2", True, (True, True, True, True), "3x"),  # #17971
-        ("2.10.6", "3x", "v2", True, (True, True, True, True), "3x"),  # #21248
+        ("2.10.6", "3x-lac-next", "v2", True, (True, True, True, True), "3x"),  # #21248
         ("2.11.0", "2x-old", "v2", True, (True, True, True, True), "3x"),  # "==" in 2.11.0
         ("2.11.1", "2x-old", "v3", False, (True, True, True, True), "3x"),  # #19017 via #20069
-        ("2.11.3", "3x", "v3", False, (True, True, True, True), "3x"),
+        ("2.11.3", "3x-lac-next", "v3", False, (True, True, True, True), "3x"),
         ("3.0.1", "2x-old", "v3", False, (True, True, True, True), "3x"),
-        ("3.0.2", "3x", "v3", False, (True, True, True, True), "3x"),
+        ("3.0.2", "3x-lac-next", "v3", False, (True, True, True, True), "3x"),
         ("3.1.1", "2x-old", "v3", False, (True, True, True, True), "3x"),  # no 3.1.x has #21248
         ("3.1.3", "2x-old", "v3", False, (True, True, True, True), "3x"),
-        ("3.2.0", "3x", "v3", False, (True, True, True, True), "3x"),
+        ("3.2.0", "3x-lac-next", "v3", False, (True, True, True, True), "3x"),
+        ("3.0.4", "3x-lac-next", "v3", False, (True, True, True, True), "3x"),
+        ("3.0.5", "3x", "v3", False, (True, True, True, True), "3x"),  # #22034: (open, 0) fallback
+        ("3.2.2", "3x-lac-next", "v3", False, (True, True, True, True), "3x"),
+        ("3.2.3", "3x", "v3", False, (True, True, True, True), "3x"),
         ("3.0.14", "3x", "v3", False, (True, True, True, True), "3x"),
         ("3.0.15", "3x", "v3", False, (True, True, True, True), "3x-24852"),  # #24852
         ("4.0.7", "3x", "v3", False, (True, True, True, True), "3x"),

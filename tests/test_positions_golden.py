@@ -812,3 +812,41 @@ def test_entries_between_same_deleted_ledger_counts_zero_from_24852(spark: Spark
         expected[(v, "listed")] = (3, None)
         expected[(v, "open")] = (2, None)
     assert got == expected
+
+
+def test_next_valid_position_open_ledger_fallback_from_22034(spark: SparkSession) -> None:
+    """docs §1.5: past the last ledger, ``getNextValidPosition`` answers ``(open, 0)`` for an empty open
+    ledger only from apache/pulsar#22034 (+ #22552) on - release tags v3.0.5, v3.2.3, v3.3.0 and 4.x;
+    v2.10.6, v2.11.4, v3.0.2-v3.0.4 and v3.2.0-v3.2.2 (the #21248 order already) still answer LAC.next.
+
+    Ledgers 10 (3 entries), 15 (2), open 20 with no entries, LAC 15:1: ``nextValid(20:0)`` - 20:1 is not
+    valid and no later ledger exists (``nextValid(15:1)`` is 20:0 in every #21248 version: the open ledger's
+    entry 0 is valid there).
+    """
+    ledgers = spark.createDataFrame(
+        [("c", "f", 10, 3, 30), ("c", "f", 15, 2, 20), ("c", "f", 20, 0, 0)], LEDGERS
+    )
+    mls = spark.createDataFrame([("c", "f", 20, 0, 0, (15, 1), 50)], ML)
+    requests = spark.createDataFrame([("c", "f", "q", (20, 0))], POS_REQ)
+    expected = {
+        "2.10.6": (15, 2),
+        "2.11.4": (15, 2),
+        "3.0.4": (15, 2),
+        "3.0.5": (20, 0),
+        "3.1.3": (15, 2),
+        "3.2.2": (15, 2),
+        "3.2.3": (20, 0),
+        "3.3.0": (20, 0),
+        "4.1.3": (20, 0),
+    }
+    frames = [
+        P.next_valid_position(requests, ledgers, mls, pulsar_version=v).select(
+            F.lit(v).alias("version"), "next_valid_position"
+        )
+        for v in expected
+    ]
+    union = frames[0]
+    for frame in frames[1:]:
+        union = union.unionByName(frame)
+    got = {r["version"]: pos(r["next_valid_position"]) for r in union.collect()}
+    assert got == expected

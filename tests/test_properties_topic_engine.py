@@ -217,7 +217,8 @@ def test_every_engine_switch_is_the_oracles(version: str) -> None:
     """The switches both sides read for one version agree (a renamed or re-dated flag shows here first)."""
     sem = o.semantics_for_version(version)
     beh = behaviour(version)
-    assert beh.new_valid_position == (sem.position_family == "3x")
+    assert beh.new_valid_position == (sem.position_family != "2x-old")
+    assert beh.next_valid_open_ledger_fallback == (sem.position_family == "3x")
     assert beh.entry_count_4x == (sem.count_family == "4x")
     assert beh.entry_count_same_ledger_deleted_zero == (sem.count_family != "3x")
     assert beh.storage_counts_lac_next == sem.storage_counts_lac_next

@@ -32,6 +32,16 @@ BOUNDARIES = [
     ("time_limit_millis_int_overflow", "3.2.4", True),
     ("time_limit_millis_int_overflow", "3.3.0", False),
     ("time_limit_millis_int_overflow", "4.0.0", False),
+    # docs §1.5: getNextValidPosition's (open, 0) fallback from #22034 + #22552 (v3.0.5, v3.2.3, v3.3.0)
+    ("next_valid_open_ledger_fallback", "2.10.6", False),
+    ("next_valid_open_ledger_fallback", "2.11.4", False),
+    ("next_valid_open_ledger_fallback", "3.0.4", False),
+    ("next_valid_open_ledger_fallback", "3.0.5", True),
+    ("next_valid_open_ledger_fallback", "3.1.3", False),
+    ("next_valid_open_ledger_fallback", "3.2.2", False),
+    ("next_valid_open_ledger_fallback", "3.2.3", True),
+    ("next_valid_open_ledger_fallback", "3.3.0", True),
+    ("next_valid_open_ledger_fallback", "4.0.0", True),
     # docs §3.7: the ledger-closure step (#21940) from the tags v3.0.3, v3.1.3, v3.2.1, v3.3.0; no 2.x tag
     ("expiry_checks_ledger_close_time", "2.10.6", False),
     ("expiry_checks_ledger_close_time", "2.11.4", False),

@@ -65,6 +65,7 @@ __all__ = [
     "has_lac_clamp",
     "has_precise_backlog_guard",
     "is_2x_old_position_after_n",
+    "next_valid_falls_back_to_open_ledger",
     "parsed_version_sql",
     "position_after_n_counts_deleted_ledger_as_empty",
     "position_after_n_falls_back_to_last_key",
@@ -259,6 +260,12 @@ FLAGS: dict[str, Flag] = {
             (3, 2, 0),
             _21248,
             evidence="#21248; tags v2.10.6/v2.11.3/v3.0.2/v3.2.0, absent v3.1.0-v3.1.3",
+        ),
+        Flag(
+            "next_valid_open_ledger_fallback",
+            (3, 3, 0),
+            _bp(l3_0=5, l3_2=3),
+            evidence="#22034 + #22552: tags v3.0.5, v3.2.3, v3.3.0; not v3.0.2-v3.0.4, v3.2.0-v3.2.2",
         ),
         Flag("pan_lac_clamp", (2, 9, 0), _bp(l2_8=2), evidence="#12266"),
         Flag("pan_deleted_ledger_as_empty", (2, 10, 0), _bp(l2_8=4, l2_9=2), evidence="#14481"),
@@ -472,12 +479,24 @@ def _past_end(version: VersionLike) -> PastEndBehaviour:
 
 
 def uses_new_valid_position(version: VersionLike) -> bool:
-    """3.x/4.x ``isValidPosition`` order and ``getNextValidPosition`` fallback ``(currentLedger, 0)``.
+    """3.x/4.x ``isValidPosition`` order (a ledger missing from the map is invalid first).
 
     PR #21248: in the release tags v2.10.6, v2.11.3, v3.0.2 and v3.2.0; no 3.1.x release has it
-    (v3.1.0-v3.1.3 keep the 2.x order).
+    (v3.1.0-v3.1.3 keep the 2.x order). It did not change ``getNextValidPosition``'s fallback
+    (:func:`next_valid_falls_back_to_open_ledger`).
     """
     return flag("new_valid_position", version)
+
+
+def next_valid_falls_back_to_open_ledger(version: VersionLike) -> bool:
+    """``getNextValidPosition`` past the last ledger answers ``(currentLedger, 0)`` when the open ledger
+    exists and holds no entries (else, and before, ``LAC.next``), docs §1.5.
+
+    ``getValidPositionAfterSkippedEntries`` gained the branch with PR #22034 and its ``currentLedger != null``
+    guard with #22552: identical bodies in the tags v3.0.5, v3.2.3, v3.3.0 and 4.x, while v2.10.6, v2.11.4,
+    v3.0.2-v3.0.4, every 3.1.x and v3.2.0-v3.2.2 return ``LAC.next``.
+    """
+    return flag("next_valid_open_ledger_fallback", version)
 
 
 # --- getNumberOfEntries(Range) (docs §1.7) -------------------------------------------------------------
@@ -599,6 +618,7 @@ class Behaviour:
 
     version: PulsarVersion
     new_valid_position: bool
+    next_valid_open_ledger_fallback: bool
     pan_current_ledger_guard: bool
     pan_deleted_ledger_as_empty: bool
     pan_unread_guard: bool
@@ -621,6 +641,7 @@ def behaviour(version: VersionLike = DEFAULT_PULSAR_VERSION) -> Behaviour:
     return Behaviour(
         version=v,
         new_valid_position=uses_new_valid_position(v),
+        next_valid_open_ledger_fallback=next_valid_falls_back_to_open_ledger(v),
         pan_current_ledger_guard=has_lac_clamp(v),
         pan_deleted_ledger_as_empty=position_after_n_counts_deleted_ledger_as_empty(v),
         pan_unread_guard=position_after_n_guards_unread(v),

@@ -288,7 +288,8 @@ def next_valid_fallback_sql(ctx: str, beh: SqlFlags) -> str:
     lac_next = pos_sql(fld(lac, "ledger_id"), f"{fld(lac, 'entry_id')} + 1")
     empty_open = f"({fld(ctx, 'cur_id')} IS NOT NULL AND {fld(ctx, 'cle')} = 0)"
     new = f"IF({empty_open}, {pos_sql(fld(ctx, 'cur_id'), '0')}, {lac_next})"
-    return beh.pick("new_valid_position", new, lac_next)  # 2.x-old: the NPE is caught, LAC.next
+    # before #22034 (and 2.x-old, whose NPE is caught): LAC.next
+    return beh.pick("next_valid_open_ledger_fallback", new, lac_next)
 
 
 def next_position_is_valid_sql(p: str, lk: str, ctx: str, beh: SqlFlags) -> str:
@@ -323,7 +324,7 @@ def next_valid_lookup_sql(q_valid: str, lk: str, ctx: str, beh: SqlFlags) -> str
     """
     empty_open = f"({fld(ctx, 'cur_id')} IS NOT NULL AND {fld(ctx, 'cle')} = 0)"
     fallback = beh.pick(
-        "new_valid_position",
+        "next_valid_open_ledger_fallback",
         f"IF({empty_open}, {fld(ctx, 'cur_lk')}, {fld(ctx, 'lac_lk')})",
         fld(ctx, "lac_lk"),
     )

@@ -266,7 +266,7 @@ class ManagedLedger:
         j = self.valid0_from[bisect.bisect_right(self.ids, q[0])]
         if j < len(self.ids):
             return (self.ids[j], 0)
-        if self.beh.new_valid_position and self.cur_id is not None and self.cle == 0:
+        if self.beh.next_valid_open_ledger_fallback and self.cur_id is not None and self.cle == 0:
             return (self.cur_id, 0)
         return (self.lac[0], self.lac[1] + 1)
 
@@ -1085,7 +1085,7 @@ class _TimePaths:
         # then a constant fallback from index `fallback_from` on (docs §1.5)
         self.valid0 = ml.valid0_from
         self.fallback_from = bisect.bisect_left(self.valid0, n, 0, n)
-        if ml.beh.new_valid_position and ml.cur_id is not None and ml.cle == 0:
+        if ml.beh.next_valid_open_ledger_fallback and ml.cur_id is not None and ml.cle == 0:
             self.fallback: Position = (ml.cur_id, 0)
         else:
             self.fallback = (lac[0], lac[1] + 1)

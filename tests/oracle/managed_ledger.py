@@ -23,7 +23,9 @@ from tests.oracle.cursor_heap import CursorContainer
 Position = tuple[int, int]
 IdmRange = tuple[Position, Position]  # open-closed (lower, upper]
 
-PositionFamily = Literal["3x", "2x-old"]
+#: isValidPosition order and getNextValidPosition fallback (docs §1.4/§1.5): "3x" = the #21248 order with the
+#: (open, 0) fallback of #22034; "3x-lac-next" = the #21248 order, LAC.next fallback; "2x-old" = neither.
+PositionFamily = Literal["3x", "3x-lac-next", "2x-old"]
 CountFamily = Literal["3x", "3x-24852", "4x"]
 ConsumedGeneration = Literal["v1", "v2", "v3"]
 Bound = Literal["startIncluded", "startExcluded"]
@@ -197,6 +199,8 @@ def semantics_for_version(version: str) -> Semantics:
     """
     v = _release(version)
     new_order = _has(version, (3, 2, 0), {(2, 10): 6, (2, 11): 3, (3, 0): 2})
+    # getValidPositionAfterSkippedEntries' (open, 0) branch: #22034 + #22552 (tags v3.0.5, v3.2.3, v3.3.0)
+    open_fallback = _has(version, (3, 3, 0), {(3, 0): 5, (3, 2): 3})
     count: CountFamily = "3x"
     if _has(version, (4, 2, 0), {(4, 0): 9, (4, 1): 3}):
         count = "4x"
@@ -210,7 +214,7 @@ def semantics_for_version(version: str) -> Semantics:
         consumed = "v3"
     return Semantics(
         version=version,
-        position_family="3x" if new_order else "2x-old",
+        position_family=("3x" if open_fallback else "3x-lac-next") if new_order else "2x-old",
         count_family=count,
         consumed_generation=consumed,
         precise_backlog_guard=new_order,
@@ -276,7 +280,7 @@ def get_next_valid_position(ml: ManagedLedger, p: Position, family: PositionFami
         if nxt is None:
             if family == "2x-old":
                 return ml.lac_next  # NPE caught internally, answered with LAC.next
-            if ml.current_ledger_id is not None and ml.current_ledger_entries == 0:
+            if family == "3x" and ml.current_ledger_id is not None and ml.current_ledger_entries == 0:
                 return (ml.current_ledger_id, 0)
             return (ml.lac[0], ml.lac[1] + 1)
         q = (nxt, 0)
@@ -481,7 +485,7 @@ def get_position_after_n(
     ``lastKey()+1``, no clamp). ``unread_guard`` (C), ``clamp`` (A)+(E), ``deleted_as_empty`` (B) and
     ``fallback_last_key`` (D) override them one by one, for the release forms in between (§1.9 table).
     """
-    newest = family == "3x"
+    newest = family != "2x-old"
     guard = newest if unread_guard is None else unread_guard
     clamped = newest if clamp is None else clamp
     empty_when_deleted = newest if deleted_as_empty is None else deleted_as_empty

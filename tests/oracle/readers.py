@@ -72,7 +72,7 @@ def _from(version: str, first: tuple[int, int, int], patches: Mapping[tuple[int,
 class Rules:
     version: str
     semantics: Semantics  # docs §1: the managed-ledger arithmetic of the version
-    position_family: Literal["3x", "2x-old"]
+    position_family: Literal["3x", "3x-lac-next", "2x-old"]
     count_family: Literal["3x", "4x"]
     steps_back_all: bool  # docs §7.2: before 2.4.0 (#4331) only batched ids step back
     md_is_previous: bool  # docs §7.2: md = previous(rp) with apache/pulsar#21248; older md = p
