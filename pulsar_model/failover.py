@@ -15,14 +15,17 @@ shuffled by subscription and sorted by arrival (:func:`_map_subscriptions`); not
 driver. The pure-Python helpers (:func:`java_sort_key`, :func:`murmur3_hash`,
 :func:`select_active_index`) are public so notebooks can check single cases without Spark.
 
-Version boundaries (read with the project's search tool; "assumed" where no release tag was seen):
+Version boundaries (read with the project's search tool and Pulsar's release tags; "assumed" where no
+release tag was seen):
 
-* ring for non-partitioned topics: apache/pulsar PR #19502 (merged 2023-03, after 2.11 was cut) -> 3.0.0;
+* ring for non-partitioned topics: apache/pulsar PR #19502 (merged 2023-02-14, first tag v3.0.0, no
+  back-port) -> 3.0.0;
 * ``activeConsumerFailoverConsistentHashing`` (PIP-392, PR #23584, Nov 2024, cherry-picked to branch-3.0,
   3.3 and 4.0) -> 3.0.8, 3.3.3, 4.0.1 (each of those release notes lists #23584, ``apache/pulsar-site``
   ``release-notes/versioned``) and every 4.1+;
-* new ``TopicName.getPartitionIndex`` (PR #10902, merged 2021-06-11) -> assumed 2.9.0 (the old
-  specification says "≤ ~2.6" for the old rule, which this code keeps for every version before 2.9.0);
+* new ``TopicName.getPartitionIndex`` (PR #10902, merged 2021-06-11; first tag v2.9.0, no 2.8
+  cherry-pick) -> 2.9.0 (the old specification says "≤ ~2.6" for the old rule, which this code keeps for
+  every version before 2.9.0);
 * "first in arrival order" for non-partitioned topics: PR #4604 (2.4.2). Releases before 2.4.2 sorted
   non-partitioned consumers too; how they handled index -1 is not known, so they get the 2.10 rule.
 """

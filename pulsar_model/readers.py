@@ -37,7 +37,8 @@ Broker behaviour of the reset by time, as read in apache/pulsar sources (search 
   narrowed by ledger close timestamps (``managedLedgerCursorResetLedgerCloseTimestampMaxClockSkewMillis``;
   refined by apache/pulsar#24219 in 4.0.5). ``hasMoreEntries`` is the cursor's (``position <= LAC`` and
   unacked entries left in ``[position, LAC]``) in older brokers and the ledger's (``position <= LAC``) once
-  the finder searches "from the ledger" (apache/pulsar issue #20368; boundary assumed).
+  the finder searches "from the ledger" (apache/pulsar#20457, fixing issue #20368: release tags v2.10.5,
+  v2.11.2, v3.0.1, v3.1.0 and later).
 
 The binary search is sequential per topic, so it runs in ``groupBy(cluster, topic).applyInArrow`` over a
 compact per-topic input (the managed ledger, its ledgers, the timestamps of the exported entries of the

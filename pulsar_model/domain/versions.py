@@ -9,8 +9,9 @@ numbers, then plain comparisons), so one plan serves rows of every version (docs
 
 Where docs/semantics/ gives only the approximate version labels of the copies it read ("2.x-old",
 "2.9/2.10", "3.x", "4.x", "master"), the boundaries below were refined with public evidence; each
-constant cites it. A boundary that could not be pinned down to a patch release is marked
-"assumed" and is listed in the module's known gaps.
+constant cites it. Most are read at Pulsar's release tags (``git show vX.Y.Z:<path>`` in a mirror of
+apache/pulsar with its tags); a boundary that could not be pinned down to a patch release says "assumed"
+in its evidence.
 
 Evidence used (read with the project's search tool):
 

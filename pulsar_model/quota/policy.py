@@ -22,9 +22,8 @@ Version boundaries (evidence read with the project's search tool):
 * ``backlogQuotaDefaultLimitGB`` defaulted to 50 in 1.x/2.0 (docs §3.2); modelled as "before 2.1.0".
 * the non-precise check's "md in the last ledger -> not exceeded" rule: PR #15663 (release/2.8.4,
   2.9.3, 2.10.1).
-* the dedup-cursor special case of §3.5 (``advanceSlowestSystemCursor``): PR #20951 (Aug 2023, label
-  release/2.10.6); assumed back-ported to 2.11.3, 3.0.2 and 3.1.1 and present from 3.2.0 (read in
-  4.x/master, not in a 3.0/3.1 copy).
+* the dedup-cursor special case of §3.5 (``advanceSlowestSystemCursor``): PR #20951 (Aug 2023): in the
+  release tags v2.11.3, v3.0.2 and v3.2.0 and later, not in v2.10.6 nor any 3.1.x.
 * system topics (docs §3.4 "both checks return false"): the broker creates a ``SystemTopic`` when
   ``BrokerService.isSystemTopic`` holds - the namespace is a system-service namespace (``pulsar/system``,
   heartbeat ``pulsar/<cluster>/<host:port>`` and ``pulsar/<host:port>``, SLA monitor
