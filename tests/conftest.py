@@ -55,13 +55,49 @@ def cluster_nightly(tmp_path_factory: pytest.TempPathFactory) -> ClusterNightly:
 #: worker runs them all, so the cluster starts once per ``make test``.
 CLUSTER_NIGHTLY_FILES = frozenset({"test_cluster_runtime.py", "test_notebooks.py"})
 
+#: The groups whose module fixtures run whole pipelines, slowest first (``--durations`` of ``make test``):
+#: handed out before the rest so that neither worker ends the run alone with one of them.
+SLOW_GROUPS = (
+    "cluster-nightly",
+    "test_nightly_crash.py",
+    "test_quota_stage.py",
+    "test_cli_process.py",
+    "test_replication_stage.py",
+    "test_demo_ingest.py",
+    "test_versions_mixed.py",
+    "test_history_stage.py",
+    "test_ingest_pipeline.py",
+)
 
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Under ``--dist loadgroup`` (``make test``) a test file is one group, except the files that read the
-    cluster run, which form one group together; without pytest-xdist this does nothing."""
-    if not config.pluginmanager.hasplugin("xdist"):
-        return
-    for item in items:
-        name = item.path.name
-        group = "cluster-nightly" if name in CLUSTER_NIGHTLY_FILES else name
-        item.add_marker(pytest.mark.xdist_group(group))
+
+def xdist_work_unit(nodeid: str) -> str:
+    """The pytest-xdist work unit of a test: its file, or ``cluster-nightly`` for the files that read the
+    cluster run. A unit runs whole on one worker, so its module fixtures are built once."""
+    name = nodeid.split("::", 1)[0].rsplit("/", 1)[-1]
+    return "cluster-nightly" if name in CLUSTER_NIGHTLY_FILES else name
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object | None:
+    """``make test``'s ``--dist loadgroup``: one work unit per :func:`xdist_work_unit`, slow groups first.
+
+    xdist's own loadgroup reads ``xdist_group`` marks by rewriting each item's ``_nodeid``, which pytest 9.2
+    no longer reads (node ids live in ``_id``): every test became its own unit, and the demo pipelines of the
+    module fixtures ran once on each worker. Grouping by node id needs no marks and no pytest internals.
+    """
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class FileGroupScheduling(LoadScopeScheduling):  # type: ignore[misc]
+        def _split_scope(self, nodeid: str) -> str:
+            return xdist_work_unit(nodeid)
+
+        def _assign_work_unit(self, node: object) -> None:
+            for group in SLOW_GROUPS:
+                if group in self.workqueue:
+                    self.workqueue.move_to_end(group, last=False)
+                    break
+            super()._assign_work_unit(node)
+
+    return FileGroupScheduling(config, log)
