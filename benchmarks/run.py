@@ -198,16 +198,35 @@ def timed(fn: Callable[[], Any]) -> Timed:
     return Timed(round(seconds, 3), sampler.peak, value, round(cpu, 1), round(sampler.cpu_seconds, 1))
 
 
+#: How long :class:`SparkWork` waits for Spark's listener bus to deliver the events of finished jobs.
+LISTENER_DRAIN_S = 30.0
+
+
 class SparkWork:
     """Spark jobs, stages and tasks run since the last :meth:`take` (from the status tracker; the bench
     session retains enough of them, see ``BENCH_CONF``). Counts do not depend on the machine's load, so
     they show what an optimisation changed even when wall times swing."""
 
     def __init__(self, spark: SparkSession) -> None:
+        self._spark = spark
         self._tracker = spark.sparkContext.statusTracker()
+        self._drain_listener_bus()
         self._seen: set[int] = set(self._tracker.getJobIdsForGroup())
 
+    def _drain_listener_bus(self) -> None:
+        """The status tracker reads what the listener bus delivered: its events arrive asynchronously, and
+        after a busy stretch an action's job can still be queued when the action returns (it would be
+        counted late, or never). Wait for the bus (at most ``LISTENER_DRAIN_S``)."""
+        bus = self._spark.sparkContext._jsc.sc().listenerBus()  # type: ignore[union-attr]
+        try:
+            bus.waitUntilEmpty(int(LISTENER_DRAIN_S * 1000))
+        except Exception as exc:  # a TimeoutException over py4j: count what has arrived
+            _echo(
+                f"Spark's listener bus still busy after {LISTENER_DRAIN_S:.0f} s ({exc}): counts may be low"
+            )
+
     def take(self) -> dict[str, int]:
+        self._drain_listener_bus()
         jobs = [j for j in self._tracker.getJobIdsForGroup() if j not in self._seen]
         self._seen.update(jobs)
         stages = tasks = 0

@@ -46,6 +46,7 @@ from pulsar_model.tables.delta_io._bridge import BridgeBackend
 from pulsar_model.tables.delta_io._connector import replace_where_predicate
 from pulsar_model.tables.delta_io._schema import coerce_partition_value, spark_folder_unescape
 from pulsar_model.tables.delta_io._stats import MAX_STRING_STAT_CHARS
+from tests.spark_jobs import spark_jobs
 
 POSITION = T.StructType([T.StructField("ledger_id", T.LongType()), T.StructField("entry_id", T.LongType())])
 EVENTS = T.StructType(
@@ -589,14 +590,13 @@ def test_partition_values_come_from_the_log_without_a_spark_job(spark, tmp_path)
     rows = [(day1, "a", 1), (day1, "b", 2), (day2, "a", 3), (None, "c", 4)]
     df = spark.createDataFrame(rows, "export_date date, part string, v int")
     tables.overwrite("dated", df, partition_by=["export_date", "part"])
-    sc = spark.sparkContext
-    sc.setJobGroup("partition-values-test", "partition values")
-    try:
+    with spark_jobs(spark) as jobs:
         dates = tables.partition_values("dated", "export_date")
         parts = tables.partition_values("dated", "part")
-    finally:
-        sc.setJobGroup("", "")
-    assert sc.statusTracker().getJobIdsForGroup("partition-values-test") == []
+    assert jobs == []
+    with spark_jobs(spark) as control:  # the count sees a job when there is one
+        tables.read("dated").count()
+    assert control
     assert len(dates) == 3 and set(dates) == {day1, day2, None}
     assert sorted(parts) == ["a", "b", "c"]
     with pytest.raises(ValueError, match="'v' is not a partition column of table 'dated'"):

@@ -32,6 +32,7 @@ from pulsar_model.pipeline.stages.cluster_versions import (
 from pulsar_model.positions import position_after_n
 from pulsar_model.tables.delta_io import DeltaTables
 from tests.oracle import strategies as S
+from tests.spark_jobs import spark_jobs
 
 #: cluster -> broker version of the mixed export.
 CLUSTERS = {"c-old": "2.10.1", "c-mid": "3.0.7", "c-new": "4.1.3"}
@@ -166,13 +167,9 @@ def test_the_stages_of_a_run_share_one_version_lookup(spark: SparkSession, tmp_p
         partition_by=["export_date"],
     )
     assert day_cluster_versions(tables, day, "4.1.3") == {"a": "3.0.7"}
-    sc = spark.sparkContext
-    sc.setJobGroup("version-lookup-test", "versions")
-    try:
+    with spark_jobs(spark) as jobs:
         assert day_cluster_versions(tables, day, "4.1.3") == {"a": "3.0.7"}
-    finally:
-        sc.setJobGroup("", "")
-    assert sc.statusTracker().getJobIdsForGroup("version-lookup-test") == []
+    assert jobs == []
     tables.overwrite(
         "managed_ledgers",
         spark.createDataFrame([("a", "t", "4.0.9", day["export_date"])], schema),
