@@ -16,7 +16,7 @@ import google.protobuf
 import pytest
 from google.protobuf import unknown_fields
 from google.protobuf.message import DecodeError
-from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 
 from pulsar_model.errors import EntryDecodeError, EntryEncodeError
@@ -961,6 +961,8 @@ def single_metadata_messages(draw: st.DrawFn) -> bytes:
 
 @settings(max_examples=300, deadline=None)
 @given(smm_bytes=single_metadata_messages())
+# an empty KeyValue (no key: bad_metadata alone) before one whose bytes do not parse (bad_batch wins)
+@example(smm_bytes=b"\n\x00\n\x010\x12\x00\x18\x00")
 def test_decode_entry_reads_batch_slots_like_the_generated_classes(smm_bytes: bytes) -> None:
     smm = pulsar_api_pb2.SingleMessageMetadata()
     try:

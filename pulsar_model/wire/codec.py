@@ -533,14 +533,18 @@ def _properties(items: list[bytes], where: str, parse_code: str = "bad_metadata"
     """KeyValue list -> dict (a repeated key keeps its last value).
 
     Malformed bytes raise ``parse_code`` (``bad_batch`` inside a batch slot); a missing key or value
-    and non-UTF-8 text raise ``bad_metadata``.
+    and non-UTF-8 text raise ``bad_metadata``. Every entry is parsed before any is checked, as protobuf's
+    generated classes parse the whole message before they check required fields: malformed bytes in a
+    later entry win over a missing key in an earlier one.
     """
-    out: dict[str, str] = {}
+    pairs = []
     for raw in items:
         try:
-            key, value = _scan(raw, _KV)
+            pairs.append(_scan(raw, _KV))
         except _WireError as exc:
             raise _error(parse_code, f"{where}.properties entry does not parse: {exc}") from None
+    out: dict[str, str] = {}
+    for key, value in pairs:
         if key is None or value is None:
             raise _error("bad_metadata", f"{where}.properties entry misses its required key or value")
         out[_text(key, f"{where} property key")] = _text(value, f"{where} property value")
