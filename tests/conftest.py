@@ -83,7 +83,9 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object | 
 
     xdist's own loadgroup reads ``xdist_group`` marks by rewriting each item's ``_nodeid``, which pytest 9.2
     no longer reads (node ids live in ``_id``): every test became its own unit, and the demo pipelines of the
-    module fixtures ran once on each worker. Grouping by node id needs no marks and no pytest internals.
+    module fixtures ran once on each worker. This groups by node id instead (no marks, no pytest internals),
+    through the two methods xdist's own LoadGroupScheduling overrides; ``tests/test_xdist_grouping.py``
+    fails if an xdist release changes them.
     """
     if config.getvalue("dist") != "loadgroup":
         return None
