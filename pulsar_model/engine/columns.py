@@ -143,9 +143,23 @@ NULL_POS_SQL = f"CAST(NULL AS {POSITION_SQL_TYPE})"
 NULL_BASE_ROW_SQL = f"CAST(NULL AS {BASE_ROW_SQL_TYPE})"
 
 
+#: Operands longer than this are bound once (:func:`compare_sql`) instead of being repeated in the SQL.
+_INLINE_OPERAND_CHARS = 200
+
+
 def compare_sql(a: str, b: str) -> str:
-    """Three-way comparison (-1, 0, 1) like Java ``compareTo`` (null when either side is null)."""
-    return case((f"{a} < {b}", "-1"), (f"{a} > {b}", "1"), (f"{a} = {b}", "0"))
+    """Three-way comparison (-1, 0, 1) like Java ``compareTo`` (null when either side is null).
+
+    The comparison names each operand three times; long operands (a next-valid-position expression) are
+    bound once through a one-element ``transform``, Spark SQL's only way to name a value, so the
+    expression - and the plans that the analyser and optimiser walk on the driver - grow with the sum of
+    the operands, not three times it. Both operands are evaluated either way, so the results (and ANSI
+    errors) are the same.
+    """
+    if len(a) + len(b) <= _INLINE_OPERAND_CHARS:
+        return case((f"{a} < {b}", "-1"), (f"{a} > {b}", "1"), (f"{a} = {b}", "0"))
+    body = case(("_c.a < _c.b", "-1"), ("_c.a > _c.b", "1"), ("_c.a = _c.b", "0"))
+    return f"transform(array(named_struct('a', {a}, 'b', {b})), _c -> {body})[0]"
 
 
 def position_string_sql(p: str) -> str:
