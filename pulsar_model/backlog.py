@@ -47,6 +47,7 @@ from pulsar_model.positions import (
     _Env,
     _err_if,
     _keep,
+    shared_result,
 )
 
 __all__ = [
@@ -93,6 +94,18 @@ def precise_backlog(
     Guava throw (null + ``error``). ``entries_in_storage`` is ``getNumberOfEntriesInStorage()``: the ML
     count of ``(md, LAC]`` (3.x+) or ``(md, LAC.next]`` (2.x-old); IDM not subtracted. Pure and lazy.
     """
+    version = None if pulsar_version is None else str(pulsar_version)
+    return shared_result(
+        "precise_backlog",
+        (cursors, ledgers, managed_ledgers),
+        version,
+        lambda: _precise_backlog(cursors, ledgers, managed_ledgers, pulsar_version),
+    )
+
+
+def _precise_backlog(
+    cursors: DataFrame, ledgers: DataFrame, managed_ledgers: DataFrame, pulsar_version: VersionArg
+) -> DataFrame:
     env = _Env.build(ledgers, managed_ledgers, sql_flags(pulsar_version))
     beh = env.beh
     state = _cursor_state(env, cursors, with_plan=False)

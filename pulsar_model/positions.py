@@ -31,9 +31,11 @@ position", endless loops) never fail the job: the row gets a null result and an 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, cast
 
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
@@ -189,6 +191,56 @@ def _valid_entry0_sql(beh: SqlFlags) -> str:
     return f"coalesce({beh.pick('new_valid_position', new, old)}, false)"
 
 
+@dataclass
+class _EnvMemo:
+    """What one :func:`shared_ledger_view` block built, by name, input frames and arguments."""
+
+    materialise: Callable[[DataFrame], DataFrame]
+    # keyed by id(); the frames are kept in the value so an id cannot be reused while the block lasts
+    built: dict[tuple[object, ...], tuple[tuple[DataFrame, ...], object]]
+
+    def get(
+        self, name: str, frames: Sequence[DataFrame], args: object, build: Callable[[], object]
+    ) -> object:
+        """What ``build()`` returned for these ``name``, ``frames`` and ``args`` in this block."""
+        key = (name, *(id(f) for f in frames), args)
+        if key not in self.built:
+            self.built[key] = (tuple(frames), build())
+        return self.built[key][1]
+
+
+_ENV_MEMO: ContextVar[_EnvMemo | None] = ContextVar("pulsar_model_env_memo", default=None)
+
+
+@contextmanager
+def shared_ledger_view(materialise: Callable[[DataFrame], DataFrame]) -> Iterator[None]:
+    """Inside the block, the transforms of this module given the same ``ledgers`` and ``managed_ledgers``
+    frames (the same objects) and the same version argument share one ledger view and topic context,
+    each passed once through ``materialise`` (a stage passes ``localCheckpoint``).
+
+    A stage computes several analyses over one export; without the block each builds its own ledger view
+    (window passes over every ledger) into its plan, so a stage's query carried that plan four times.
+    Results are the same with or without the block; outside it every call is pure and lazy.
+    """
+    token = _ENV_MEMO.set(_EnvMemo(materialise=materialise, built={}))
+    try:
+        yield
+    finally:
+        _ENV_MEMO.reset(token)
+
+
+def shared_result(
+    name: str, frames: Sequence[DataFrame], args: object, build: Callable[[], DataFrame]
+) -> DataFrame:
+    """``build()``; inside :func:`shared_ledger_view`, built and materialised once per ``name``, input
+    ``frames`` (the same objects) and hashable ``args`` - for a transform several analyses of one stage
+    read (:func:`pulsar_model.backlog.precise_backlog`)."""
+    memo = _ENV_MEMO.get()
+    if memo is None:
+        return build()
+    return cast(DataFrame, memo.get(name, frames, args, lambda: memo.materialise(build())))
+
+
 @dataclass(frozen=True)
 class _Env:
     """The ledger view and topic context of one call, plus the seek helpers built on them.
@@ -211,7 +263,28 @@ class _Env:
         materialise: Callable[[DataFrame], DataFrame] | None = None,
     ) -> _Env:
         """The environment of ``ledgers``/``managed_ledgers``; ``materialise`` (e.g. the caller's
-        ``localCheckpoint``) is applied to the ledger view, then to the context built on it."""
+        ``localCheckpoint``) is applied to the ledger view, then to the context built on it. Inside
+        :func:`shared_ledger_view` (and without ``materialise``) one environment per inputs and flags."""
+        memo = _ENV_MEMO.get() if materialise is None else None
+        if memo is None:
+            return cls._build(ledgers, managed_ledgers, flags, materialise)
+        values = None if flags.values is None else tuple(sorted(flags.values.items()))
+        env = memo.get(
+            "env",
+            (ledgers, managed_ledgers),
+            values,
+            lambda: cls._build(ledgers, managed_ledgers, flags, memo.materialise),
+        )
+        return cast(_Env, env)
+
+    @classmethod
+    def _build(
+        cls,
+        ledgers: DataFrame,
+        managed_ledgers: DataFrame,
+        flags: SqlFlags,
+        materialise: Callable[[DataFrame], DataFrame] | None,
+    ) -> _Env:
         keep = materialise or (lambda df: df)
         ml = _ml_frame(_by_topic(managed_ledgers), flags)
         row_flags = flags.at(ref(FLAGS_COLUMN))

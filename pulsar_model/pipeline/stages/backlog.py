@@ -19,6 +19,7 @@ from pulsar_model.engine.entry_coverage import COLUMN as COMPLETE
 from pulsar_model.engine.entry_coverage import topic_entries_complete
 from pulsar_model.pinning import pinning_report, unmoved_cursors
 from pulsar_model.pipeline.stages.cluster_versions import day_cluster_versions, with_cluster_version
+from pulsar_model.positions import shared_ledger_view
 from pulsar_model.tables.delta_io import DeltaTables
 from pulsar_model.tables.stage_io import write_day_outputs
 
@@ -155,12 +156,14 @@ def run_backlog_stage(
         if tables.exists("entries")
         else None
     )
-    outputs: dict[str, DataFrame | None] = {
-        "cursor_backlog": cursor_backlog(managed, ledgers, cursors, None, entries),
-        "topic_backlog": topic_backlog(managed, ledgers, cursors, None),
-        "topic_pinning": topic_pinning(managed, ledgers, cursors, None),
-        "unmoved_cursors": unmoved_cursors_as_of(tables, run_date),
-    }
+    # the three analyses share one ledger view and topic context, computed once
+    with shared_ledger_view(lambda df: df.localCheckpoint()):
+        outputs: dict[str, DataFrame | None] = {
+            "cursor_backlog": cursor_backlog(managed, ledgers, cursors, None, entries),
+            "topic_backlog": topic_backlog(managed, ledgers, cursors, None),
+            "topic_pinning": topic_pinning(managed, ledgers, cursors, None),
+            "unmoved_cursors": unmoved_cursors_as_of(tables, run_date),
+        }
     rows, versions_written = write_day_outputs(
         tables, day, {name: outputs[name] for name in OUTPUT_TABLES}, stage="backlog"
     )
