@@ -25,6 +25,7 @@ from pulsar_model.domain.versions import (
     is_2x_old_position_after_n,
     position_after_n_counts_deleted_ledger_as_empty,
     position_after_n_guards_unread,
+    release_key,
     reset_latest_uses_next_valid,
     size_since_mark_delete_subtracts_individual_acks,
     slowest_cursor_tie_known_from_export,
@@ -180,16 +181,23 @@ def test_cursor_count_switches_follow_the_release_tags() -> None:
     assert not reset_latest_uses_next_valid("3.1.3") and reset_latest_uses_next_valid("3.3.0")
 
 
+def test_release_key_orders_like_releases() -> None:
+    texts = ["2.0.0", "2.10.6", "2.11.0", "3.0.0", "3.0.15", "3.9999.999999", "4.0.0", "4.0.9", "4.1.3"]
+    versions = [PulsarVersion.parse(t) for t in texts]
+    keys = [release_key(v.major, v.minor, v.patch) for v in versions]
+    assert keys == sorted(keys) and len(set(keys)) == len(keys)
+    assert release_key(4, 9999, 999999) < release_key(5, 0, 0)
+
+
 #: (flag, versions where it is False, versions where it is True): both sides of every boundary that the
 #: release tags of Pulsar's repository pin (see the evidence of each flag in ``FLAGS``).
 def _sql_value(f: Flag, version: str) -> bool:
     """Evaluate :meth:`Flag.sql` for one version without Spark: the text only compares integers with
-    ``=``, ``>``, ``>=`` and combines them with AND/OR/NOT, which read the same in Python once the three
-    field references are replaced by the version's numbers."""
+    ``=``, ``<``, ``>=`` and combines them with AND/OR/NOT, which read the same in Python once the key's
+    references are replaced by the version's key (:func:`release_key`, checked against the releases'
+    order in :func:`test_release_key_orders_like_releases`)."""
     v = PulsarVersion.parse(version)
-    text = f.sql("p")
-    for field in ("major", "minor", "patch"):
-        text = text.replace(f"p.`{field}`", str(getattr(v, field)))
+    text = f.sql("p").replace("p.`key`", str(release_key(v.major, v.minor, v.patch)))
     text = re.sub(r"(?<![<>!=])=(?!=)", "==", text)
     text = re.sub(r"\bAND\b", "and", re.sub(r"\bOR\b", "or", re.sub(r"\bNOT\b", "not", text)))
     assert re.fullmatch(r"[0-9()<>=! andort]*", text), text

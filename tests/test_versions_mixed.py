@@ -23,6 +23,8 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from pulsar_model.backlog import estimated_backlog_size, estimated_size_since_mark_delete, precise_backlog
+from pulsar_model.domain.versions import FLAGS
+from pulsar_model.engine.flags import FLAGS_COLUMN, with_flags
 from pulsar_model.pinning import pinning_report
 from pulsar_model.pipeline.stages.cluster_versions import (
     cluster_versions,
@@ -177,3 +179,28 @@ def test_the_stages_of_a_run_share_one_version_lookup(spark: SparkSession, tmp_p
     )
     assert day_cluster_versions(tables, day, "4.1.3") == {"a": "4.0.9"}
     assert day_cluster_versions(DeltaTables(spark, str(tmp_path / "empty")), day, "4.1.3") is None
+
+
+def test_flags_of_the_version_column_equal_each_flags_release_rule(spark: SparkSession) -> None:
+    """``with_flags`` (the SQL every version-as-data plan reads) gives, flag by flag, :meth:`Flag.holds`:
+    on every release either side of a flag's boundaries and back-ports, and null flags for texts that are
+    not a modelled version."""
+    releases: set[tuple[int, int, int]] = {(4, 1, 3)}
+    for f in FLAGS.values():
+        bounds = [f.since, *(f.until for _ in [0] if f.until is not None)]
+        bounds += [(line[0], line[1], patch) for line, patch in f.backports]
+        for major, minor, patch in bounds:
+            releases |= {(major, minor, patch), (major, minor, max(patch - 1, 0)), (major, minor + 1, 0)}
+            releases |= {(major, max(minor - 1, 0), 99)}
+    texts = [f"{a}.{b}.{c}" for a, b, c in sorted(releases) if a in (2, 3, 4)]
+    bad = ["1.22.0", "5.0.0", "4.1", "x"]
+    frame = spark.createDataFrame([(t,) for t in [*texts, *bad]], "pulsar_version string")
+    rows = {r["pulsar_version"]: r[FLAGS_COLUMN] for r in with_flags(frame).collect()}
+    wrong = [
+        (text, name)
+        for text in texts
+        for name, f in FLAGS.items()
+        if rows[text] is None or rows[text][name] != f.holds(text)
+    ]
+    assert not wrong, wrong[:20]
+    assert all(rows[text] is None for text in bad)

@@ -71,6 +71,7 @@ __all__ = [
     "position_after_n_counts_deleted_ledger_as_empty",
     "position_after_n_falls_back_to_last_key",
     "position_after_n_guards_unread",
+    "release_key",
     "reset_latest_uses_next_valid",
     "same_ledger_count_zero_when_deleted",
     "since",
@@ -219,16 +220,18 @@ class Flag:
         return changed != self.old_behaviour
 
     def sql(self, parsed: str) -> str:
-        """The flag as a Spark-SQL boolean over a :func:`parsed_version_sql` struct reference ``parsed``."""
-        major, minor, patch = (f"{parsed}.`{f}`" for f in ("major", "minor", "patch"))
+        """The flag as a Spark-SQL boolean over a :func:`parsed_version_sql` struct reference ``parsed``.
+
+        Reads only the struct's ``key`` (:func:`release_key`): a release rule is then a few integer
+        comparisons, and the flags struct of every version-as-data plan stays small.
+        """
+        key = f"{parsed}.`key`"
 
         def at_least(release: Release) -> str:
-            a, b, c = release
-            same_minor = f"({minor} = {b} AND {patch} >= {c})"
-            return f"({major} > {a} OR ({major} = {a} AND ({minor} > {b} OR {same_minor})))"
+            return f"{key} >= {release_key(*release)}"
 
         parts = [at_least(self.since)] + [
-            f"({major} = {line[0]} AND {minor} = {line[1]} AND {patch} >= {first})"
+            f"({key} >= {release_key(*line, first)} AND {key} < {release_key(line[0], line[1] + 1, 0)})"
             for line, first in self.backports
         ]
         changed = "(" + " OR ".join(parts) + ")"
@@ -394,19 +397,31 @@ def flag(name: str, version: VersionLike) -> bool:
     return FLAGS[name].holds(version)
 
 
-def parsed_version_sql(version: str) -> str:
-    """Spark-SQL struct ``major, minor, patch`` (ints) of a version string expression, null when the text
-    is not ``MAJOR.MINOR.PATCH`` of a modelled line (the same grammar :meth:`PulsarVersion.parse` accepts).
+#: Field widths of :func:`release_key`: the grammar allows at most 4 digits of minor and 6 of patch.
+_MINOR_BASE, _PATCH_BASE = 10_000, 1_000_000
 
-    ``try_cast`` and ``regexp_extract`` only: no expression that throws with ANSI on.
+
+def release_key(major: int, minor: int, patch: int) -> int:
+    """One integer ordered like the releases: ``major * 10^10 + minor * 10^6 + patch`` (the version grammar
+    caps minor at 4 and patch at 6 digits, so no field spills into the next)."""
+    return (major * _MINOR_BASE + minor) * _PATCH_BASE + patch
+
+
+def parsed_version_sql(version: str) -> str:
+    """Spark-SQL struct ``major, minor, patch`` (ints) and ``key`` (:func:`release_key`, bigint) of a
+    version string expression, null when the text is not ``MAJOR.MINOR.PATCH`` of a modelled line (the same
+    grammar :meth:`PulsarVersion.parse` accepts).
+
+    ``try_cast`` and ``regexp_extract`` only, and a key far below the bigint range: no expression that
+    throws with ANSI on.
     """
     pattern = _VERSION_RE.pattern.replace("\\", "\\\\")
     major, minor, patch = (f"try_cast(regexp_extract({version}, '{pattern}', {i}) AS INT)" for i in (1, 2, 3))
     majors = ", ".join(str(m) for m in _SUPPORTED_MAJORS)
     ok = f"({major} IN ({majors}) AND {minor} IS NOT NULL AND {patch} IS NOT NULL)"
-    return (
-        f"IF(coalesce({ok}, false), named_struct('major', {major}, 'minor', {minor}, 'patch', {patch}), NULL)"
-    )
+    key = f"(CAST({major} AS BIGINT) * {_MINOR_BASE} + {minor}) * {_PATCH_BASE} + {patch}"
+    fields = f"'major', {major}, 'minor', {minor}, 'patch', {patch}, 'key', {key}"
+    return f"IF(coalesce({ok}, false), named_struct({fields}), NULL)"
 
 
 def flags_sql(parsed: str, names: tuple[str, ...] | None = None) -> str:
