@@ -53,7 +53,9 @@ def _analyses(cursors: DataFrame, ledgers: DataFrame, mls: DataFrame, version: s
 def test_rows_are_the_same_inside_and_outside_the_block(spark: SparkSession, cases: list[S.Case]) -> None:
     ledgers, mls, cursors = S.input_frames(spark, cases)
     # versions as data: each topic its own line, cycling through the supported ones
-    versions = F.element_at(F.array(*[F.lit(v) for v in _VERSIONS]), F.abs(F.hash("topic")) % 3 + 1)
+    versions = F.element_at(
+        F.array(*[F.lit(v) for v in _VERSIONS]), F.abs(F.hash("topic")) % len(_VERSIONS) + 1
+    )
     mls_by_topic = mls.withColumn("pulsar_version", versions)
     variants = [*((v, mls) for v in _VERSIONS), (None, mls_by_topic)]
 
