@@ -10,6 +10,7 @@ import pytest
 from pyspark.sql import SparkSession
 
 from pulsar_model.pipeline.session import build_session
+from tests.spark_conf import session_conf
 from tests.standalone_cluster import ClusterNightly, run_cluster_nightly
 
 os.environ.setdefault("TZ", "UTC")
@@ -40,6 +41,14 @@ def spark() -> Iterator[SparkSession]:
     session.sparkContext.setLogLevel("ERROR")
     yield session
     session.stop()
+
+
+@pytest.fixture(scope="module")
+def fast_spark_conf(spark: SparkSession) -> Iterator[None]:
+    """The module runs under :data:`tests.spark_conf.FAST_CONF` (``pytestmark =
+    pytest.mark.usefixtures("fast_spark_conf")`` sets it before the module's own fixtures run)."""
+    with session_conf(spark):
+        yield
 
 
 @pytest.fixture(scope="session")

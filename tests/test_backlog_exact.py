@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import datetime as dt
 import random
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -53,26 +52,8 @@ MEASURE_COLUMNS = [c for c in TOTAL_COLUMNS if c not in ("oldest_position", "old
 MEASURE_COLUMNS.remove("exported_entries_complete")
 
 
-#: Test-only session settings: on these tiny inputs the time goes to AQE's per-stage jobs and to code
-#: generation, not to data (measured: the golden exact_backlog job 20 s -> 4 s on a loaded 2-core box).
-FAST_CONF = {
-    "spark.sql.adaptive.enabled": "false",
-    "spark.sql.codegen.wholeStage": "false",
-    "spark.sql.codegen.factoryMode": "NO_CODEGEN",
-}
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _fast_conf(spark: SparkSession) -> Iterator[None]:
-    saved = {key: spark.conf.get(key, None) for key in FAST_CONF}
-    for key, value in FAST_CONF.items():
-        spark.conf.set(key, value)
-    yield
-    for key, value in saved.items():
-        if value is None:
-            spark.conf.unset(key)
-        else:
-            spark.conf.set(key, value)
+#: Tiny inputs and very wide plans: interpreted, without adaptive re-planning (tests/spark_conf.py).
+pytestmark = pytest.mark.usefixtures("fast_spark_conf")
 
 
 def _frame(spark: SparkSession, rows: list[tuple[Any, ...]], schema: str) -> DataFrame:

@@ -28,6 +28,7 @@ from pulsar_model.backlog import (
     estimated_size_since_mark_delete,
 )
 from tests.contract_frames import CURSOR_STATE, LEDGER_STATE, MANAGED_LEDGER_STATE, contract_schema
+from tests.spark_conf import session_conf
 
 LEDGERS = contract_schema("ledgers", LEDGER_STATE)
 ML = contract_schema("managed_ledgers", MANAGED_LEDGER_STATE)
@@ -35,12 +36,6 @@ CURSORS = contract_schema("cursors", CURSOR_STATE)
 POSITIONS = contract_schema("plan_requests", ["cluster", "topic", "request_id", ("position", "position")])
 V1, V2, V3, PRE = "2.5.1", "2.10.6", "4.1.3", "3.0.7"
 V211, V2111 = "2.11.0", "2.11.1"  # consumedLedgerSize "==" in 2.11.0, "<=" from 2.11.1 (#20069, docs §2.2)
-FAST_CONF = {
-    "spark.sql.adaptive.enabled": "false",
-    "spark.sql.codegen.wholeStage": "false",
-    "spark.sql.codegen.factoryMode": "NO_CODEGEN",
-}
-
 Pos = tuple[int, int]
 LedgerSpec = tuple[int, int, int]  # (ledger id, entries, bytes)
 
@@ -186,15 +181,8 @@ def out(spark: SparkSession) -> dict[str, dict[tuple[str, str], dict[str, Any]]]
     def run(name: str) -> list[Any]:
         return _json_rows(name, builders[name]()).collect()
 
-    saved = {key: spark.conf.get(key) for key in FAST_CONF}
-    try:
-        for key, value in FAST_CONF.items():
-            spark.conf.set(key, value)
-        with ThreadPoolExecutor(max_workers=3) as pool:  # planning dominates on test data
-            rows = [row for part in pool.map(run, builders) for row in part]
-    finally:
-        for key, value in saved.items():
-            spark.conf.set(key, value)
+    with session_conf(spark), ThreadPoolExecutor(max_workers=3) as pool:  # planning dominates on test data
+        rows = [row for part in pool.map(run, builders) for row in part]
     result: dict[str, dict[tuple[str, str], dict[str, Any]]] = defaultdict(dict)
     for row in rows:
         data = json.loads(row["row"])

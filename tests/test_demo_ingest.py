@@ -15,6 +15,9 @@ from pulsar_model.tables import contracts
 from pulsar_model.tables.delta_io import DeltaTables
 from pulsar_model.tables.delta_io._schema import delta_json_to_spark
 
+#: What the stages store is under test, not how Spark runs it (tests/spark_conf.py).
+pytestmark = pytest.mark.usefixtures("fast_spark_conf")
+
 SMALL = dataclasses.replace(
     DemoSpec(),
     topics_per_namespace=2,

@@ -24,6 +24,9 @@ from pulsar_model.pipeline.stages.backlog import run_backlog_stage
 from pulsar_model.tables.delta_io import DeltaTables
 from tests.fake_pulsar_admin import FakeAdminServer, load_export
 
+#: What the stages store is under test, not how Spark runs it (tests/spark_conf.py).
+pytestmark = pytest.mark.usefixtures("fast_spark_conf")
+
 DAY = dt.date(2026, 11, 21)
 #: Columns that differ between the direct export and the REST export, and why.
 DIFFERENCES: dict[str, set[str]] = {

@@ -37,6 +37,9 @@ from pulsar_model.pipeline.stages.history import OUTPUT_TABLES, run_history_stag
 from pulsar_model.tables import contracts
 from pulsar_model.tables.delta_io import DeltaTables
 
+#: What the stage stores is under test, not how Spark runs it (tests/spark_conf.py).
+pytestmark = pytest.mark.usefixtures("fast_spark_conf")
+
 CLUSTER = "c1"
 DATES = [dt.date(2026, 11, d) for d in (1, 2, 3, 4)]
 D1, D2, D3, D4 = DATES

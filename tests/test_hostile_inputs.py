@@ -56,6 +56,9 @@ from pulsar_model.wire.codec import BatchItem, encode_batch_entry, encode_marker
 from pulsar_model.wire.markers import Snapshot, SubscriptionUpdate, TxnMarker
 from tests.oracle import strategies as S
 
+#: What the stages store is under test, not how Spark runs it (tests/spark_conf.py).
+pytestmark = pytest.mark.usefixtures("fast_spark_conf")
+
 HOSTILE = Path(__file__).parent / "fixtures" / "hostile"
 EXPORT_NAME = "export-2026-11-21"
 EXPECTED: dict[str, Any] = json.loads((HOSTILE / "expected.json").read_text(encoding="utf-8"))

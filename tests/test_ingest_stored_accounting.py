@@ -22,6 +22,9 @@ from pulsar_model.tables.delta_io import DeltaTables
 from pulsar_model.wire.codec import encode_marker_entry, encode_message_entry
 from pulsar_model.wire.markers import SnapshotRequest
 
+#: What the stages store is under test, not how Spark runs it (tests/spark_conf.py).
+pytestmark = pytest.mark.usefixtures("fast_spark_conf")
+
 FIXTURES = Path(__file__).parent / "fixtures" / "exports" / "us-east"
 PAYMENTS = "persistent%3A%2F%2Ftenant-a%2Fns1%2Fpayments.json"
 C = "c1"

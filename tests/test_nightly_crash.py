@@ -24,6 +24,7 @@ from deltalake import DeltaTable
 from pulsar_model.demo import DemoSpec, generate_demo
 from pulsar_model.pipeline.stages.backlog import OUTPUT_TABLES as BACKLOG_TABLES
 from pulsar_model.tables.delta_io._bridge import STAGING_DIR
+from tests.spark_conf import FAST_CONF
 
 pytestmark = pytest.mark.slow
 
@@ -41,6 +42,8 @@ TINY = dataclasses.replace(
 #: The stage whose writes the crash interrupts, and one of the tables it writes.
 KILLED_STAGE = "backlog"
 WATCHED_TABLE = "cursor_backlog"
+#: The child nightlies' Spark settings: the crash and the lock are under test, not Spark's planning.
+CHILD_CONF = {"spark.sql.shuffle.partitions": "2", "spark.ui.enabled": "false", **FAST_CONF}
 
 
 def _command(export: Path, warehouse: Path, stages: str) -> list[str]:
@@ -55,7 +58,7 @@ def _command(export: Path, warehouse: Path, stages: str) -> list[str]:
         stages,
         *_settings(warehouse),
         "--set",
-        "spark.conf={spark.sql.shuffle.partitions: '2', spark.ui.enabled: 'false'}",
+        "spark.conf={" + ", ".join(f"{k}: '{v}'" for k, v in CHILD_CONF.items()) + "}",
     ]
 
 

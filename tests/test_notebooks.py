@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 from pyspark.sql import DataFrame, SparkSession
 
+from tests.spark_conf import FAST_CONF
 from tests.standalone_cluster import TINY  # the demo the session's cluster run ingests
 
 NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"
@@ -30,13 +31,9 @@ SEPARATOR = re.compile(r"^# COMMAND -{10}\s*$", re.MULTILINE)
 MAGIC = re.compile(r"^# MAGIC ?")
 KNOWN_MAGICS = ("%md", "%pip", "%run", "%sql")
 #: Session settings while the notebooks run (restored afterwards; the session is shared with other tests).
-#: Tiny data and very wide plans: adaptive re-planning (one extra job per shuffle) and code generation cost
-#: far more than they save, as in the golden tests' ``FAST_CONF``. Shuffle partitions stay at the fixture's 2.
-NOTEBOOK_CONF = {
-    "spark.sql.adaptive.enabled": "false",
-    "spark.sql.codegen.wholeStage": "false",
-    "spark.sql.codegen.factoryMode": "NO_CODEGEN",
-}
+#: Tiny data and very wide plans: interpreted, without adaptive re-planning (tests/spark_conf.py). Shuffle
+#: partitions stay at the fixture's 2.
+NOTEBOOK_CONF = FAST_CONF
 #: Result variables every notebook must leave non-empty on the demo (notebook -> names).
 KEY_RESULTS: dict[str, tuple[str, ...]] = {
     "00_setup": ("run_log",),

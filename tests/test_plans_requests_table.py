@@ -16,6 +16,9 @@ from pulsar_model.pipeline.stages.plans import run_plans_stage
 from pulsar_model.tables.contracts import conform, contract
 from pulsar_model.tables.delta_io import DeltaTables
 
+#: What the stages store is under test, not how Spark runs it (tests/spark_conf.py).
+pytestmark = pytest.mark.usefixtures("fast_spark_conf")
+
 DAY = dt.date(2026, 11, 1)
 VERSION = "4.1.3"
 CLUSTER = "c1"

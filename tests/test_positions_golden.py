@@ -22,6 +22,7 @@ from pyspark.sql import functions as F
 from pulsar_model import positions as P
 from pulsar_model.backlog import precise_backlog
 from tests.contract_frames import CURSOR_STATE, LEDGER_STATE, MANAGED_LEDGER_STATE, contract_schema
+from tests.spark_conf import session_conf
 
 LEDGERS = contract_schema("ledgers", LEDGER_STATE)
 ML = contract_schema("managed_ledgers", MANAGED_LEDGER_STATE)
@@ -278,15 +279,6 @@ RESET_ROWS = [
 ]
 
 
-#: Tiny test data: adaptive re-planning and code generation of these wide plans cost more than they
-#: save, so the single action of each test module runs interpreted (settings restored afterwards).
-FAST_CONF = {
-    "spark.sql.adaptive.enabled": "false",
-    "spark.sql.codegen.wholeStage": "false",
-    "spark.sql.codegen.factoryMode": "NO_CODEGEN",
-}
-
-
 def collect_frames(spark: SparkSession, builders: dict[str, Callable[[], DataFrame]]) -> list[Any]:
     """Build every frame and fetch it as JSON rows tagged with its name (settings restored afterwards).
 
@@ -297,15 +289,8 @@ def collect_frames(spark: SparkSession, builders: dict[str, Callable[[], DataFra
     def run(name: str) -> list[Any]:
         return _json_rows(name, builders[name]()).collect()
 
-    saved = {key: spark.conf.get(key) for key in FAST_CONF}
-    try:
-        for key, value in FAST_CONF.items():
-            spark.conf.set(key, value)
-        with ThreadPoolExecutor(max_workers=3) as pool:
-            return [row for rows in pool.map(run, builders) for row in rows]
-    finally:
-        for key, value in saved.items():
-            spark.conf.set(key, value)
+    with session_conf(spark), ThreadPoolExecutor(max_workers=3) as pool:
+        return [row for rows in pool.map(run, builders) for row in rows]
 
 
 def _json_rows(name: str, df: DataFrame) -> DataFrame:

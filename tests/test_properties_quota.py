@@ -44,6 +44,7 @@ from pulsar_model.quota.eviction import (
 from tests.oracle import managed_ledger as o
 from tests.oracle import quota as q
 from tests.oracle import strategies as S
+from tests.spark_conf import session_conf
 from tests.test_properties_topic_engine import engine_ml
 
 VERSIONS = ["2.10.6", "3.0.7", "4.1.3"]
@@ -75,12 +76,6 @@ ENGINE_SETTINGS = settings(
     phases=[Phase.generate],
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
-FAST_CONF = {
-    "spark.sql.adaptive.enabled": "false",
-    "spark.sql.codegen.wholeStage": "false",
-    "spark.sql.codegen.factoryMode": "NO_CODEGEN",
-    "spark.sql.shuffle.partitions": "2",
-}
 
 
 @dataclass
@@ -335,16 +330,9 @@ def test_drop_backlog_matches_oracle(
             pulsar_version=v,
         ),
     }
-    saved = {key: spark.conf.get(key) for key in FAST_CONF}
-    try:
-        for key, value in FAST_CONF.items():
-            spark.conf.set(key, value)
-        with ThreadPoolExecutor(max_workers=3) as pool:
-            futures = {name: pool.submit(_run, fn) for name, fn in jobs.items()}
-            rows = {name: f.result() for name, f in futures.items()}
-    finally:
-        for key, value in saved.items():
-            spark.conf.set(key, value)
+    with session_conf(spark), ThreadPoolExecutor(max_workers=3) as pool:
+        futures = {name: pool.submit(_run, fn) for name, fn in jobs.items()}
+        rows = {name: f.result() for name, f in futures.items()}
     mismatches: list[S.Mismatch] = []
     n_cursors = sum(len(qc.case.cursors) for qc in cases)
     for name, result in rows.items():

@@ -37,6 +37,7 @@ from pulsar_model import readers as R
 from tests.oracle import readers as o
 from tests.oracle import strategies as S
 from tests.oracle.managed_ledger import Cursor, ManagedLedger, Position
+from tests.spark_conf import session_conf
 
 VERSIONS = ["2.8.0", "2.10.6", "3.0.7", "4.0.4", "4.1.3"]
 #: The Spark property runs a subset (every version is one more plan in the action): the reader mapping on the
@@ -86,6 +87,7 @@ READER_REQ = (
     f"cluster string, topic string, request_id bigint, start_kind string, start_message_id {MID}, "
     "inclusive boolean, rollback_seconds bigint, read_compacted boolean, initial_position string"
 )
+
 RESET_REQ = "cluster string, topic string, request_id bigint, cursor_name string, timestamp_ms bigint"
 
 
@@ -277,16 +279,8 @@ def _frames(spark: SparkSession, cases: list[TimeCase]) -> dict[str, DataFrame]:
     }
 
 
-FAST_CONF = {
-    "spark.sql.adaptive.enabled": "false",
-    "spark.sql.codegen.wholeStage": "false",
-    "spark.sql.codegen.factoryMode": "NO_CODEGEN",
-}
-
-
 def _collect(spark: SparkSession, frames: dict[str, DataFrame]) -> dict[str, list[dict[str, Any]]]:
     """Every frame as JSON rows in one Spark action: ``{frame name: [row dicts]}``."""
-    saved = {key: spark.conf.get(key) for key in FAST_CONF}
     tagged = [
         df.select(
             F.lit(name).alias("frame"),
@@ -296,13 +290,8 @@ def _collect(spark: SparkSession, frames: dict[str, DataFrame]) -> dict[str, lis
         )
         for name, df in frames.items()
     ]
-    try:
-        for key, value in FAST_CONF.items():
-            spark.conf.set(key, value)
+    with session_conf(spark):
         rows = functools.reduce(lambda a, b: a.unionByName(b), tagged).collect()
-    finally:
-        for key, value in saved.items():
-            spark.conf.set(key, value)
     out: dict[str, list[dict[str, Any]]] = {name: [] for name in frames}
     for row in rows:
         out[row["frame"]].append(json.loads(row["row"]))

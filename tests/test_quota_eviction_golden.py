@@ -22,6 +22,7 @@ from pyspark.sql import functions as F
 from pulsar_model.errors import ConfigError
 from pulsar_model.quota.eviction import drop_backlog_for_size_limit, drop_backlog_for_time_limit
 from tests.contract_frames import CURSOR_STATE, MANAGED_LEDGER_STATE, contract_schema
+from tests.spark_conf import FAST_CONF, session_conf
 
 V30, V4 = "3.0.5", "4.2.2"
 VERSIONS = (V30, V4)
@@ -54,12 +55,8 @@ ENTRY_SCHEMA = contract_schema(
         "entry_size_bytes",
     ],
 )
-FAST_CONF = {
-    "spark.sql.adaptive.enabled": "false",
-    "spark.sql.codegen.wholeStage": "false",
-    "spark.sql.codegen.factoryMode": "NO_CODEGEN",
-    "spark.sql.shuffle.partitions": "1",  # tiny inputs: one bucket, one Python worker per stage
-}
+#: Tiny inputs: one shuffle bucket, one Python worker per stage.
+TEST_CONF = {**FAST_CONF, "spark.sql.shuffle.partitions": "1"}
 
 Pos = tuple[int, int]
 
@@ -122,6 +119,7 @@ add(
         10 * 1024,
     ),
 )
+
 # §3.8-6 computed: one open ledger, 20 x 1000 B, limit 10000 -> target 9000; two subs, then one sub
 add(SIZE, Topic("s6_two_subs", [], open_ledger(20), subs("s1", "s2", md=(1, -1)), 10_000))
 add(SIZE, Topic("s6_one_sub", [], open_ledger(20), subs("s1", md=(1, -1)), 10_000))
@@ -426,22 +424,15 @@ def results(spark: SparkSession) -> Iterator[dict[str, Result]]:
             pulsar_version=v,
         ),
     }
-    saved = {key: spark.conf.get(key) for key in FAST_CONF}
-    try:
-        for key, value in FAST_CONF.items():
-            spark.conf.set(key, value)
-        with ThreadPoolExecutor(max_workers=4) as pool:
-            futures = {
-                name: pool.submit(collect, fn, spark, VERSIONS if name in FULL_VERSION_JOBS else (V4,))
-                for name, fn in jobs.items()
-            }
-            futures["size_bounds"] = pool.submit(collect, jobs["size"], spark, SIZE_BOUNDARY_VERSIONS)
-            futures["time_bounds"] = pool.submit(collect, jobs["time"], spark, TIME_BOUNDARY_VERSIONS)
-            futures["time_raw"] = pool.submit(collect, jobs["time"], spark, RAW_LIMIT_VERSIONS)
-            yield {name: f.result() for name, f in futures.items()}
-    finally:
-        for key, value in saved.items():
-            spark.conf.set(key, value)
+    with session_conf(spark, TEST_CONF), ThreadPoolExecutor(max_workers=4) as pool:
+        futures = {
+            name: pool.submit(collect, fn, spark, VERSIONS if name in FULL_VERSION_JOBS else (V4,))
+            for name, fn in jobs.items()
+        }
+        futures["size_bounds"] = pool.submit(collect, jobs["size"], spark, SIZE_BOUNDARY_VERSIONS)
+        futures["time_bounds"] = pool.submit(collect, jobs["time"], spark, TIME_BOUNDARY_VERSIONS)
+        futures["time_raw"] = pool.submit(collect, jobs["time"], spark, RAW_LIMIT_VERSIONS)
+        yield {name: f.result() for name, f in futures.items()}
 
 
 #: Fixture jobs run on every version (the others on V4 only).
@@ -980,10 +971,7 @@ def test_ledger_closure_step_by_release(spark: SparkSession) -> None:
             out = out.unionByName(part)
         return out
 
-    saved = {key: spark.conf.get(key) for key in FAST_CONF}
-    try:
-        for key, value in FAST_CONF.items():
-            spark.conf.set(key, value)
+    with session_conf(spark, TEST_CONF):
         rows = drop_backlog_for_time_limit(
             per_version(d["ml"], with_version=True),
             per_version(d["ledgers"]),
@@ -993,9 +981,6 @@ def test_ledger_closure_step_by_release(spark: SparkSession) -> None:
             precise=True,
             pulsar_version=None,
         ).collect()
-    finally:
-        for key, value in saved.items():
-            spark.conf.set(key, value)
     got = {}
     for r in rows:
         closure = r["ledger_closure_position"]

@@ -38,6 +38,7 @@ from pulsar_model.tables.contracts import spark_schema
 from tests.oracle import managed_ledger as o
 from tests.oracle import quota_policy as q
 from tests.oracle import strategies as S
+from tests.spark_conf import FAST_CONF, session_conf
 
 POS = "struct<ledger_id:bigint,entry_id:bigint>"
 LEDGERS = (
@@ -70,12 +71,8 @@ BREACHES = (
     "slowest_cursor_tie boolean, dedup_at_slowest boolean, reason string"
 )
 OUT_EFFECTIVE = "cluster string, topic string, quota_type string, policy string, check_enabled boolean"
-FAST_CONF = {
-    "spark.sql.adaptive.enabled": "false",
-    "spark.sql.codegen.wholeStage": "false",
-    "spark.sql.codegen.factoryMode": "NO_CODEGEN",
-    "spark.sql.shuffle.partitions": "1",  # tiny inputs: one task per stage
-}
+#: Tiny inputs: one task per stage.
+TEST_CONF = {**FAST_CONF, "spark.sql.shuffle.partitions": "1"}
 HOLD, EXC, EVICT = "producer_request_hold", "producer_exception", "consumer_backlog_eviction"
 SIZE, TIME = "destination_storage", "message_age"
 GIB = 1024**3
@@ -367,16 +364,9 @@ Frames = dict[str, dict[tuple[str, ...], dict[str, Any]]]
 
 
 def _run_parallel(spark: SparkSession, jobs: dict[str, Callable[[], list[Any]]]) -> dict[str, list[Any]]:
-    saved = {key: spark.conf.get(key) for key in FAST_CONF}
-    try:
-        for key, value in FAST_CONF.items():
-            spark.conf.set(key, value)
-        with ThreadPoolExecutor(max_workers=3) as pool:  # planning dominates on test data
-            futures = {name: pool.submit(job) for name, job in jobs.items()}
-            return {name: future.result() for name, future in futures.items()}
-    finally:
-        for key, value in saved.items():
-            spark.conf.set(key, value)
+    with session_conf(spark, TEST_CONF), ThreadPoolExecutor(max_workers=3) as pool:  # planning dominates
+        futures = {name: pool.submit(job) for name, job in jobs.items()}
+        return {name: future.result() for name, future in futures.items()}
 
 
 @pytest.fixture(scope="module")

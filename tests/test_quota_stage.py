@@ -26,6 +26,9 @@ from pulsar_model.quota.policy import (
 from pulsar_model.tables import contracts
 from pulsar_model.tables.delta_io import DeltaTables
 
+#: What the stage stores is under test, not how Spark runs it (tests/spark_conf.py).
+pytestmark = pytest.mark.usefixtures("fast_spark_conf")
+
 # Two clusters on one 3.x broker version (each version is a pass of every transform; one keeps the file
 # fast): us-east runs the non-precise time check, us-west the precise one; 3.x stats carry
 # backlogQuotaLimitSize/Time, 3.x stats-internal the ledger close times. Two namespaces + the replicated one.

@@ -24,6 +24,7 @@ from pyspark.sql import functions as F
 from pulsar_model import readers as R
 from pulsar_model.engine.columns import LATEST
 from tests.contract_frames import CURSOR_STATE, LEDGER_STATE, MANAGED_LEDGER_STATE, contract_schema
+from tests.spark_conf import session_conf
 
 LEDGERS = contract_schema("ledgers", [*LEDGER_STATE, "closed_at"])
 ML = contract_schema("managed_ledgers", [*MANAGED_LEDGER_STATE, "exported_at"])
@@ -303,13 +304,6 @@ CURSOR_ROWS = [
     for t in TOPICS
 ]
 
-#: Tiny data: adaptive re-planning and code generation of these wide plans cost more than they save.
-FAST_CONF = {
-    "spark.sql.adaptive.enabled": "false",
-    "spark.sql.codegen.wholeStage": "false",
-    "spark.sql.codegen.factoryMode": "NO_CODEGEN",
-}
-
 
 def _json_rows(name: str, df: DataFrame) -> DataFrame:
     body = F.to_json(F.struct(*[F.col(f"`{c}`") for c in df.columns]), {"ignoreNullFields": "false"})
@@ -351,18 +345,12 @@ def out(spark: SparkSession) -> dict[str, dict[tuple[str, str], dict[str, Any]]]
             version,
             ledger_close_clock_skew_ms=0,
         )
-    saved = {key: spark.conf.get(key) for key in FAST_CONF}
-    try:
-        for key, value in FAST_CONF.items():
-            spark.conf.set(key, value)
+    with session_conf(spark):
         frames = [_json_rows(name, build()) for name, build in builders.items()]
         union = frames[0]
         for frame in frames[1:]:
             union = union.unionByName(frame)
         rows = union.collect()
-    finally:
-        for key, value in saved.items():
-            spark.conf.set(key, value)
     result: dict[str, dict[tuple[str, str], dict[str, Any]]] = defaultdict(dict)
     for row in rows:
         data = json.loads(row["row"])

@@ -24,6 +24,9 @@ from pulsar_model.pipeline.stages.replication import OUTPUT_TABLES, run_replicat
 from pulsar_model.tables import contracts
 from pulsar_model.tables.delta_io import DeltaTables
 
+#: What the stage stores is under test, not how Spark runs it (tests/spark_conf.py).
+pytestmark = pytest.mark.usefixtures("fast_spark_conf")
+
 SMALL = dataclasses.replace(
     DemoSpec(),
     namespaces=("acme/orders",),

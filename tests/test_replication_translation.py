@@ -10,7 +10,6 @@ bounds and each detector kind - one batched Spark job per test.
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -57,24 +56,8 @@ T0_MS = int(EXPORTED_AT.replace(tzinfo=dt.UTC).timestamp() * 1000) - 100_000
 TOPIC = "persistent://acme/geo/orders"
 LEDGER = {"A": 10, "B": 20, "C": 30}
 
-FAST_CONF = {
-    "spark.sql.adaptive.enabled": "false",
-    "spark.sql.codegen.wholeStage": "false",
-    "spark.sql.codegen.factoryMode": "NO_CODEGEN",
-}
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _fast_conf(spark: SparkSession) -> Iterator[None]:
-    saved = {key: spark.conf.get(key, None) for key in FAST_CONF}
-    for key, value in FAST_CONF.items():
-        spark.conf.set(key, value)
-    yield
-    for key, value in saved.items():
-        if value is None:
-            spark.conf.unset(key)
-        else:
-            spark.conf.set(key, value)
+#: Tiny inputs and very wide plans: interpreted, without adaptive re-planning (tests/spark_conf.py).
+pytestmark = pytest.mark.usefixtures("fast_spark_conf")
 
 
 # --- a tiny multi-cluster model: each cluster's log is a list of entries ----------------------------------

@@ -14,6 +14,9 @@ from pulsar_model.pipeline.config import load_config
 from pulsar_model.pipeline.nightly import run_nightly
 from pulsar_model.tables.run_lock import LOCK_FILE, RunLockedError, break_lock, read_lock, warehouse_run_lock
 
+#: What the stages store is under test, not how Spark runs it (tests/spark_conf.py).
+pytestmark = pytest.mark.usefixtures("fast_spark_conf")
+
 
 def _dead_pid() -> int:
     proc = subprocess.Popen([sys.executable, "-c", "pass"])

@@ -25,6 +25,9 @@ from pulsar_model.pipeline.config import load_config
 from pulsar_model.tables.delta_io import DeltaTables, redact_uri
 from pulsar_model.wire.codec import encode_message_entry
 
+#: What the stages store is under test, not how Spark runs it (tests/spark_conf.py).
+pytestmark = pytest.mark.usefixtures("fast_spark_conf")
+
 FIXTURES = Path(__file__).parent / "fixtures" / "exports"
 DANGEROUS_TAGS = [
     "!!python/object/apply:os.system ['touch {marker}']",

@@ -17,14 +17,10 @@ from pyspark.sql import functions as F
 
 from pulsar_model.backlog import estimated_backlog_size, precise_backlog
 from pulsar_model.positions import position_after_n, skip_entries
+from tests.spark_conf import session_conf
 
 TOPICS = 1000
 POS = "struct<ledger_id:bigint,entry_id:bigint>"
-FAST_CONF = {
-    "spark.sql.adaptive.enabled": "false",
-    "spark.sql.codegen.wholeStage": "false",
-    "spark.sql.codegen.factoryMode": "NO_CODEGEN",
-}
 
 
 def pos(ledger: Column, entry: Column | int) -> Column:
@@ -120,15 +116,9 @@ def test_scale_1000_topics_in_one_call_each(spark: SparkSession) -> None:
         body = F.to_json(F.struct(*[F.col(f"`{c}`") for c in df.columns]), {"ignoreNullFields": "false"})
         return [(name, json.loads(r["row"])) for r in df.select(body.alias("row")).collect()]
 
-    saved = {key: spark.conf.get(key) for key in FAST_CONF}
-    try:
-        for key, value in FAST_CONF.items():
-            spark.conf.set(key, value)
-        with ThreadPoolExecutor(max_workers=4) as pool:  # four independent actions, planned in parallel
-            rows = [row for part in pool.map(run, frames) for row in part]
-    finally:
-        for key, value in saved.items():
-            spark.conf.set(key, value)
+    # four independent actions, planned in parallel
+    with session_conf(spark), ThreadPoolExecutor(max_workers=4) as pool:
+        rows = [row for part in pool.map(run, frames) for row in part]
 
     def p(value: dict[str, int] | None) -> tuple[int, int] | None:
         return None if value is None else (value["ledger_id"], value["entry_id"])
@@ -192,10 +182,7 @@ def test_scale_1000_topics_exact_backlog_and_pinning_in_one_call_each(spark: Spa
             F.lit(None).cast("long").alias("txnid_least_bits"),
         )
     )
-    saved = {key: spark.conf.get(key) for key in FAST_CONF}
-    try:
-        for key, value in FAST_CONF.items():
-            spark.conf.set(key, value)
+    with session_conf(spark):
         exact = (
             exact_backlog(d["cursors"], entries, d["mls"], ledgers=d["ledgers"])
             .select(
@@ -212,9 +199,6 @@ def test_scale_1000_topics_exact_backlog_and_pinning_in_one_call_each(spark: Spa
             .select("topic", "slowest_cursor_name", "trimmable_now_ledgers", "pinned_ledgers", "pinned_bytes")
             .collect()
         )
-    finally:
-        for key, value in saved.items():
-            spark.conf.set(key, value)
     assert len(exact) == 2 * TOPICS and len(pins) == TOPICS
     for row in exact:
         odd = int(row.topic[1:]) % 2 == 1
