@@ -40,14 +40,13 @@ from pulsar_model.replication.duplicates import failover_duplicates
 from tests.oracle import replication_duplicates as orc
 from tests.oracle import strategies as S
 from tests.oracle.managed_ledger import IdmRange, Position
-from tests.test_replication_translation import (  # _fast_conf: its autouse fixture (no AQE, no codegen)
+from tests.test_replication_translation import (
     CURSORS,
     ENTRIES,
     LEDGERS,
     MARKERS,
     ML,
     World,
-    _fast_conf,  # noqa: F401
     _fill,
     _two_cluster_topic,
     _worked_example,
@@ -55,7 +54,12 @@ from tests.test_replication_translation import (  # _fast_conf: its autouse fixt
 )
 from tests.test_replication_translation import marker as world_marker
 
-pytestmark = [pytest.mark.slow, pytest.mark.filterwarnings("ignore:Generating overly large repr")]
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.filterwarnings("ignore:Generating overly large repr"),
+    # as the worked examples it reuses: interpreted, without adaptive re-planning (tests/spark_conf.py)
+    pytest.mark.usefixtures("fast_spark_conf"),
+]
 
 PAIR_KEY = ("topic", "subscription", "source_cluster", "target_cluster")
 CLUSTER_NAMES = ("A", "B", "C")
