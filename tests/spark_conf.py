@@ -15,10 +15,8 @@ from contextlib import contextmanager
 
 from pyspark.sql import SparkSession
 
-#: Interpreted evaluation without adaptive re-planning (ANSI stays as the session has it). Measured on a
-#: quiet 2-core machine: the golden exact_backlog job 20 s -> 4 s; tests/test_quota_stage.py 115 s -> 86 s,
-#: tests/test_replication_stage.py 106 s -> 84 s; the crash test's ``nightly --stages ingest,backlog``
-#: child 71 s -> 50 s.
+#: Interpreted evaluation without adaptive re-planning; ANSI stays as the session has it (what it saves:
+#: README.md, Development).
 FAST_CONF: dict[str, str] = {
     "spark.sql.adaptive.enabled": "false",
     "spark.sql.codegen.wholeStage": "false",
