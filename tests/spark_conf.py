@@ -10,7 +10,7 @@ spark-submit cluster run pass the same settings to their child processes.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 
 from pyspark.sql import SparkSession
@@ -25,9 +25,12 @@ FAST_CONF: dict[str, str] = {
 
 
 @contextmanager
-def session_conf(spark: SparkSession, conf: Mapping[str, str] = FAST_CONF) -> Iterator[None]:
-    """Run the block with ``conf`` set on ``spark``; every key gets its previous value back (or is unset)."""
-    saved = {key: spark.conf.get(key, None) for key in conf}
+def session_conf(
+    spark: SparkSession, conf: Mapping[str, str] = FAST_CONF, *, also_restore: Iterable[str] = ()
+) -> Iterator[None]:
+    """Run the block with ``conf`` set on ``spark``; every key of ``conf`` and ``also_restore`` (keys the
+    block itself may set) gets its previous value back, or is unset if it had none."""
+    saved = {key: spark.conf.get(key, None) for key in (*conf, *also_restore)}
     try:
         for key, value in conf.items():
             spark.conf.set(key, value)

@@ -15,14 +15,14 @@ from __future__ import annotations
 import dataclasses
 import re
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
 import pytest
 from pyspark.sql import DataFrame, SparkSession
 
-from tests.spark_conf import FAST_CONF
+from tests.spark_conf import FAST_CONF, session_conf
 from tests.standalone_cluster import TINY  # the demo the session's cluster run ingests
 
 NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"
@@ -112,21 +112,10 @@ def test_parse_notebook_rejects_mixed_cells(tmp_path):
         parse_notebook(bad)
 
 
-@contextmanager
-def _notebook_conf(spark: SparkSession) -> Iterator[None]:
+def _notebook_conf(spark: SparkSession) -> AbstractContextManager[None]:
     """``NOTEBOOK_CONF`` while the notebooks run and their lazy results are checked, then the old values."""
     # 00_setup sets spark.sql.unionOutputPartitioning (a Spark 4.1 bug workaround): restored as well.
-    saved = {key: spark.conf.get(key, None) for key in (*NOTEBOOK_CONF, "spark.sql.unionOutputPartitioning")}
-    for key, value in NOTEBOOK_CONF.items():
-        spark.conf.set(key, value)
-    try:
-        yield
-    finally:
-        for key, old in saved.items():
-            if old is None:
-                spark.conf.unset(key)
-            else:
-                spark.conf.set(key, old)
+    return session_conf(spark, NOTEBOOK_CONF, also_restore=("spark.sql.unionOutputPartitioning",))
 
 
 @pytest.fixture(scope="module")
