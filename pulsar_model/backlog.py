@@ -112,9 +112,13 @@ def _precise_backlog(
     md, md_lk, lac_lk = ref("_pa_md"), ref("_pa_md_lk"), fld(X, "lac_lk")
     count, count_error = entries_between_sql(md, md_lk, "false", LAC, lac_lk, "true", X, beh)
     # 2.x-old counted (md, LAC.next], 3.x+ (md, LAC] (docs §1.8)
-    storage_hi = beh.pick(
+    storage_hi_sql = beh.pick(
         "storage_counts_lac_next", pos_sql(fld(LAC, "ledger_id"), f"{fld(LAC, 'entry_id')} + 1"), LAC
     )
+    # a column, not the text: the range builders repeat their bounds dozens of times, and parsing the
+    # inlined text cost seconds per stage in a fresh JVM (benchmarks/README.md "SQL text size")
+    state = state.select("*", E(storage_hi_sql).alias("_pa_storage_hi"))
+    storage_hi = ref("_pa_storage_hi")
     storage, storage_error = entries_between_sql(md, md_lk, "false", storage_hi, lac_lk, "true", X, beh)
     staged = state.select(
         "_pa_orig",
