@@ -2,6 +2,7 @@
 
     .venv/bin/python benchmarks/profile_stage.py --tier m --stage replication
     .venv/bin/python benchmarks/profile_stage.py --tier l --stage quota --top 30
+    .venv/bin/python benchmarks/profile_stage.py --tier s --stage backlog --jfr /tmp/backlog.jfr
 
 Runs the stage exactly as ``benchmarks/run.py --reuse --stages <stage>`` does (same session settings, the
 tier's shuffle partitions, the kept warehouse ``benchmarks/.work/<tier>``; it rewrites the stage's output
@@ -10,12 +11,20 @@ stages by task time (with CPU, GC, input, shuffle and spill figures) and the slo
 duration (each output table's write is one). Task time far above CPU time means Python workers (grouped
 functions) or waiting; high GC means cached data or wide rows on the heap. This is how the stage changes
 in ``benchmarks/results/*_before_after.json`` were found; it measures nothing for the results files.
+
+On small tiers a stage's time is mostly the driver's (parsing ``F.expr`` texts, analysing, optimising and
+planning the queries), which the status API does not show: ``--jfr`` records the driver JVM with Java
+Flight Recorder while the stage runs (``jcmd``, so it needs a JDK, not only a JRE) and sorts the samples
+of the thread that serves the py4j calls into what Spark was doing.
 """
 
 from __future__ import annotations
 
 import argparse
+import collections
 import json
+import shutil
+import subprocess
 import sys
 import time
 import urllib.request
@@ -27,7 +36,21 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from run import BENCH_CONF, WORK, run_stage, shuffle_partitions
 
 from pulsar_model.pipeline.config import AppConfig, StorageConfig
-from pulsar_model.pipeline.session import build_session
+from pulsar_model.pipeline.session import THROUGHPUT_JAVA_OPTIONS, build_session
+
+#: What the driver thread's samples are sorted into, first match from the top of the stack down: a frame
+#: whose class name contains the key. The SQL parser first (it runs inside Dataset calls' analysis).
+DRIVER_WORK = (
+    ("SQL text parsing (F.expr)", "SqlBaseParser"),
+    ("analysis", "catalyst/analysis/"),
+    ("optimisation", "catalyst/optimizer/"),
+    ("physical planning and AQE", "execution/adaptive/"),
+    ("physical planning and AQE", "SparkStrategies"),
+    ("code generation", "expressions/codegen/"),
+    ("Delta / file listing", "DeltaLog"),
+    ("Delta / file listing", "InMemoryFileIndex"),
+    ("job scheduling", "scheduler/"),
+)
 
 
 def _get(url: str) -> Any:
@@ -90,6 +113,35 @@ def _job_sites(jobs: list[dict[str, Any]]) -> list[str]:
     ]
 
 
+def _driver_work(recording: Path) -> list[str]:
+    """The driver's py4j thread's execution samples in ``recording``, by :data:`DRIVER_WORK` category."""
+    jfr = shutil.which("jfr") or "jfr"
+    out = subprocess.run(
+        [jfr, "print", "--json", "--stack-depth", "2048", "--events", "jdk.ExecutionSample", str(recording)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    events = json.loads(out.stdout)["recording"]["events"]
+    # py4j serves the Python driver's calls on one thread per connection; the busiest of those is the stage's
+    by_thread = collections.Counter(e["values"]["sampledThread"]["javaName"] for e in events)
+    py4j = [t for t, _ in by_thread.most_common() if t.startswith("Thread-")]
+    if not py4j:
+        return ["no samples of a py4j thread in the recording"]
+    counts: collections.Counter[str] = collections.Counter()
+    for e in events:
+        if e["values"]["sampledThread"]["javaName"] != py4j[0]:
+            continue
+        classes = [f["method"]["type"]["name"] for f in e["values"]["stackTrace"]["frames"]]
+        counts[
+            next((label for label, key in DRIVER_WORK if any(key in c for c in classes)), "other driver work")
+        ] += 1
+    total = sum(counts.values())
+    return [f"{total} samples of the py4j thread {py4j[0]} (other threads: {len(events) - total})"] + [
+        f"{n:6d} {100 * n / total:5.1f} %  {label}" for label, n in counts.most_common()
+    ]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tier", required=True, help="a tier generated earlier by run.py (s, m, l, xl)")
@@ -117,8 +169,24 @@ def main(argv: list[str] | None = None) -> int:
         metavar="KEY=VALUE",
         help="a Spark setting for this run, e.g. spark.sql.adaptive.enabled=false (repeatable)",
     )
+    parser.add_argument(
+        "--jfr",
+        type=Path,
+        metavar="FILE",
+        help="record the driver JVM with Java Flight Recorder while the stage runs into FILE and list what "
+        "the py4j thread spent its samples on (parsing, analysis, optimisation, planning, ...); needs jcmd",
+    )
     args = parser.parse_args(argv)
     extra_conf = dict(item.split("=", 1) for item in args.conf)
+    jcmd = shutil.which("jcmd")
+    if args.jfr is not None:
+        if jcmd is None:
+            parser.error("--jfr needs jcmd and jfr (a JDK, e.g. apt install openjdk-17-jdk-headless) on PATH")
+        # deep Catalyst recursion: JFR's default 64 frames would cut off what the parser was called from
+        driver_options = extra_conf.get("spark.driver.extraJavaOptions", THROUGHPUT_JAVA_OPTIONS)
+        extra_conf["spark.driver.extraJavaOptions"] = (
+            f"{driver_options} -XX:FlightRecorderOptions=stackdepth=2048"
+        )
     warehouse = WORK / args.tier
     if not warehouse.is_dir():
         parser.error(f"no kept warehouse {warehouse}; generate it: benchmarks/run.py --tier {args.tier}")
@@ -129,9 +197,21 @@ def main(argv: list[str] | None = None) -> int:
         {**BENCH_CONF, "spark.driver.memory": "8g", "spark.sql.shuffle.partitions": partitions, **extra_conf},
     )
     config = AppConfig(storage=StorageConfig(warehouse=str(warehouse)))
+    pid = str(spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid())  # type: ignore[union-attr]
+    if args.jfr is not None:
+        assert jcmd is not None
+        start = [jcmd, pid, "JFR.start", "name=stage", "settings=profile"]
+        subprocess.run(start, check=True, capture_output=True)
     started = time.monotonic()
     run_stage(spark, config, args.stage)
     print(f"stage {args.stage} on tier {args.tier}: {time.monotonic() - started:.1f} s wall", flush=True)
+    if args.jfr is not None:
+        assert jcmd is not None
+        dump = [jcmd, pid, "JFR.dump", "name=stage", f"filename={args.jfr.resolve()}"]
+        subprocess.run(dump, check=True, capture_output=True)
+        print(f"\ndriver work during the stage (Java Flight Recording {args.jfr})")
+        for line in _driver_work(args.jfr):
+            print(f"  {line}")
 
     api = f"{spark.sparkContext.uiWebUrl}/api/v1/applications/{spark.sparkContext.applicationId}"
     stages = sorted(_get(f"{api}/stages?details=false"), key=lambda s: -s.get("executorRunTime", 0))
