@@ -131,7 +131,7 @@ def fld(expr: str, field: str) -> str:
 def case(*branches: tuple[str, str], otherwise: str = "NULL") -> str:
     """``CASE WHEN c1 THEN v1 ... ELSE otherwise END``."""
     body = " ".join(f"WHEN {cond} THEN {value}" for cond, value in branches)
-    return f"(CASE {body} ELSE {otherwise} END)"
+    return f"CASE {body} ELSE {otherwise} END"
 
 
 def pos_sql(ledger_id: str, entry_id: str) -> str:
