@@ -115,9 +115,17 @@ def _job_sites(jobs: list[dict[str, Any]]) -> list[str]:
 
 def _driver_work(recording: Path) -> list[str]:
     """The driver's py4j thread's execution samples in ``recording``, by :data:`DRIVER_WORK` category."""
-    jfr = shutil.which("jfr") or "jfr"
     out = subprocess.run(
-        [jfr, "print", "--json", "--stack-depth", "2048", "--events", "jdk.ExecutionSample", str(recording)],
+        [
+            "jfr",
+            "print",
+            "--json",
+            "--stack-depth",
+            "2048",
+            "--events",
+            "jdk.ExecutionSample",
+            str(recording),
+        ],
         capture_output=True,
         text=True,
         check=True,
@@ -180,7 +188,7 @@ def main(argv: list[str] | None = None) -> int:
     extra_conf = dict(item.split("=", 1) for item in args.conf)
     jcmd = shutil.which("jcmd")
     if args.jfr is not None:
-        if jcmd is None:
+        if jcmd is None or shutil.which("jfr") is None:
             parser.error("--jfr needs jcmd and jfr (a JDK, e.g. apt install openjdk-17-jdk-headless) on PATH")
         # deep Catalyst recursion: JFR's default 64 frames would cut off what the parser was called from
         driver_options = extra_conf.get("spark.driver.extraJavaOptions", THROUGHPUT_JAVA_OPTIONS)
@@ -197,9 +205,10 @@ def main(argv: list[str] | None = None) -> int:
         {**BENCH_CONF, "spark.driver.memory": "8g", "spark.sql.shuffle.partitions": partitions, **extra_conf},
     )
     config = AppConfig(storage=StorageConfig(warehouse=str(warehouse)))
-    pid = str(spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid())  # type: ignore[union-attr]
+    pid = ""
     if args.jfr is not None:
         assert jcmd is not None
+        pid = str(spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid())  # type: ignore[union-attr]
         start = [jcmd, pid, "JFR.start", "name=stage", "settings=profile"]
         subprocess.run(start, check=True, capture_output=True)
     started = time.monotonic()
