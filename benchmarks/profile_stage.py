@@ -234,9 +234,12 @@ def main(argv: list[str] | None = None) -> int:
             f"  spill {s.get('diskBytesSpilled', 0) / 2**20:7.0f} MiB  {s['name'][:60]}"
         )
     queries = sorted(_get(f"{api}/sql?details=false&length=1000"), key=lambda q: -q.get("duration", 0))
-    print("\nslowest SQL executions")
+    print(
+        "\nslowest SQL executions (id, duration, Spark jobs: one per AQE query stage, checkpoint or action)"
+    )
     for q in queries[: args.top]:
-        print(f"  {q['id']:5d} {q.get('duration', 0) / 1000:8.1f} s  {q['description'][:100]}")
+        jobs = sum(len(q.get(k, [])) for k in ("successJobIds", "failedJobIds", "runningJobIds"))
+        print(f"  {q['id']:5d} {q.get('duration', 0) / 1000:8.1f} s {jobs:4d} jobs  {q['description'][:100]}")
     if args.jobs:
         print("\nSpark jobs by call site (count, task time)")
         for line in _job_sites(_get(f"{api}/jobs")):
