@@ -6,10 +6,14 @@ tests/oracle/managed_ledger.py.
 
 Version mapping (docs §0.3, §1.8, §2.2-§2.4, §3.9):
 
-* ``2.10.6`` ("2.9/2.10"): consumed-size v2 (``entries == e + 1`` shortcut), precise backlog without the
-  ``md >= LAC`` guard, 2.x/3.x ``getNumberOfEntries``, estimate for a deleted ledger = totalSize.
-* ``2.11.2``: consumed-size v2 still (branch-2.11 keeps ``==``), deleted ledger = size after it
-  (apache/pulsar#19017 via #20069 in 2.11.1), no guard.
+* ``2.8.0`` / ``2.10.0``: the "2.x-old" positions, no ``md >= LAC`` guard, and the storage count of
+  ``(md, LAC.next]`` (apache/pulsar#15627 came with 2.8.4 and 2.10.1); consumed-size v2, estimate for a
+  deleted ledger = totalSize.
+* ``2.10.2``: as 2.10.0 but the storage count of ``(md, LAC]``.
+* ``2.10.6``: consumed-size v2 (``entries == e + 1`` shortcut), the ``md >= LAC`` guard and the newer
+  positions of apache/pulsar#21248, 2.x/3.x ``getNumberOfEntries``, estimate for a deleted ledger = totalSize.
+* ``2.11.2``: consumed-size v3 and deleted ledger = size after it (apache/pulsar#19017, back-ported by
+  #20069 in 2.11.1), "2.x-old" positions and no guard (#21248 came with 2.11.3).
 * ``3.0.7``: consumed-size v3 (``entries <= e + 1``), guard on, deleted ledger = size after it.
 * ``4.1.3``: like 3.0.7 plus the 4.x ``getNumberOfEntries``.
 
@@ -29,7 +33,7 @@ from pyspark.sql import SparkSession
 from tests.oracle import managed_ledger as o
 from tests.oracle import strategies as S
 
-VERSIONS = ["2.10.6", "2.11.2", "3.0.7", "4.1.3"]
+VERSIONS = ["2.8.0", "2.10.0", "2.10.2", "2.10.6", "2.11.2", "3.0.7", "4.1.3"]
 
 #: Each property is one Spark job per example over every version; the transforms cost 10-25 s a job here.
 pytestmark = [pytest.mark.slow, pytest.mark.filterwarnings("ignore:Generating overly large repr")]

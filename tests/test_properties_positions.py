@@ -8,8 +8,11 @@ Version mapping (``tests.oracle.managed_ledger.semantics_for_version``, one swit
 
 * ``2.8.0`` -> "2.x-old" position arithmetic (§1.4 2.x-old isValid, §1.5 NPE->LAC.next, §1.9: no
   currentLedgerEntries guard, NPE in deleted ledgers, ``lastKey()+1``, no LAC clamp);
-* ``2.10.6`` -> the newer isValid order (#21248), the §1.9 loop with guard, clamp, deleted ledgers as
-  empty (#14481) and the ``lastKey()`` fallback (#17971) but no unread guard (3.0.0+);
+* ``2.8.2`` -> the open-ledger guard and clamp of #12266, still an NPE in a deleted ledger;
+* ``2.10.2`` -> the 2.10.1 form: deleted ledgers count 0 (#14481), no unread guard, ``lastKey()+1`` (a walk
+  past the last ledger never returns: the transform's error row);
+* ``2.10.6`` -> the newer isValid order (#21248) and the §1.9 loop of #17971 (unread guard, ``lastKey()``
+  fallback);
 * ``2.11.2`` -> the 2.x isValid order (#21248 came with 2.11.3) with the 2.10.6 loop;
 * ``3.0.7`` -> the 3.x loop and the 2.x/3.x ``getNumberOfEntries``;
 * ``4.1.3`` -> 3.x/4.x loop and the 4.x ``getNumberOfEntries`` (IllegalArgumentException when lower > upper).
@@ -28,9 +31,9 @@ from pyspark.sql import SparkSession
 from tests.oracle import managed_ledger as o
 from tests.oracle import strategies as S
 
-POSITION_AFTER_N_VERSIONS = ["2.8.0", "2.10.6", "2.11.2", "3.0.7", "4.1.3"]
-RANGE_VERSIONS = ["2.10.6", "3.0.7", "4.1.3"]
-SKIP_VERSIONS = ["2.10.6", "2.11.2", "3.0.7", "4.1.3"]
+POSITION_AFTER_N_VERSIONS = ["2.8.0", "2.8.2", "2.10.2", "2.10.6", "2.11.2", "3.0.7", "4.1.3"]
+RANGE_VERSIONS = ["2.8.0", "2.10.6", "3.0.7", "4.1.3"]
+SKIP_VERSIONS = ["2.8.0", "2.10.2", "2.10.6", "2.11.2", "3.0.7", "4.1.3"]
 VALIDITY_VERSIONS = ["2.8.0", "2.11.2", "3.0.7", "4.1.3"]
 
 #: Each property is one Spark job per example over every version; the transforms cost 10-25 s a job here.
@@ -64,6 +67,10 @@ def _error_of(row: Any) -> Any:
     return row.asDict().get("error")
 
 
+#: What the transforms' error says where the broker's getPositionAfterN loop never ends (docs §1.9).
+_NEVER_RETURNS = "never returns"
+
+
 # ---------------------------------------------------------------------------------------- §1.9
 
 
@@ -92,12 +99,15 @@ def test_position_after_n_matches_oracle(
                     )
                 except o.OracleNPEError:
                     expected = (None, "<error>")
+                except o.OracleEndlessLoopError:
+                    expected = (None, _NEVER_RETURNS)
                 got = actual.get((v, S.request_id(i, j)), "<missing row>")
                 ok = got == expected or (
                     expected[1] is not None
                     and isinstance(got, tuple)
                     and got[0] is None
                     and got[1] is not None
+                    and (expected[1] != _NEVER_RETURNS or _NEVER_RETURNS in got[1])
                 )
                 if not ok:
                     mismatches.append(S.Mismatch(v, i, f"{req}", expected, got))
@@ -163,7 +173,12 @@ def test_skip_entries_matches_oracle(spark: SparkSession, positions: ModuleType,
     requests = spark.createDataFrame(S.skip_rows(cases), S.SKIP_REQUESTS_SCHEMA)
     rows = S.run_versions(
         lambda v: positions.skip_entries(requests, cursors, ledgers, mls, pulsar_version=v).select(
-            "request_id", "target_position", "mark_delete_position", "read_position", "individually_deleted"
+            "request_id",
+            "target_position",
+            "mark_delete_position",
+            "read_position",
+            "individually_deleted",
+            "error",
         ),
         SKIP_VERSIONS,
     )
@@ -176,6 +191,7 @@ def test_skip_entries_matches_oracle(spark: SparkSession, positions: ModuleType,
         )
         for r in rows
     }
+    errors = {(r["_version"], r["request_id"]): (S.pos(r["target_position"]), r["error"]) for r in rows}
     mismatches: list[S.Mismatch] = []
     for v in SKIP_VERSIONS:
         sem = o.semantics_for_version(v)
@@ -183,16 +199,33 @@ def test_skip_entries_matches_oracle(spark: SparkSession, positions: ModuleType,
             by_name = {c.name: c for c in case.cursors}
             for j, req in enumerate(case.skips):
                 c = by_name[req.cursor_name]
-                res = o.skip_entries(
-                    case.ml,
-                    c.mark_delete,
-                    c.individually_deleted,
-                    req.n,
-                    cast(o.DeletedEntries, req.deleted_entries),
-                    sem,
-                )
+                key = (v, S.request_id(i, j))
+                try:
+                    res = o.skip_entries(
+                        case.ml,
+                        c.mark_delete,
+                        c.individually_deleted,
+                        req.n,
+                        cast(o.DeletedEntries, req.deleted_entries),
+                        sem,
+                    )
+                except o.OracleMarkDeleteRejectedError as exc:
+                    # the target lies past LAC (2.x-old: no clamp) and the broker rejects the mark-delete:
+                    # the row keeps the target the oracle rejected and names the rejection
+                    target, error = errors.get(key, (None, None))
+                    if f"position {target} " not in str(exc) or "Invalid mark deleted position" not in (
+                        error or ""
+                    ):
+                        mismatches.append(S.Mismatch(v, i, f"{req}", str(exc), (target, error)))
+                    continue
+                except (o.OracleNPEError, o.OracleEndlessLoopError) as exc:
+                    # the broker's skip throws or never returns: no target, and the row says why
+                    target, error = errors.get(key, (None, None))
+                    if target is not None or not error:
+                        mismatches.append(S.Mismatch(v, i, f"{req}", type(exc).__name__, (target, error)))
+                    continue
                 expected = (res.target, res.mark_delete, res.read_position, sorted(res.individually_deleted))
-                got = actual.get((v, S.request_id(i, j)), "<missing row>")
+                got = actual.get(key, "<missing row>")
                 if got != expected:
                     mismatches.append(S.Mismatch(v, i, f"{req}", expected, got))
     assert not mismatches, S.mismatch_report(mismatches, cases)

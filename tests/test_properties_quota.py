@@ -47,10 +47,10 @@ from tests.oracle import strategies as S
 from tests.spark_conf import session_conf
 from tests.test_properties_topic_engine import engine_ml
 
-VERSIONS = ["2.10.6", "3.0.7", "4.1.3"]
-#: 2.8.0 adds the "2.x-old" getPositionAfterN (NPEs, no LAC clamp). 2.9.x is left out: the ML oracle maps it
-#: to the 3.x position family while pulsar_model.domain.versions gives 2.9.3 only some of the 2.10 fixes.
-ENGINE_VERSIONS = ["2.8.0", *VERSIONS, "3.0.3"]  # 3.0.3: the ledger-closure step without #22335
+VERSIONS = ["2.8.0", "2.10.2", "2.10.6", "3.0.7", "4.1.3"]
+#: 2.8.0: the "2.x-old" getPositionAfterN (NPEs, no LAC clamp) and storage count to ``LAC.next``; 2.10.2: the
+#: 2.10.1 form of getPositionAfterN (deleted ledgers count 0, no unread guard, ``lastKey()+1``: docs §1.9).
+ENGINE_VERSIONS = [*VERSIONS, "3.0.3"]  # 3.0.3: the ledger-closure step without #22335
 NOW = dt.datetime(2026, 3, 1, 12, 0, tzinfo=dt.UTC)
 NOW_MS = int(NOW.timestamp() * 1000)
 HOUR_MS = 3_600_000

@@ -59,6 +59,11 @@ class OracleUnreachableError(OracleError):
     """A state the docs call unreachable (e.g. §1.9's infinite loop); strategies must not produce it."""
 
 
+class OracleEndlessLoopError(OracleUnreachableError):
+    """§1.9's walk never ends: the broker's call never returns (the 2.10.1 form past the last ledger, or an
+    empty last ledger that is not the open one). A transform reports it as an error row."""
+
+
 # --------------------------------------------------------------------------------------------------
 # State
 # --------------------------------------------------------------------------------------------------
@@ -500,7 +505,7 @@ def get_position_after_n(
     while skip >= 0:
         iterations += 1
         if iterations > 100_000:
-            raise OracleUnreachableError("getPositionAfterN does not terminate (docs §1.9 unreachable state)")
+            raise OracleEndlessLoopError("getPositionAfterN does not terminate (docs §1.9)")
         if ml.current_ledger_id is not None and cur[0] == ml.current_ledger_id:
             last_ledger = True
             # (A): without the guard an empty open ledger is credited LAC.E + 1 phantom entries
