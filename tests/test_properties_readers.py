@@ -11,8 +11,8 @@ closed ledger). Every version is run on the same frames, unioned and collected i
 
 Versions: 2.8.0 (2.x-old arithmetic, reader ``md = p``, classic search asking the cursor), 2.10.6 (3.x
 arithmetic, cursor ``hasMoreEntries``), 3.0.7 (ledger ``hasMoreEntries``), 4.0.4 (closed-range search,
-first-entry narrowing, 3.x counts), 4.1.3 (last-entry narrowing, 4.x counts). The Spark property runs a
-subset of them; the search function runs on all of them without Spark.
+first-entry narrowing, 3.x counts), 4.1.3 (last-entry narrowing, 4.x counts). The Spark property and the
+search function without Spark run all of them.
 
 ``PULSAR_PROPERTY_EXAMPLES`` (default 1) sets the number of examples of the Spark property; the property
 without Spark runs 60 times as many.
@@ -40,12 +40,10 @@ from tests.oracle.managed_ledger import Cursor, ManagedLedger, Position
 from tests.spark_conf import session_conf
 
 VERSIONS = ["2.8.0", "2.10.6", "3.0.7", "4.0.4", "4.1.3"]
-#: The Spark property runs a subset (every version is one more plan in the action): the reader mapping on the
-#: old and the new rules (its rollback exercises the 4.1.3 search in Spark), the reset on the version whose
-#: search reads the cursor's acknowledged ranges. The per-topic search function itself is checked on every
-#: version without Spark, on many more examples.
-READER_VERSIONS = ["2.8.0", "4.1.3"]
-RESET_VERSIONS = ["2.10.6"]
+#: The Spark property runs the reader mapping and the reset on every version (one plan each in the action);
+#: the per-topic search function itself is checked on every version without Spark, on many more examples.
+READER_VERSIONS = VERSIONS
+RESET_VERSIONS = VERSIONS
 #: Clock skew of the 4.0.3+ narrowing in these tests: small next to the generated time steps, so it narrows.
 SKEW_MS = 1500
 BASE_MS = 1_700_000_000_000
