@@ -19,11 +19,13 @@ insertion ordered and a transaction is inserted at its first message, which is a
 Assumed (not modelled): the buffer is ``Ready`` (other states make ``getMaxReadPosition`` EARLIEST), no
 append arrives for an already-ended transaction, and no low-watermark abort is pending.
 
-"The position before" depends on the broker line (docs §8.4): up to 3.0.x, 3.1.2 and 3.2.0 the buffer
-takes ``(L, E-1)`` of the first message ``(L, E)``, which is ``(L, -1)`` when that message opens its
-ledger; from 3.1.3, 3.2.1 and every 3.3+ it asks the managed ledger for ``getPreviousPosition`` (docs
-§1.3), the last entry of the newest earlier non-empty ledger. Both the transactional append and the
-commit/abort path use the same rule in every line (:func:`max_read_uses_previous_position`).
+"The position before" depends on the broker line and on what set it last (docs §8.4): up to 3.0.2 and
+3.1.2 the buffer takes ``(L, E-1)`` of the first message ``(L, E)``, which is ``(L, -1)`` when that
+message opens its ledger; from 3.0.3, 3.1.3, 3.2.1 and every 3.3+ it asks the managed ledger for
+``getPreviousPosition`` (docs §1.3), the last entry of the newest earlier non-empty ledger. 3.2.0 does
+both: a transaction's first message (``handleTransactionMessage``) writes ``(L, E-1)``, a commit or abort
+(``updateMaxReadPosition``) ``getPreviousPosition``, so its value follows the topic's last transaction
+event (:func:`max_read_uses_previous_position`).
 """
 
 from __future__ import annotations
@@ -81,24 +83,25 @@ REQUIRED_COLUMNS: Final = (
 EXPORT_KEYS: Final = ("export_id", "export_date")
 TXN_KEY: Final = ("txnid_most_bits", "txnid_least_bits")
 
-#: apache/pulsar PR #22024 "[fix][txn] Get previous position by managed ledger" (merged Feb 2024, no
-#: release/* label): listed in the 3.1.3 and 3.2.1 release notes (apache/pulsar-site), in every 3.3+
-#: from master; not found in any 2.10.x, 2.11.x or 3.0.x release notes (flag
-#: ``max_read_previous_position`` of versions.py).
+#: The two places of ``TopicTransactionBuffer`` that set ``maxReadPosition`` in front of the oldest open
+#: transaction, each with its flag (versions.py): a transaction's first message
+#: (``handleTransactionMessage``, apache/pulsar#22024) and a commit or abort (``updateMaxReadPosition``,
+#: apache/pulsar#21466). Release tags: both ``(L, E-1)`` up to v3.0.2 / v3.1.2 and in every 2.x; both
+#: ``getPreviousPosition`` from v3.0.3, v3.1.3, v3.2.1 and v3.3.0; v3.2.0 has #21466 only.
+ON_FIRST_MESSAGE: Final = "max_read_previous_position_on_append"
+ON_TXN_END: Final = "max_read_previous_position_on_end"
 
 
-def max_read_uses_previous_position(version: VersionLike) -> bool:
+def max_read_uses_previous_position(version: VersionLike, *, after_txn_end: bool = False) -> bool:
     """True when the transaction buffer puts ``maxReadPosition`` at ``getPreviousPosition`` of the oldest
     open transaction's first message; False when it takes ``(L, E-1)`` of that message (docs §8.4).
 
-    Evidence: ``TopicTransactionBuffer`` of 2.10.1 (``Hongten/pulsar-2.10.1-code-study@c597d51``) and of a
-    3.0-era copy (with the segmented-snapshot ``AbortedTxnProcessor``) compute ``(L, E-1)`` in
-    ``handleTransactionMessage`` and ``updateMaxReadPosition``; the 4.0 copy ``lhotari/pulsar@471feb1`` and
-    master ``apache/pulsar@000d1f2`` call ``getPreviousPosition`` in ``handleTransactionMessage`` and
-    ``removeTxnAndUpdateMaxReadPosition``. The change is PR #22024 (3.1.3, 3.2.1, 3.3+); 3.0.x is assumed
-    to keep ``(L, E-1)`` (no release note of the line lists #22024).
+    ``after_txn_end``: the rule of ``updateMaxReadPosition`` (a commit or abort marker was the last
+    transaction event) instead of ``handleTransactionMessage`` (a transaction's first message was). The
+    two differ in 3.2.0 only. Evidence: ``TopicTransactionBuffer`` at every release tag from v2.10.0 to
+    v4.0.6 (``getEntryId() - 1`` or ``getPreviousPosition`` at both places).
     """
-    return flag("max_read_previous_position", version)
+    return flag(ON_TXN_END if after_txn_end else ON_FIRST_MESSAGE, version)
 
 
 def _keys(entries: DataFrame) -> list[str]:
@@ -113,7 +116,8 @@ def _keys(entries: DataFrame) -> list[str]:
 
 def _normalised(entries: DataFrame, keys: list[str], per_row: bool = False) -> DataFrame:
     """The entry columns this module reads, typed; ``message_count`` defaults to 1 per entry. ``per_row``
-    adds ``_uses_prev``: :func:`max_read_uses_previous_position` of each entry's ``pulsar_version``."""
+    adds ``_prev_on_append`` / ``_prev_on_end``: :func:`max_read_uses_previous_position` of each entry's
+    ``pulsar_version``."""
     version: list[Column] = []
     if per_row:
         if "pulsar_version" not in entries.columns:
@@ -122,8 +126,10 @@ def _normalised(entries: DataFrame, keys: list[str], per_row: bool = False) -> D
                 "entries does not have: add the column or pass a version string such as '4.1.3'"
             )
         entries = with_flags(entries)
-        flag_col = F.col(FLAGS_COLUMN)["max_read_previous_position"]
-        version = [F.coalesce(flag_col, F.lit(False)).alias("_uses_prev")]
+        version = [
+            F.coalesce(F.col(FLAGS_COLUMN)[name], F.lit(False)).alias(alias)
+            for name, alias in ((ON_FIRST_MESSAGE, "_prev_on_append"), (ON_TXN_END, "_prev_on_end"))
+        ]
     count = (
         F.coalesce(F.col("message_count").cast("long"), F.lit(1).cast("long"))
         if "message_count" in entries.columns
@@ -248,34 +254,63 @@ def _limits(
     managed_ledgers: DataFrame | None,
     pulsar_version: VersionLike | None,
 ) -> DataFrame:
-    """One row per topic: last position, open transactions, ``max_read_position`` (docs §8.4); per row
-    (``pulsar_version`` None) the rule is each topic's ``_uses_prev``."""
+    """One row per topic: last position, open transactions, ``max_read_position`` (docs §8.4).
+
+    The rule is the one of the topic's last transaction event: a commit or abort marker after every
+    transaction's first message means ``updateMaxReadPosition`` set the value last, else
+    ``handleTransactionMessage`` did (its flags per row when ``pulsar_version`` is None)."""
     open_txns = txns.where(F.col("state") == STATE_OPEN).where(F.col("first_position").isNotNull())
     oldest = open_txns.groupBy(*keys).agg(
         F.count(F.lit(1)).alias("open_txn_count"),
         F.min(F.struct("first_position", "txn_id")).alias("_oldest"),
     )
     per_row = pulsar_version is None
-    uses_prev = [F.bool_or("_uses_prev").alias("_uses_prev")] if per_row else []
-    per_topic = e.groupBy(*keys).agg(F.max("position").alias("last_position"), *uses_prev)
+    if per_row:
+        flag_aggs = [F.bool_or(c).alias(c) for c in ("_prev_on_append", "_prev_on_end")]
+        on_append, on_end = F.col("_prev_on_append"), F.col("_prev_on_end")
+        mixed, entry_id_only = True, False
+    else:
+        assert pulsar_version is not None
+        append_prev = max_read_uses_previous_position(pulsar_version)
+        end_prev = max_read_uses_previous_position(pulsar_version, after_txn_end=True)
+        flag_aggs, on_append, on_end = [], F.lit(append_prev), F.lit(end_prev)
+        mixed, entry_id_only = append_prev != end_prev, not (append_prev or end_prev)
+    per_topic = e.groupBy(*keys).agg(
+        F.max("position").alias("last_position"),
+        *(
+            [F.max(F.when(F.col("_is_txn_marker"), F.col("position"))).alias("_last_end"), *flag_aggs]
+            if mixed
+            else []
+        ),
+    )
+    if mixed:
+        # which of the buffer's two places wrote the value last: a commit/abort marker after every
+        # transaction's first message (updateMaxReadPosition), else a first message
+        last_first = txns.groupBy(*keys).agg(F.max("first_position").alias("_last_first"))
+        after_end = F.col("_last_end").isNotNull() & (
+            F.col("_last_first").isNull() | (F.col("_last_end") > F.col("_last_first"))
+        )
+        per_topic = per_topic.join(last_first, on=keys, how="left").select(
+            *keys, "last_position", F.when(after_end, on_end).otherwise(on_append).alias("_uses_prev")
+        )
     targets = per_topic.join(oldest, on=keys, how="left").select(
         *keys,
         "last_position",
-        *(["_uses_prev"] if per_row else []),
+        *(["_uses_prev"] if mixed else []),
         F.coalesce(F.col("open_txn_count"), F.lit(0)).cast("long").alias("open_txn_count"),
         F.col("_oldest.txn_id").alias("oldest_open_txn_id"),
         F.col("_oldest.first_position").alias("_first_open"),
     )
     nothing_open = F.col("last_position")
     with_ledgers = ledgers is not None and managed_ledgers is not None
-    if not per_row and not max_read_uses_previous_position(pulsar_version):  # type: ignore[arg-type]
+    if entry_id_only:
         targets = _previous_by_entry_id(targets)
     elif with_ledgers:
         assert ledgers is not None and managed_ledgers is not None
         targets = _previous_from_ledgers(targets, keys, ledgers, managed_ledgers)
     else:
         targets = _previous_from_entries(targets, e, keys)
-    if per_row:  # the older lines' (L, E-1) where the topic's version predates PR #22024
+    if mixed:  # (L, E-1) where the topic's rule is the older one
         first = F.col("_first_open")
         by_entry_id = F.when(first.isNotNull(), position(first["ledger_id"], first["entry_id"] - 1))
         chosen = F.when(F.col("_uses_prev"), F.col("_prev_open")).otherwise(by_entry_id)
@@ -317,11 +352,12 @@ def max_read_positions(
     * ``max_read_position`` = the position before ``oldest_open_first_position`` while a transaction is
       open, else the LAC (``managed_ledgers.last_confirmed_entry`` when given, else ``last_position``: a
       normal append or a commit/abort with nothing ongoing moves it to the newest entry). "Before" follows
-      ``pulsar_version`` (:func:`max_read_uses_previous_position`): ``(L, E-1)`` on the older lines,
-      else ``getPreviousPosition``, which uses ``ledgers``/``managed_ledgers`` when given (exact, docs
-      §1.3, via :mod:`pulsar_model.positions`; null when the topic has no managed-ledger row), else the
-      exported entries (see :func:`_previous_from_entries`). The ledger map is the export's: a ledger
-      trimmed after the oldest open transaction became the oldest is not seen as the broker saw it;
+      ``pulsar_version`` and the topic's last transaction event (:func:`max_read_uses_previous_position`):
+      ``(L, E-1)`` on the older lines, else ``getPreviousPosition``, which uses ``ledgers`` /
+      ``managed_ledgers`` when given (exact, docs §1.3, via :mod:`pulsar_model.positions`; null when the
+      topic has no managed-ledger row), else the exported entries (see :func:`_previous_from_entries`).
+      The ledger map is the export's: a ledger trimmed after the oldest open transaction became the
+      oldest is not seen as the broker saw it;
     * ``held_back_entries``/``held_back_messages``: entries after ``max_read_position`` (transactional or
       not) that no dispatcher or replicator reads yet;
     * ``aborted_entries_skipped``/``aborted_messages_skipped``: data of aborted transactions at or before

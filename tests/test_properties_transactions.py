@@ -8,7 +8,8 @@ non-transactional messages, replicated-subscription snapshot markers, ledger rol
 ledgers behind (also several in a row, and an empty open ledger), sparse ledger ids, deleted (trimmed)
 oldest ledgers. Each example is one DataFrame of 30-50 topics; the four transforms are compared on every
 transaction, topic and entry, for a broker line of each ``maxReadPosition`` rule (docs §8.4: 2.10.6 takes
-``(L, E-1)``, 4.1.3 ``getPreviousPosition``):
+``(L, E-1)``, 4.1.3 ``getPreviousPosition``, 3.2.0 the first after a transaction's first message and the
+second after a commit or abort):
 
 * ``transaction_states`` - state, first/last data position, end marker, entry and message counts;
 * ``max_read_positions`` with ledgers - the whole per-topic summary (maxReadPosition and what it holds back);
@@ -70,8 +71,13 @@ SPARK_SETTINGS = settings(
     ],
 )
 
-#: The broker line of each rule of docs §8.4 (the oracle's rule is written from the docs, not the flag).
-VERSION_RULES = {"2.10.6": BEFORE_ENTRY_ID, "4.1.3": BEFORE_PREVIOUS_POSITION}
+#: The broker line of each rule of docs §8.4, as (first message, commit/abort) rules (the oracle's rules are
+#: written from the docs, not the flags): 3.2.0 is the line where the two places differ.
+VERSION_RULES = {
+    "2.10.6": (BEFORE_ENTRY_ID, BEFORE_ENTRY_ID),
+    "3.2.0": (BEFORE_ENTRY_ID, BEFORE_PREVIOUS_POSITION),
+    "4.1.3": (BEFORE_PREVIOUS_POSITION, BEFORE_PREVIOUS_POSITION),
+}
 
 #: ``(kind, arg)``: append/commit/abort act on transaction slot ``arg``; normal = a message batch of
 #: ``arg`` messages; roll = a new ledger ``arg`` ids further (the current one may stay empty); trim =
@@ -205,9 +211,9 @@ def test_transactions_match_replay_of_spec_8_4(
     if not topics:
         return
     results_by_rule = {
-        rule: {name: replay(t, rule) for name, t in topics.items()} for rule in VERSION_RULES.values()
+        rule: {name: replay(t, *rule) for name, t in topics.items()} for rule in VERSION_RULES.values()
     }
-    results = results_by_rule[BEFORE_PREVIOUS_POSITION]
+    results = results_by_rule[VERSION_RULES["4.1.3"]]
     f = frames_of(topics)
     entries = spark.createDataFrame(f.entries, ENTRIES)
     ledgers = spark.createDataFrame(f.ledgers, LEDGERS)
@@ -286,7 +292,8 @@ def test_transactions_match_replay_of_spec_8_4(
         compared = 0
         for name, res in by_rule.items():
             first_open = next(iter(res.ongoing.values()), None)
-            if rule == BEFORE_ENTRY_ID or entries_only_exact(topics[name], first_open):
+            by_entry_id = None if first_open is None else (first_open[0], first_open[1] - 1)
+            if res.max_read_position == by_entry_id or entries_only_exact(topics[name], first_open):
                 compared += 1
                 assert got_entries_only[name] == res.max_read_position, (version, name)
             else:  # documented approximation: (L, -1) instead of (first empty earlier ledger, -1)
@@ -295,6 +302,6 @@ def test_transactions_match_replay_of_spec_8_4(
                 assert res.max_read_position == previous_position(topics[name].ledgers, first_open)
         assert compared > 0
     for name in topics:
-        a = results_by_rule[BEFORE_ENTRY_ID][name].max_read_position
-        differing += a != results_by_rule[BEFORE_PREVIOUS_POSITION][name].max_read_position
+        a = results_by_rule[VERSION_RULES["2.10.6"]][name].max_read_position
+        differing += a != results_by_rule[VERSION_RULES["4.1.3"]][name].max_read_position
     note(f"topics whose maxReadPosition differs between the lines: {differing} of {len(topics)}")

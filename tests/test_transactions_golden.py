@@ -11,8 +11,10 @@ Topics (one scenario each, all in one DataFrame):
 * ``commit_empty``: ledgers 1 (3 entries), 2 (empty), 3 open; T1 at 1:1, T2 at 3:0, T1 committed at 3:1 ->
   T2 is the oldest open: previous(3:0) = 1:2.
 
-``cross``, ``deleted`` and ``commit_empty`` are where the broker lines differ (docs §8.4): before PR
-#22024 (2.x, 3.0.x, 3.1.0-3.1.2, 3.2.0) the buffer writes ``(L, E-1)`` = ``(3,-1)`` / ``(4,-1)`` / ``(3,-1)``.
+``cross``, ``deleted`` and ``commit_empty`` are where the broker lines differ (docs §8.4): in 2.x, 3.0.0-3.0.2
+and 3.1.0-3.1.2 the buffer writes ``(L, E-1)`` = ``(3,-1)`` / ``(4,-1)`` / ``(3,-1)``; 3.2.0 does so after a
+transaction's first message (``cross``, ``deleted``) but asks ``getPreviousPosition`` after a commit
+(``commit_empty``: ``1:2``).
 """
 
 from __future__ import annotations
@@ -245,7 +247,9 @@ def test_transaction_states_state_positions_counts_duration(
 
 
 #: docs §8.4 per broker line: ``maxReadPosition`` while the oldest open transaction starts at ``(L, 0)``:
-#: ``(L, E-1)`` on 2.10.6, ``getPreviousPosition`` on 4.1.3 (the boundaries: the test below).
+#: ``(L, E-1)`` on 2.10.6, ``getPreviousPosition`` on 4.1.3, and on 3.2.0 the rule of the place that wrote
+#: it last: ``(L, E-1)`` after a first message, ``getPreviousPosition`` after a commit (``commit_empty``;
+#: in ``two`` the commit comes last too, where both rules give ``1:1``). Boundaries: the test below.
 BY_ENTRY_ID = {
     "cross": (3, -1),
     "deleted": (4, -1),
@@ -254,23 +258,36 @@ BY_ENTRY_ID = {
     "two": (1, 1),
 }
 BY_LEDGERS = {k: EXPECTED_MAX_READ[k] for k in BY_ENTRY_ID}
-LINE_VERSIONS = {"2.10.6": BY_ENTRY_ID, "4.1.3": BY_LEDGERS}
+BY_LAST_EVENT = {**BY_ENTRY_ID, "commit_empty": BY_LEDGERS["commit_empty"]}
+LINE_VERSIONS = {"2.10.6": BY_ENTRY_ID, "3.2.0": BY_LAST_EVENT, "4.1.3": BY_LEDGERS}
 
 
 def test_max_read_uses_previous_position_by_version() -> None:
-    """PR #22024 is in the 3.1.3 and 3.2.1 release notes and every 3.3+; 2.x and 3.0.x keep (L, E-1)."""
-    versions = ["2.10.6", "2.11.4", "3.0.7", "3.1.2", "3.1.3", "3.2.0", "3.2.1", "3.3.0", "4.0.8", "4.1.3"]
-    assert {v: max_read_uses_previous_position(v) for v in versions} == {
-        "2.10.6": False,
-        "2.11.4": False,
-        "3.0.7": False,
-        "3.1.2": False,
-        "3.1.3": True,
-        "3.2.0": False,
-        "3.2.1": True,
-        "3.3.0": True,
-        "4.0.8": True,
-        "4.1.3": True,
+    """Release tags of ``TopicTransactionBuffer``: ``handleTransactionMessage`` calls ``getPreviousPosition``
+    from v3.0.3, v3.1.3, v3.2.1 and v3.3.0 (#22024), ``updateMaxReadPosition`` from v3.0.3, v3.1.3 and
+    v3.2.0 (#21466); every 2.x and the releases before subtract one from the entry id."""
+    versions = [
+        "2.10.6", "2.11.4", "3.0.2", "3.0.3", "3.0.7", "3.1.2", "3.1.3", "3.2.0", "3.2.1", "3.3.0", "4.0.8",
+        "4.1.3",
+    ]  # fmt: skip
+    got = {
+        v: (max_read_uses_previous_position(v), max_read_uses_previous_position(v, after_txn_end=True))
+        for v in versions
+    }
+    new = (True, True)
+    assert got == {
+        "2.10.6": (False, False),
+        "2.11.4": (False, False),
+        "3.0.2": (False, False),
+        "3.0.3": new,
+        "3.0.7": new,
+        "3.1.2": (False, False),
+        "3.1.3": new,
+        "3.2.0": (False, True),
+        "3.2.1": new,
+        "3.3.0": new,
+        "4.0.8": new,
+        "4.1.3": new,
     }
 
 
@@ -312,13 +329,14 @@ def test_transaction_visibility_from_entries_follows_the_version_line(
     frames: tuple[DataFrame, DataFrame, DataFrame],
 ) -> None:
     """Without ledgers the 2.10 rule needs nothing but the first open position: ``(L, E-1)``; the
-    getPreviousPosition line falls back to the exported entries (the last one before ``(L, 0)``)."""
+    getPreviousPosition line falls back to the exported entries (the last one before ``(L, 0)``); 3.2.0
+    takes the rule of the topic's last transaction event."""
     got = {
         (v, r["topic"].rsplit("/", 1)[1]): (
             r["max_read_position"]["ledger_id"],
             r["max_read_position"]["entry_id"],
         )
-        for v in ("2.10.6", "4.1.3")
+        for v in ("2.10.6", "3.2.0", "4.1.3")
         for r in transaction_visibility(frames[0], pulsar_version=v)
         .select("topic", "max_read_position")
         .distinct()
@@ -328,6 +346,9 @@ def test_transaction_visibility_from_entries_follows_the_version_line(
         ("2.10.6", "cross"): (3, -1),
         ("2.10.6", "deleted"): (4, -1),
         ("2.10.6", "commit_empty"): (3, -1),
+        ("3.2.0", "cross"): (3, -1),
+        ("3.2.0", "deleted"): (4, -1),
+        ("3.2.0", "commit_empty"): (1, 2),
         ("4.1.3", "cross"): (1, 2),
         ("4.1.3", "deleted"): (1, 1),
         ("4.1.3", "commit_empty"): (1, 2),

@@ -629,18 +629,21 @@ class TopicSim:
 
     # -- transactions (docs §8.3-8.4) ---------------------------------------------------------------
 
-    def _before_first_ongoing(self) -> Pos:
-        """The read limit before the oldest open transaction's first message, by broker line (docs §8.4)."""
+    def _before_first_ongoing(self, after_txn_end: bool = False) -> Pos:
+        """The read limit before the oldest open transaction's first message, by broker line and by the
+        place that sets it: a transaction's first message or (``after_txn_end``) a commit or an abort
+        (docs §8.4)."""
         first = next(iter(self.txn_ongoing.values()))
-        if max_read_uses_previous_position(self.cluster.version):
+        if max_read_uses_previous_position(self.cluster.version, after_txn_end=after_txn_end):
             return self.prev(first)
         return (first[0], first[1] - 1)
 
     def _txn_on_append(self, pos: Pos, txn: tuple[int, int] | None) -> None:
         if txn is not None:
+            # only a transaction's first message moves the limit (handleTransactionMessage)
             if txn not in self.txn_ongoing and txn not in self.txn_aborted:
                 self.txn_ongoing[txn] = pos
-            self.max_read = self._before_first_ongoing()
+                self.max_read = self._before_first_ongoing()
         elif not self.txn_ongoing:
             self.max_read = pos
 
@@ -652,7 +655,7 @@ class TopicSim:
         rec = self.add(t, MarkerContent(TxnMarker(int(kind)), t, None, txn), txn_buffer=False, notify=False)
         del self.txn_ongoing[txn]
         (self.txn_committed if commit else self.txn_aborted).add(txn)
-        self.max_read = self.lac if not self.txn_ongoing else self._before_first_ongoing()
+        self.max_read = self.lac if not self.txn_ongoing else self._before_first_ongoing(after_txn_end=True)
         for listener in list(self.entry_listeners):
             listener(t, rec)  # dispatch may now proceed past the released entries
         return rec

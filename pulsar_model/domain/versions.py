@@ -382,7 +382,10 @@ FLAGS: dict[str, Flag] = {
         Flag("find_narrows_to_last_entry", (4, 1, 0), _bp(l4_0=5, l3_3=7), evidence="#24219"),
         Flag("find_clamps_check_last", (2, 8, 0), _bp(l2_6=4, l2_7=1), evidence="#9083"),
         # --- transactions (docs §8) ---
-        Flag("max_read_previous_position", (3, 3, 0), _bp(l3_1=3, l3_2=1), evidence="#22024"),
+        Flag(
+            "max_read_previous_position_on_append", (3, 3, 0), _bp(l3_0=3, l3_1=3, l3_2=1), evidence="#22024"
+        ),
+        Flag("max_read_previous_position_on_end", (3, 2, 0), _bp(l3_0=3, l3_1=3), evidence="#21466"),
         # --- schema registry (docs §9) ---
         Flag("schema_identity_by_parsed_schema", (2, 7, 1), evidence="#9612"),
         Flag("schema_strategy_broker_fallback", (2, 9, 0), _bp(l2_8=2), evidence="#11856"),

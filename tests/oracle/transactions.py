@@ -114,8 +114,15 @@ def before_first(ledgers: dict[int, int], p: Position, before: str) -> Position:
     return previous_position(ledgers, p)
 
 
-def replay(topic: OTopic, before: str = BEFORE_PREVIOUS_POSITION) -> OResult:
-    """docs §8.4 line by line over ``topic.entries`` (in append order), then §8.5 on every entry."""
+def replay(
+    topic: OTopic, before: str = BEFORE_PREVIOUS_POSITION, before_on_end: str | None = None
+) -> OResult:
+    """docs §8.4 line by line over ``topic.entries`` (in append order), then §8.5 on every entry.
+
+    ``before`` is the rule where a transaction's first message sets ``maxReadPosition``
+    (``handleTransactionMessage``), ``before_on_end`` (default: the same) where a commit or abort does
+    (``updateMaxReadPosition``); later messages of an ongoing transaction leave it as it is."""
+    on_end = before if before_on_end is None else before_on_end
     ongoing: dict[TxnId, Position] = {}
     aborted: dict[TxnId, Position] = {}
     committed: dict[TxnId, Position] = {}
@@ -125,7 +132,7 @@ def replay(topic: OTopic, before: str = BEFORE_PREVIOUS_POSITION) -> OResult:
             assert e.txn is not None
             if e.txn not in ongoing and e.txn not in aborted:
                 ongoing[e.txn] = e.position
-            max_read = before_first(topic.ledgers, next(iter(ongoing.values())), before)
+                max_read = before_first(topic.ledgers, next(iter(ongoing.values())), before)
         elif e.is_txn_marker:
             assert e.txn is not None
             ongoing.pop(e.txn, None)
@@ -135,7 +142,7 @@ def replay(topic: OTopic, before: str = BEFORE_PREVIOUS_POSITION) -> OResult:
                 committed.setdefault(e.txn, e.position)
             first = next(iter(ongoing.values()), None)
             # "LAC if ongoing empty": the marker just written is the last entry added
-            max_read = e.position if first is None else before_first(topic.ledgers, first, before)
+            max_read = e.position if first is None else before_first(topic.ledgers, first, on_end)
         elif not ongoing:
             max_read = e.position
     txns: dict[TxnId, OTxn] = {}
