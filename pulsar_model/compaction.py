@@ -182,7 +182,7 @@ def dispatcher_delivers_markers_to_compaction(version: VersionLike) -> bool:
     with ``isTxnAborted(txnId, position)``, and ``3pacccccc/pulsar@01b1beb`` of 4.x) keep markers for a
     cursor named ``__compaction``. The PR carries labels release/2.10.6 and release/2.11.4, but the release
     notes of 2.10.6 and 2.11.4 do not list it (the closed, unmerged apache/pulsar#21951 carries the same
-    two labels): assumed absent from every 2.10.x and 2.11.x.
+    two labels), and its commits are in no 2.10.x or 2.11.x release tag (up to v2.10.6 / v2.11.4).
     """
     return flag("markers_delivered_to_compaction", version)
 
