@@ -259,10 +259,13 @@ def _limits(
     The rule is the one of the topic's last transaction event: a commit or abort marker after every
     transaction's first message means ``updateMaxReadPosition`` set the value last, else
     ``handleTransactionMessage`` did (its flags per row when ``pulsar_version`` is None)."""
-    open_txns = txns.where(F.col("state") == STATE_OPEN).where(F.col("first_position").isNotNull())
-    oldest = open_txns.groupBy(*keys).agg(
-        F.count(F.lit(1)).alias("open_txn_count"),
-        F.min(F.struct("first_position", "txn_id")).alias("_oldest"),
+    # one aggregation over the transactions: the oldest open one, and the newest first message (which
+    # of the buffer's two places wrote the value last, see below)
+    is_open = (F.col("state") == STATE_OPEN) & F.col("first_position").isNotNull()
+    txn_summary = txns.groupBy(*keys).agg(
+        F.count(F.when(is_open, F.lit(1))).alias("open_txn_count"),
+        F.min(F.when(is_open, F.struct("first_position", "txn_id"))).alias("_oldest"),
+        F.max("first_position").alias("_last_first"),
     )
     per_row = pulsar_version is None
     if per_row:
@@ -283,20 +286,15 @@ def _limits(
             else []
         ),
     )
-    if mixed:
-        # which of the buffer's two places wrote the value last: a commit/abort marker after every
-        # transaction's first message (updateMaxReadPosition), else a first message
-        last_first = txns.groupBy(*keys).agg(F.max("first_position").alias("_last_first"))
-        after_end = F.col("_last_end").isNotNull() & (
-            F.col("_last_first").isNull() | (F.col("_last_end") > F.col("_last_first"))
-        )
-        per_topic = per_topic.join(last_first, on=keys, how="left").select(
-            *keys, "last_position", F.when(after_end, on_end).otherwise(on_append).alias("_uses_prev")
-        )
-    targets = per_topic.join(oldest, on=keys, how="left").select(
+    # a commit/abort marker after every transaction's first message: updateMaxReadPosition wrote the
+    # value last, else handleTransactionMessage did
+    after_end = F.col("_last_end").isNotNull() & (
+        F.col("_last_first").isNull() | (F.col("_last_end") > F.col("_last_first"))
+    )
+    targets = per_topic.join(txn_summary, on=keys, how="left").select(
         *keys,
         "last_position",
-        *(["_uses_prev"] if mixed else []),
+        *([F.when(after_end, on_end).otherwise(on_append).alias("_uses_prev")] if mixed else []),
         F.coalesce(F.col("open_txn_count"), F.lit(0)).cast("long").alias("open_txn_count"),
         F.col("_oldest.txn_id").alias("oldest_open_txn_id"),
         F.col("_oldest.first_position").alias("_first_open"),

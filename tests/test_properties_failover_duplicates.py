@@ -564,16 +564,17 @@ def _missing_corners(expected: dict[tuple[str, orc.PairKey], dict[str, Any]]) ->
 
 def test_failover_duplicates_matches_oracle(spark: SparkSession) -> None:
     cases = draw_cases(CASES)
-    expected = expected_rows(tables(cases))
+    t = tables(cases)
+    expected = expected_rows(t)
     # every corner in the one comparison: a draw without one (the incomplete target dump needs a partial
     # export and a missing unacked entry past the target's mark-delete) gets more cases, a few times
     for _ in range(4):
         if not _missing_corners(expected):
             break
         cases += draw_cases(CASES)
-        expected = expected_rows(tables(cases))
+        t = tables(cases)
+        expected = expected_rows(t)
     assert not _missing_corners(expected), f"the generator did not produce {_missing_corners(expected)}"
-    t = tables(cases)
     columns, actual = actual_rows(spark, t)
     assert columns == [*PAIR_KEY, *orc.OUTPUT_COLUMNS]
     silent = {topic_of(i) for i, c in enumerate(cases) if c.kind != "replicated"}
