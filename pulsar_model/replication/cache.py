@@ -36,12 +36,12 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from pulsar_model import DEFAULT_PULSAR_VERSION
-from pulsar_model.domain.versions import VersionLike, flag
+from pulsar_model.domain.versions import VersionLike, behaviour, flag
 from pulsar_model.engine.columns import LATEST, POSITION_TYPE, position
 from pulsar_model.engine.flags import FLAGS_COLUMN, with_flags
 from pulsar_model.engine.grouped import map_groups
+from pulsar_model.engine.topic_engine import EARLIEST, BrokerError, ManagedLedger
 from pulsar_model.errors import ConfigError, ContractError
-from pulsar_model.positions import entries_between
 from pulsar_model.wire.markers import MarkerType
 
 __all__ = [
@@ -72,8 +72,6 @@ CACHE_GENERATION_OLD: Final = "old"
 CACHE_GENERATION_NEW: Final = "new"
 OP_ADD: Final = "add"
 OP_ADVANCE: Final = "advance"
-#: ``Range.open(EARLIEST, p)`` anchors the per-position entry counts (docs §0.1 ``EARLIEST``).
-_EARLIEST_SQL: Final = "named_struct('ledger_id', CAST(-1 AS BIGINT), 'entry_id', CAST(-1 AS BIGINT))"
 #: Export columns that, when present on the events, split one subscription per export.
 EXPORT_KEYS: Final = ("export_id", "export_date")
 EVENT_COLUMNS: Final = (
@@ -92,8 +90,9 @@ CLUSTER_POSITION_TYPE: Final = T.StructType(
 )
 CLUSTERS_TYPE: Final = T.ArrayType(CLUSTER_POSITION_TYPE)
 _NO_DISTANCE: Final = (
-    "no managed_ledgers/ledgers rows for this topic (or a snapshot position they cannot count): the "
-    "new cache's distances were taken as 0; export the topic's stats-internal to replay it exactly"
+    "no single managed_ledgers row with a LAC for this topic (or a snapshot position its range check "
+    "refuses): the new cache's distances were taken as 0; export the topic's stats-internal to replay it "
+    "exactly"
 )
 
 
@@ -368,6 +367,10 @@ def _opt_int(v: Any) -> int | None:
     return None if v is None or pd.isna(v) else int(v)
 
 
+def _opt_str(v: Any) -> str | None:
+    return None if v is None or (isinstance(v, float) and pd.isna(v)) else str(v)
+
+
 def _clusters_in(value: Any) -> tuple[ClusterPosition, ...]:
     if value is None or (isinstance(value, float) and pd.isna(value)):
         return ()
@@ -467,6 +470,102 @@ def _topic_key(df: DataFrame, export_keys: Sequence[str]) -> Column:
     return F.concat_ws("\u0001", *[F.col(k).cast("string") for k in export_keys], F.col("cluster"))
 
 
+_COUNT_ML, _COUNT_LEDGER, _COUNT_POINT = 0, 1, 2
+_COUNT_INPUT: Final = T.StructType(
+    [
+        T.StructField("cluster", T.StringType()),
+        T.StructField("topic", T.StringType()),
+        T.StructField("_k", T.IntegerType()),
+        T.StructField("l_id", T.LongType()),
+        T.StructField("l_ent", T.LongType()),
+        T.StructField("l_sz", T.LongType()),
+        T.StructField("m_cur", T.LongType()),
+        T.StructField("m_cle", T.LongType()),
+        T.StructField("m_cls", T.LongType()),
+        T.StructField("m_lac", POSITION_TYPE),
+        T.StructField("m_total", T.LongType()),
+        T.StructField("m_ver", T.StringType()),
+        T.StructField("_p", POSITION_TYPE),
+    ]
+)
+
+
+def _counted(df: DataFrame, kind: int, values: dict[str, Column]) -> DataFrame:
+    cols = [F.col("cluster"), F.col("topic"), F.lit(kind).cast("int").alias("_k")]
+    for f in _COUNT_INPUT.fields[3:]:
+        cols.append(values.get(f.name, F.lit(None)).cast(f.dataType).alias(f.name))
+    return df.select(*cols)
+
+
+def _dict_position(value: Any) -> Position | None:
+    if value is None or (isinstance(value, float) and pd.isna(value)):
+        return None
+    return _pos(value.get("ledger_id"), value.get("entry_id"))
+
+
+def _entry_counts_fn(version: str | None) -> Callable[[pd.DataFrame], list[dict[str, Any]]]:
+    """One topic's managed-ledger rows, ledger rows and snapshot positions -> one row per position with its
+    three counts from ``EARLIEST`` (:class:`EntryCounts`), by the topic engine's ``getNumberOfEntries``
+    (:meth:`pulsar_model.engine.topic_engine.ManagedLedger.count`, docs §1.7) of ``version`` (None: the
+    managed-ledger row's own, null meaning the default version).
+
+    A count is null where the broker would throw (the range check) and every count of the topic is null
+    when its managed ledger is unknown (no row, several rows, no LAC, a version the model does not know):
+    the replay then reports the distance as unknown instead of guessing it.
+    """
+
+    def fn(pdf: pd.DataFrame) -> list[dict[str, Any]]:
+        kinds = pdf["_k"].tolist()
+        points = [_dict_position(pdf["_p"][i]) for i, k in enumerate(kinds) if k == _COUNT_POINT]
+        ml_rows = [i for i, k in enumerate(kinds) if k == _COUNT_ML]
+        ml = None
+        if len(ml_rows) == 1:
+            i = ml_rows[0]
+            lac = _dict_position(pdf["m_lac"][i])
+            row_version = version or _opt_str(pdf["m_ver"][i]) or DEFAULT_PULSAR_VERSION
+            try:
+                beh = behaviour(row_version)
+            except ConfigError:
+                beh = None
+            if lac is not None and beh is not None:
+                listed = [
+                    (int(pdf["l_id"][j]), _opt_int(pdf["l_ent"][j]) or 0, _opt_int(pdf["l_sz"][j]) or 0)
+                    for j, k in enumerate(kinds)
+                    if k == _COUNT_LEDGER
+                ]
+                ml = ManagedLedger(
+                    listed,
+                    _opt_int(pdf["m_cur"][i]),
+                    _opt_int(pdf["m_cle"][i]) or 0,
+                    _opt_int(pdf["m_cls"][i]) or 0,
+                    lac,
+                    _opt_int(pdf["m_total"][i]) or 0,
+                    beh,
+                )
+
+        def count(hi: Position, hi_closed: bool) -> int | None:
+            if ml is None:
+                return None
+            try:
+                ml.check_range(EARLIEST, False, hi, hi_closed)
+            except BrokerError:
+                return None
+            return ml.count(EARLIEST, False, hi, hi_closed)
+
+        return [
+            {
+                "_p": _position_dict(p),
+                "_f_lt": count(p, False),
+                "_f_le": count(p, True),
+                "_f_c": count((p[0], -1), False),
+            }
+            for p in dict.fromkeys(points)
+            if p is not None
+        ]
+
+    return fn
+
+
 def _entry_counts(
     adds: DataFrame,
     ledgers: DataFrame,
@@ -474,50 +573,63 @@ def _entry_counts(
     export_keys: Sequence[str],
     pulsar_version: str | None,
 ) -> DataFrame:
-    """One row per distinct (topic, snapshot position): ``_f_lt``, ``_f_le``, ``_f_c`` (see EntryCounts)."""
+    """One row per distinct (topic, snapshot position): ``_f_lt``, ``_f_le``, ``_f_c`` (see EntryCounts).
+
+    One grouped pass per topic with a snapshot over its managed-ledger row, its ledgers and its snapshot
+    positions (:func:`_entry_counts_fn`): the ledgers are read once, not joined to every position three
+    times as the set-based :func:`pulsar_model.positions.entries_between` would (the two are the same
+    arithmetic: both are property-tested against the plain-Python oracle).
+    """
     points = adds.select(
         _topic_key(adds, export_keys).alias("cluster"), "topic", F.col("local_position").alias("_p")
-    ).distinct()
-    earliest = F.expr(_EARLIEST_SQL)
-    kinds = [
-        ("lt", F.col("_p"), False),
-        ("le", F.col("_p"), True),
-        ("c", position(F.col("_p.ledger_id"), F.lit(-1)), False),
-    ]
-    requests = None
-    for kind, upper, closed in kinds:
-        part = points.select(
-            "cluster",
-            "topic",
-            "_p",
-            F.lit(kind).alias("_kind"),
-            earliest.alias("lower"),
-            F.lit(False).alias("lower_closed"),
-            upper.alias("upper"),
-            F.lit(closed).alias("upper_closed"),
-        )
-        requests = part if requests is None else requests.unionByName(part)
-    assert requests is not None
-    ledger_cols = ["cluster", "topic", "ledger_id", "entries", "size_bytes"]
-    led = ledgers.select(_topic_key(ledgers, export_keys).alias("cluster"), *ledger_cols[1:])
-    ml_cols = [
+    )
+    led = ledgers.where(F.col("ledger_id").isNotNull()).select(
+        _topic_key(ledgers, export_keys).alias("cluster"), "topic", "ledger_id", "entries", "size_bytes"
+    )
+    version = F.col("pulsar_version") if pulsar_version is None else F.lit(None)
+    ml = managed_ledgers.select(
+        _topic_key(managed_ledgers, export_keys).alias("cluster"),
+        "topic",
         "current_ledger_id",
         "current_ledger_entries",
         "current_ledger_size_bytes",
         "last_confirmed_entry",
         "total_size_bytes",
-    ]
-    if pulsar_version is None:
-        ml_cols.append("pulsar_version")
-    ml = managed_ledgers.select(_topic_key(managed_ledgers, export_keys).alias("cluster"), "topic", *ml_cols)
-    # the ledger view is per topic: only the topics with a snapshot are needed (usually a few of the
-    # version's topics; broadcast: one row per topic with a snapshot)
+        version.alias("pulsar_version"),
+    )
+    # only the topics with a snapshot (usually a few; broadcast: one row per such topic)
     with_snapshots = F.broadcast(points.select("cluster", "topic").distinct())
     led, ml = (df.join(with_snapshots, ["cluster", "topic"], "left_semi") for df in (led, ml))
-    counted = entries_between(requests, led, ml, pulsar_version=pulsar_version)
-    return counted.groupBy("cluster", "topic", "_p").agg(
-        *[F.max(F.when(F.col("_kind") == k, F.col("entries"))).alias(f"_f_{k}") for k, _u, _c in kinds]
+    tagged = (
+        _counted(
+            ml,
+            _COUNT_ML,
+            {
+                "m_cur": F.col("current_ledger_id"),
+                "m_cle": F.col("current_ledger_entries"),
+                "m_cls": F.col("current_ledger_size_bytes"),
+                "m_lac": F.col("last_confirmed_entry"),
+                "m_total": F.col("total_size_bytes"),
+                "m_ver": F.col("pulsar_version"),
+            },
+        )
+        .unionByName(
+            _counted(
+                led,
+                _COUNT_LEDGER,
+                {"l_id": F.col("ledger_id"), "l_ent": F.col("entries"), "l_sz": F.col("size_bytes")},
+            )
+        )
+        .unionByName(_counted(points, _COUNT_POINT, {"_p": F.col("_p")}))
     )
+    schema = T.StructType(
+        [
+            *_COUNT_INPUT.fields[:2],
+            T.StructField("_p", POSITION_TYPE),
+            *[T.StructField(f"_f_{k}", T.LongType()) for k in ("lt", "le", "c")],
+        ]
+    )
+    return map_groups(tagged, ["cluster", "topic"], _entry_counts_fn(pulsar_version), schema)
 
 
 def replay_snapshot_cache(
