@@ -44,19 +44,21 @@ No compactor of any line writes a marker to the compacted ledger.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+import math
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+import pandas as pd
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 from pyspark.storagelevel import StorageLevel
 
 from pulsar_model import DEFAULT_PULSAR_VERSION
-from pulsar_model.backlog import estimated_backlog_size, estimated_size_since_mark_delete
-from pulsar_model.domain.versions import PulsarVersion, VersionLike, flag
-from pulsar_model.engine.columns import as_position, position
+from pulsar_model.domain.versions import PulsarVersion, VersionLike, behaviour, flag
+from pulsar_model.engine import topic_engine as eng
+from pulsar_model.engine.columns import POSITION_TYPE, as_position, position
 from pulsar_model.engine.flags import FLAGS_COLUMN, with_flags
 from pulsar_model.engine.grouped import map_groups
 from pulsar_model.errors import ConfigError, ContractError
@@ -1031,6 +1033,179 @@ def _lookup(mapping: Mapping[str, int], key: Column) -> Column:
     return F.element_at(literal.cast("map<string,bigint>"), key)
 
 
+_EST_ML, _EST_LEDGER, _EST_CURSOR = 0, 1, 2
+_IDM_TYPE = T.ArrayType(
+    T.StructType([T.StructField("lower", POSITION_TYPE), T.StructField("upper", POSITION_TYPE)])
+)
+_ESTIMATE_INPUT = T.StructType(
+    [
+        T.StructField("cluster", T.StringType()),
+        T.StructField("topic", T.StringType()),
+        T.StructField("_k", T.IntegerType()),
+        T.StructField("l_id", T.LongType()),
+        T.StructField("l_ent", T.LongType()),
+        T.StructField("l_sz", T.LongType()),
+        T.StructField("m_cur", T.LongType()),
+        T.StructField("m_cle", T.LongType()),
+        T.StructField("m_cls", T.LongType()),
+        T.StructField("m_lac", POSITION_TYPE),
+        T.StructField("m_total", T.LongType()),
+        T.StructField("m_ver", T.StringType()),
+        T.StructField("c_name", T.StringType()),
+        T.StructField("c_durable", T.BooleanType()),
+        T.StructField("c_md", POSITION_TYPE),
+        T.StructField("c_idm", _IDM_TYPE),
+    ]
+)
+_ESTIMATE_OUTPUT = T.StructType(
+    [
+        *_ESTIMATE_INPUT.fields[:2],
+        T.StructField("_has_compaction", T.BooleanType()),
+        T.StructField("last_horizon", POSITION_TYPE),
+        T.StructField("_compaction_estimate", T.LongType()),
+        T.StructField("_backlog_estimate", T.LongType()),
+    ]
+)
+
+
+def _tagged_estimate_rows(df: DataFrame, kind: int, values: Mapping[str, Column]) -> DataFrame:
+    cols = [F.col("cluster"), F.col("topic"), F.lit(kind).cast("int").alias("_k")]
+    cols += [
+        values.get(f.name, F.lit(None)).cast(f.dataType).alias(f.name) for f in _ESTIMATE_INPUT.fields[3:]
+    ]
+    return df.select(*cols)
+
+
+def _value(v: Any) -> Any:
+    return None if v is None or (isinstance(v, float) and math.isnan(v)) else v
+
+
+def _engine_position(v: Any) -> eng.Position | None:
+    v = _value(v)
+    if v is None or v.get("ledger_id") is None or v.get("entry_id") is None:
+        return None
+    return (int(v["ledger_id"]), int(v["entry_id"]))
+
+
+def _trigger_estimates_fn(version: str | None) -> Callable[[pd.DataFrame], list[dict[str, Any]]]:
+    """One topic's managed-ledger row, ledgers and cursors -> its two size estimates (docs §2.3, §2.5)."""
+
+    def fn(pdf: pd.DataFrame) -> list[dict[str, Any]]:
+        rows = pdf.to_dict("records")
+        mls = [r for r in rows if r["_k"] == _EST_ML]
+        if len(mls) != 1:  # no managed-ledger row (no trigger row), or an ambiguous one: no estimate
+            return []
+        m = mls[0]
+        try:
+            beh = behaviour(version or _value(m["m_ver"]) or DEFAULT_PULSAR_VERSION)
+        except ConfigError:
+            return []
+        lac = _engine_position(m["m_lac"])
+        ml = eng.ManagedLedger(
+            [
+                (int(r["l_id"]), int(_value(r["l_ent"]) or 0), int(_value(r["l_sz"]) or 0))
+                for r in rows
+                if r["_k"] == _EST_LEDGER
+            ],
+            _value(m["m_cur"]),
+            int(_value(m["m_cle"]) or 0),
+            int(_value(m["m_cls"]) or 0),
+            # without a LAC only the estimates that never read it are computed (below)
+            lac if lac is not None else eng.EARLIEST,
+            int(_value(m["m_total"]) or 0),
+            beh,
+        )
+        cursors = [r for r in rows if r["_k"] == _EST_CURSOR]
+        durable = [
+            eng.Cursor(
+                name=str(r["c_name"]),
+                order=0,
+                durable=True,
+                kind="",
+                md=_engine_position(r["c_md"]),
+                idm=[],
+                consumed=None,
+            )
+            for r in cursors
+            if r["c_durable"]
+        ]
+        out: dict[str, Any] = {
+            "_has_compaction": None,
+            "last_horizon": None,
+            "_compaction_estimate": None,
+            "_backlog_estimate": eng.estimated_backlog(ml, durable),
+        }
+        compaction = [r for r in cursors if r["c_name"] == COMPACTION_CURSOR]
+        if compaction:
+            md = _engine_position(compaction[0]["c_md"])
+            estimate = None
+            if md is not None:
+                ranges = _value(compaction[0]["c_idm"])
+                idm: list[eng.IdmRange] = []
+                for rng in [] if ranges is None else list(ranges):
+                    lo = None if rng is None else _engine_position(rng.get("lower"))
+                    hi = None if rng is None else _engine_position(rng.get("upper"))
+                    if lo is not None and hi is not None:
+                        idm.append((lo, hi))
+                estimate = (
+                    ml.estimate_from_position(md) if lac is None else ml.size_since_mark_delete(md, idm)
+                )
+            out.update(
+                _has_compaction=True,
+                last_horizon=None if md is None else {"ledger_id": md[0], "entry_id": md[1]},
+                _compaction_estimate=estimate,
+            )
+        return [out]
+
+    return fn
+
+
+def _trigger_estimates(
+    managed_ledgers: DataFrame, ledgers: DataFrame, cursors: DataFrame, version: str | None
+) -> DataFrame:
+    """One row per topic with one managed-ledger row: ``_backlog_estimate`` (``getEstimatedBacklogSize()``,
+    docs §2.3) and, with a ``__compaction`` cursor, ``_has_compaction``, ``last_horizon`` (its mark-delete)
+    and ``_compaction_estimate`` (its ``getEstimatedSizeSinceMarkDeletePosition()``, §2.5).
+
+    One grouped pass per topic through the topic engine (:mod:`pulsar_model.engine.topic_engine`,
+    property-tested against the oracle) over its managed-ledger row, ledgers and durable or compaction
+    cursors: the set-based :func:`~pulsar_model.backlog.estimated_backlog_size` and
+    :func:`~pulsar_model.backlog.estimated_size_since_mark_delete` compute the same over a ledger view whose
+    plan dominated the compaction stage. ``version`` None: each managed-ledger row's ``pulsar_version``.
+    """
+    ml = _tagged_estimate_rows(
+        managed_ledgers,
+        _EST_ML,
+        {
+            "m_cur": F.col("current_ledger_id"),
+            "m_cle": F.col("current_ledger_entries"),
+            "m_cls": F.col("current_ledger_size_bytes"),
+            "m_lac": as_position(F.col("last_confirmed_entry")),
+            "m_total": F.col("total_size_bytes"),
+            "m_ver": F.col("pulsar_version") if version is None else F.lit(None),
+        },
+    )
+    led = _tagged_estimate_rows(
+        ledgers.where(F.col("ledger_id").isNotNull()),
+        _EST_LEDGER,
+        {"l_id": F.col("ledger_id"), "l_ent": F.col("entries"), "l_sz": F.col("size_bytes")},
+    )
+    durable = F.coalesce(F.col("is_durable").cast("boolean"), F.lit(False))
+    cur = _tagged_estimate_rows(
+        cursors.where(durable | (F.col("cursor_name") == F.lit(COMPACTION_CURSOR))),
+        _EST_CURSOR,
+        {
+            "c_name": F.col("cursor_name"),
+            "c_durable": durable,
+            "c_md": as_position(F.col("mark_delete_position")),
+            "c_idm": F.col("individually_deleted"),
+        },
+    )
+    return map_groups(
+        ml.unionByName(led).unionByName(cur), _TOPIC, _trigger_estimates_fn(version), _ESTIMATE_OUTPUT
+    )
+
+
 def compaction_trigger(
     managed_ledgers: DataFrame,
     ledgers: DataFrame,
@@ -1059,15 +1234,7 @@ def compaction_trigger(
         _lookup(thresholds.topics, topic), _lookup(thresholds.topics, partitioned_topic_of(topic))
     )
     namespace_threshold = _lookup(thresholds.namespaces, namespace_of(topic))
-    is_compaction = F.col("cursor_name") == F.lit(COMPACTION_CURSOR)
-    compaction_cursor = cursors.where(is_compaction)
     version = None if pulsar_version is None else str(pulsar_version)
-    since_md = estimated_size_since_mark_delete(compaction_cursor, ledgers, managed_ledgers, version).select(
-        *_TOPIC,
-        as_position(F.col("mark_delete_position")).alias("last_horizon"),
-        F.col("estimated_size_since_mark_delete_bytes").alias("_compaction_estimate"),
-        F.lit(True).alias("_has_compaction"),
-    )
     durable_subs = (
         cursors.where(
             (F.col("cursor_kind") == F.lit("subscription")) & F.coalesce(F.col("is_durable"), F.lit(False))
@@ -1076,9 +1243,7 @@ def compaction_trigger(
         .distinct()
         .select(*_TOPIC, F.lit(True).alias("_has_durable_subscription"))
     )
-    backlog = estimated_backlog_size(managed_ledgers, ledgers, cursors, version).select(
-        *_TOPIC, F.col("estimated_backlog_size_bytes").alias("_backlog_estimate")
-    )
+    estimates = _trigger_estimates(managed_ledgers, ledgers, cursors, version)
     trigger_cols: list[Column] = []
     source_ml = managed_ledgers
     if pulsar_version is None:
@@ -1086,9 +1251,8 @@ def compaction_trigger(
         trigger_cols = [F.col(FLAGS_COLUMN)["compaction_trigger_3x"].alias("_trigger_3x")]
     base = (
         source_ml.select(*_TOPIC, "total_size_bytes", "compacted_ledger_size_bytes", *trigger_cols)
-        .join(since_md, _TOPIC, "left")
+        .join(estimates, _TOPIC, "left")
         .join(durable_subs, _TOPIC, "left")
-        .join(backlog, _TOPIC, "left")
     )
     if entries is not None:
         # One row per topic, broadcast into the entry scan: the entries are counted where they are read

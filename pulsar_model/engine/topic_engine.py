@@ -474,6 +474,39 @@ class ManagedLedger:
             return size - self.consumed_size(self.cls, self.cle, pos[1])
         return size - self.consumed_size(self.sz[i], self.ent[i], pos[1])
 
+    def estimate_from_position(self, pos: Position) -> int:
+        """``estimateBacklogFromPosition(pos)`` (docs §2.4): the bytes of the ledgers from ``pos``'s on, minus
+        the consumed part of its ledger (the open ledger by ``currentLedgerSize/Entries``); a deleted ledger
+        gives those bytes as they are (2.9/2.10: ``totalSize``). Without an open ledger ``pos`` is "not in
+        the open ledger" (3.x dereferences it unguarded)."""
+        after = self.total_size - self.size_before(pos[0])
+        i = self.index.get(pos[0])
+        if i is None:
+            return self.total_size if self.beh.estimate_deleted_total_size else after
+        if pos[0] == self.cur_id:
+            return after - self.consumed_size(self.cls, self.cle, pos[1])
+        return after - self.consumed_size(self.sz[i], self.ent[i], pos[1])
+
+    def size_since_mark_delete(self, md: Position, idm: list[IdmRange]) -> int:
+        """``getEstimatedSizeSinceMarkDeletePosition()`` (docs §2.5): :meth:`estimate_from_position` of
+        ``md``; with PR #25089 minus ``d * (estimate div n)`` for the ``d`` acked of the ``n`` entries in
+        ``(md, LAC]`` (``max(0, estimate)`` when ``n <= d``)."""
+        total = self.estimate_from_position(md)
+        if not self.beh.size_since_md_subtracts_acks or not md < self.lac:
+            return total
+        window = Rng(md, False, self.lac, True)
+        acked = 0
+        for a, b in idm:
+            common = window.intersection(a, b)
+            if common is not None:
+                acked += self.count(common.lo, common.lo_closed, common.hi, common.hi_closed)
+        if acked == 0:
+            return total
+        n = self.count(md, False, self.lac, True)
+        if n == 0 or n <= acked:
+            return max(0, total)
+        return total - acked * java_div(total, n)
+
     # -- §1.2 / §1.10 -------------------------------------------------------------------------------
     def mark_delete(self, c: Cursor, new: Position) -> int:
         """``asyncMarkDelete(new)`` on cursor ``c`` (docs §1.2); returns the entries newly consumed.
