@@ -15,7 +15,8 @@ Version mapping (docs §0.3, §1.8, §2.2-§2.4, §3.9):
 * ``2.11.2``: consumed-size v3 and deleted ledger = size after it (apache/pulsar#19017, back-ported by
   #20069 in 2.11.1), "2.x-old" positions and no guard (#21248 came with 2.11.3).
 * ``3.0.7``: consumed-size v3 (``entries <= e + 1``), guard on, deleted ledger = size after it.
-* ``4.1.3``: like 3.0.7 plus the 4.x ``getNumberOfEntries``.
+* ``4.1.3``: like 3.0.7 plus the 4.x ``getNumberOfEntries`` and the acked entries subtracted from the
+  size since the mark-delete (apache/pulsar#25089, docs §2.5).
 
 The slowest cursor is the same in every version: the root of the cursor heap built in export order (among
 equal positions the smallest ``cursor_order``).
@@ -30,6 +31,7 @@ import pytest
 from hypothesis import HealthCheck, Phase, Verbosity, assume, given, settings
 from pyspark.sql import SparkSession
 
+from pulsar_model.domain.versions import size_since_mark_delete_subtracts_individual_acks
 from tests.oracle import managed_ledger as o
 from tests.oracle import strategies as S
 
@@ -166,4 +168,42 @@ def test_estimate_backlog_from_position_matches_oracle(
                     allowed = [None, o.estimate_backlog_from_position_no_current(case.ml, p, sem)]
                 if got not in allowed:
                     mismatches.append(S.Mismatch(v, i, f"position={p}", allowed, got))
+    assert not mismatches, S.mismatch_report(mismatches, cases)
+
+
+# ---------------------------------------------------------------------------------------- §2.5
+
+
+@PROPERTY_SETTINGS
+@given(cases=S.case_lists(S.cursor_cases()))
+def test_estimated_size_since_mark_delete_matches_oracle(
+    spark: SparkSession, backlog: ModuleType, cases: list[S.Case]
+) -> None:
+    """``getEstimatedSizeSinceMarkDeletePosition()`` of every cursor: the §2.4 estimate of its md, minus
+    the average size of its acked entries in ``(md, LAC]`` since PR #25089 (4.1.3 here)."""
+    assume(S.is_informative(cases))
+    ledgers, mls, cursors = S.input_frames(spark, cases)
+    rows = S.run_versions(
+        lambda v: backlog.estimated_size_since_mark_delete(cursors, ledgers, mls, pulsar_version=v).select(
+            "topic", "cursor_name", "estimated_size_since_mark_delete_bytes"
+        ),
+        VERSIONS,
+    )
+    actual = {
+        (r["_version"], r["topic"], r["cursor_name"]): r["estimated_size_since_mark_delete_bytes"]
+        for r in rows
+    }
+    mismatches: list[S.Mismatch] = []
+    for v in VERSIONS:
+        sem = o.semantics_for_version(v)
+        master = size_since_mark_delete_subtracts_individual_acks(v)
+        for i, case in enumerate(cases):
+            for c in case.cursors:
+                expected = o.estimated_size_since_mark_delete(
+                    case.ml, c.mark_delete, c.individually_deleted, sem, master, no_current_as_other=True
+                )
+                got = actual.get((v, S.topic_name(i), c.name), "<missing row>")
+                if got != expected:
+                    mismatches.append(S.Mismatch(v, i, f"cursor={c.name}", expected, got))
+    assert len(rows) == len(VERSIONS) * sum(len(c.cursors) for c in cases)
     assert not mismatches, S.mismatch_report(mismatches, cases)

@@ -228,36 +228,16 @@ def test_estimate_from_position_and_size_since_mark_delete_match_oracle(case: S.
         except o.OracleNPEError:  # 3.x dereferences a null currentLedger: read as "not the open ledger"
             total = o.estimate_backlog_from_position_no_current(ml, md, sem)
         assert engine.estimate_from_position(md) == total, (version, c, case.describe())
-        expected = total  # md at or past the LAC: no (md, LAC] window, nothing acked to subtract
-        if md < ml.lac:
-            try:
-                expected = o.estimated_size_since_mark_delete(
-                    ml, md, c.individually_deleted, sem, master=beh.size_since_md_subtracts_acks
-                )
-            except o.OracleNPEError:
-                expected = _since_md_no_current(ml, md, c, sem, total, beh.size_since_md_subtracts_acks)
+        expected = o.estimated_size_since_mark_delete(
+            ml,
+            md,
+            c.individually_deleted,
+            sem,
+            master=beh.size_since_md_subtracts_acks,
+            no_current_as_other=True,
+        )
         got = engine.size_since_mark_delete(md, list(c.individually_deleted))
         assert got == expected, (version, c, case.describe())
-
-
-def _since_md_no_current(
-    ml: o.ManagedLedger, md: o.Position, c: o.Cursor, sem: o.Semantics, total: int, master: bool
-) -> int:
-    """The oracle's §2.5 arithmetic around the "not the open ledger" estimate (no current ledger)."""
-    if not master:
-        return total
-    window = o.Range.open_closed(md, ml.lac)
-    acked = 0
-    for lower, upper in c.individually_deleted:
-        common = o.Range.open_closed(lower, upper).intersection(window)
-        if common is not None:
-            acked += o.ml_count_range(ml, common, sem.count_family)
-    if acked == 0:
-        return total
-    n = o.number_of_entries(ml, md, False, ml.lac, True, sem.count_family)
-    if n == 0 or n <= acked:
-        return max(0, total)
-    return total - acked * eng.java_div(total, n)
 
 
 @pytest.mark.parametrize("version", VERSIONS)

@@ -769,10 +769,23 @@ def estimate_backlog_from_position_no_current(ml: ManagedLedger, pos: Position, 
 
 
 def estimated_size_since_mark_delete(
-    ml: ManagedLedger, md: Position, idm: Sequence[IdmRange], semantics: Semantics, master: bool = True
+    ml: ManagedLedger,
+    md: Position,
+    idm: Sequence[IdmRange],
+    semantics: Semantics,
+    master: bool = True,
+    no_current_as_other: bool = False,
 ) -> int:
-    """docs §2.5 getEstimatedSizeSinceMarkDeletePosition (master subtracts IDM entries; 2.x does not)."""
-    total = estimate_backlog_from_position(ml, md, semantics)
+    """docs §2.5 getEstimatedSizeSinceMarkDeletePosition (master subtracts IDM entries; 2.x does not).
+
+    ``no_current_as_other``: where §2.4 would throw (md in an existing ledger, no current ledger), read
+    "no current ledger" as "md is not in the current ledger", as the library does, instead of raising."""
+    try:
+        total = estimate_backlog_from_position(ml, md, semantics)
+    except OracleNPEError:
+        if not no_current_as_other:
+            raise
+        total = estimate_backlog_from_position_no_current(ml, md, semantics)
     if not master:
         return total
     fam = semantics.count_family
