@@ -62,6 +62,7 @@ from pulsar_model.engine.columns import POSITION_TYPE, as_position, position
 from pulsar_model.engine.flags import FLAGS_COLUMN, with_flags
 from pulsar_model.engine.grouped import map_groups
 from pulsar_model.errors import ConfigError, ContractError
+from pulsar_model.positions import require_version_column
 from pulsar_model.quota.policy import is_system_topic, namespace_of, partitioned_topic_of
 from pulsar_model.tables.contracts import contract, with_derived
 
@@ -1173,6 +1174,8 @@ def _trigger_estimates(
     :func:`~pulsar_model.backlog.estimated_size_since_mark_delete` compute the same over a ledger view whose
     plan dominated the compaction stage. ``version`` None: each managed-ledger row's ``pulsar_version``.
     """
+    if version is None:
+        require_version_column(managed_ledgers, "managed_ledgers")
     ml = _tagged_estimate_rows(
         managed_ledgers,
         _EST_ML,

@@ -18,6 +18,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 from pulsar_model import compaction as C
+from pulsar_model.errors import ContractError
 from pulsar_model.tables.contracts import spark_schema
 from tests.contract_frames import contract_frame
 
@@ -238,3 +239,13 @@ def test_compaction_thresholds_parse_rejects_non_integers(bad: Any) -> None:
 
     with pytest.raises(ConfigError, match="byte count"):
         C.CompactionThresholds.parse(broker_bytes=bad)
+
+
+def test_compaction_trigger_per_row_versions_need_the_version_column(spark: SparkSession) -> None:
+    """``pulsar_version=None`` reads each topic's ``managed_ledgers.pulsar_version``: without the column the
+    call says so (before any Spark job) instead of failing inside the plan."""
+    managed = spark.createDataFrame([], spark_schema("managed_ledgers")).drop("pulsar_version")
+    ledgers = spark.createDataFrame([], spark_schema("ledgers"))
+    cursors = spark.createDataFrame([], spark_schema("cursors"))
+    with pytest.raises(ContractError, match=r"managed_ledgers\.pulsar_version"):
+        C.compaction_trigger(managed, ledgers, cursors, THRESHOLDS, None)

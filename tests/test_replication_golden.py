@@ -14,8 +14,9 @@ from typing import Any
 import pytest
 from chispa import assert_df_equality
 from pyspark.sql import DataFrame, Row, SparkSession
+from pyspark.sql import functions as F
 
-from pulsar_model.errors import ConfigError
+from pulsar_model.errors import ConfigError, ContractError
 from pulsar_model.replication import (
     CachedSnapshot,
     NewSnapshotCache,
@@ -525,6 +526,20 @@ def _one_ledger_state(spark: SparkSession, entries: int) -> tuple[DataFrame, Dat
     )
     ml = spark.createDataFrame([("c1", "tc", 2, 0, 0, (1, entries - 1), entries)], schema=MANAGED_LEDGERS)
     return ledgers, ml
+
+
+def test_replay_snapshot_cache_per_row_versions_need_the_version_column(spark: SparkSession) -> None:
+    """``pulsar_version=None`` counts the new cache's distances by each topic's
+    ``managed_ledgers.pulsar_version``: without the column the call says so before any Spark job."""
+    events = spark.createDataFrame(cache_events("cache", OLD_CACHE_STEPS), schema=EVENTS).withColumn(
+        "pulsar_version", F.lit("4.1.3")
+    )
+    ledgers = spark.createDataFrame([], schema=LEDGERS)
+    mls = spark.createDataFrame([], schema=MANAGED_LEDGERS)
+    if "pulsar_version" in mls.columns:
+        mls = mls.drop("pulsar_version")
+    with pytest.raises(ContractError, match=r"managed_ledgers\.pulsar_version"):
+        replay_snapshot_cache(events, ledgers, mls, pulsar_version=None)
 
 
 def test_replay_snapshot_cache_new_generation_pruning(spark: SparkSession) -> None:

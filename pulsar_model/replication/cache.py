@@ -42,6 +42,7 @@ from pulsar_model.engine.flags import FLAGS_COLUMN, with_flags
 from pulsar_model.engine.grouped import map_groups
 from pulsar_model.engine.topic_engine import EARLIEST, BrokerError, ManagedLedger
 from pulsar_model.errors import ConfigError, ContractError
+from pulsar_model.positions import require_version_column
 from pulsar_model.wire.markers import MarkerType
 
 __all__ = [
@@ -580,6 +581,8 @@ def _entry_counts(
     times as the set-based :func:`pulsar_model.positions.entries_between` would (the two are the same
     arithmetic: both are property-tested against the plain-Python oracle).
     """
+    if pulsar_version is None:
+        require_version_column(managed_ledgers, "managed_ledgers")
     points = adds.select(
         _topic_key(adds, export_keys).alias("cluster"), "topic", F.col("local_position").alias("_p")
     )
