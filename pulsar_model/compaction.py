@@ -44,7 +44,6 @@ No compactor of any line writes a marker to the compacted ledger.
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -56,8 +55,9 @@ from pyspark.sql import types as T
 from pyspark.storagelevel import StorageLevel
 
 from pulsar_model import DEFAULT_PULSAR_VERSION
-from pulsar_model.domain.versions import PulsarVersion, VersionLike, behaviour, flag
+from pulsar_model.domain.versions import PulsarVersion, VersionLike, flag
 from pulsar_model.engine import topic_engine as eng
+from pulsar_model.engine import topic_rows
 from pulsar_model.engine.columns import POSITION_TYPE, as_position, position
 from pulsar_model.engine.flags import FLAGS_COLUMN, with_flags
 from pulsar_model.engine.grouped import map_groups
@@ -1034,24 +1034,12 @@ def _lookup(mapping: Mapping[str, int], key: Column) -> Column:
     return F.element_at(literal.cast("map<string,bigint>"), key)
 
 
-_EST_ML, _EST_LEDGER, _EST_CURSOR = 0, 1, 2
+_EST_CURSOR = topic_rows.K_FIRST_OWN
 _IDM_TYPE = T.ArrayType(
     T.StructType([T.StructField("lower", POSITION_TYPE), T.StructField("upper", POSITION_TYPE)])
 )
-_ESTIMATE_INPUT = T.StructType(
+_ESTIMATE_INPUT = topic_rows.packed_schema(
     [
-        T.StructField("cluster", T.StringType()),
-        T.StructField("topic", T.StringType()),
-        T.StructField("_k", T.IntegerType()),
-        T.StructField("l_id", T.LongType()),
-        T.StructField("l_ent", T.LongType()),
-        T.StructField("l_sz", T.LongType()),
-        T.StructField("m_cur", T.LongType()),
-        T.StructField("m_cle", T.LongType()),
-        T.StructField("m_cls", T.LongType()),
-        T.StructField("m_lac", POSITION_TYPE),
-        T.StructField("m_total", T.LongType()),
-        T.StructField("m_ver", T.StringType()),
         T.StructField("c_name", T.StringType()),
         T.StructField("c_durable", T.BooleanType()),
         T.StructField("c_md", POSITION_TYPE),
@@ -1069,53 +1057,15 @@ _ESTIMATE_OUTPUT = T.StructType(
 )
 
 
-def _tagged_estimate_rows(df: DataFrame, kind: int, values: Mapping[str, Column]) -> DataFrame:
-    cols = [F.col("cluster"), F.col("topic"), F.lit(kind).cast("int").alias("_k")]
-    cols += [
-        values.get(f.name, F.lit(None)).cast(f.dataType).alias(f.name) for f in _ESTIMATE_INPUT.fields[3:]
-    ]
-    return df.select(*cols)
-
-
-def _value(v: Any) -> Any:
-    return None if v is None or (isinstance(v, float) and math.isnan(v)) else v
-
-
-def _engine_position(v: Any) -> eng.Position | None:
-    v = _value(v)
-    if v is None or v.get("ledger_id") is None or v.get("entry_id") is None:
-        return None
-    return (int(v["ledger_id"]), int(v["entry_id"]))
-
-
 def _trigger_estimates_fn(version: str | None) -> Callable[[pd.DataFrame], list[dict[str, Any]]]:
     """One topic's managed-ledger row, ledgers and cursors -> its two size estimates (docs §2.3, §2.5)."""
 
     def fn(pdf: pd.DataFrame) -> list[dict[str, Any]]:
         rows = pdf.to_dict("records")
-        mls = [r for r in rows if r["_k"] == _EST_ML]
-        if len(mls) != 1:  # no managed-ledger row (no trigger row), or an ambiguous one: no estimate
+        # no managed-ledger row (no trigger row), an ambiguous one or an unknown version: no estimate
+        ml, lac = topic_rows.managed_ledger_of(rows, version)
+        if ml is None:
             return []
-        m = mls[0]
-        try:
-            beh = behaviour(version or _value(m["m_ver"]) or DEFAULT_PULSAR_VERSION)
-        except ConfigError:
-            return []
-        lac = _engine_position(m["m_lac"])
-        ml = eng.ManagedLedger(
-            [
-                (int(r["l_id"]), int(_value(r["l_ent"]) or 0), int(_value(r["l_sz"]) or 0))
-                for r in rows
-                if r["_k"] == _EST_LEDGER
-            ],
-            _value(m["m_cur"]),
-            int(_value(m["m_cle"]) or 0),
-            int(_value(m["m_cls"]) or 0),
-            # without a LAC only the estimates that never read it are computed (below)
-            lac if lac is not None else eng.EARLIEST,
-            int(_value(m["m_total"]) or 0),
-            beh,
-        )
         cursors = [r for r in rows if r["_k"] == _EST_CURSOR]
         durable = [
             eng.Cursor(
@@ -1123,7 +1073,7 @@ def _trigger_estimates_fn(version: str | None) -> Callable[[pd.DataFrame], list[
                 order=0,
                 durable=True,
                 kind="",
-                md=_engine_position(r["c_md"]),
+                md=topic_rows.engine_position(r["c_md"]),
                 idm=[],
                 consumed=None,
             )
@@ -1138,14 +1088,14 @@ def _trigger_estimates_fn(version: str | None) -> Callable[[pd.DataFrame], list[
         }
         compaction = [r for r in cursors if r["c_name"] == COMPACTION_CURSOR]
         if compaction:
-            md = _engine_position(compaction[0]["c_md"])
+            md = topic_rows.engine_position(compaction[0]["c_md"])
             estimate = None
             if md is not None:
-                ranges = _value(compaction[0]["c_idm"])
+                ranges = topic_rows.value(compaction[0]["c_idm"])
                 idm: list[eng.IdmRange] = []
                 for rng in [] if ranges is None else list(ranges):
-                    lo = None if rng is None else _engine_position(rng.get("lower"))
-                    hi = None if rng is None else _engine_position(rng.get("upper"))
+                    lo = None if rng is None else topic_rows.engine_position(rng.get("lower"))
+                    hi = None if rng is None else topic_rows.engine_position(rng.get("upper"))
                     if lo is not None and hi is not None:
                         idm.append((lo, hi))
                 estimate = (
@@ -1176,25 +1126,8 @@ def _trigger_estimates(
     """
     if version is None:
         require_version_column(managed_ledgers, "managed_ledgers")
-    ml = _tagged_estimate_rows(
-        managed_ledgers,
-        _EST_ML,
-        {
-            "m_cur": F.col("current_ledger_id"),
-            "m_cle": F.col("current_ledger_entries"),
-            "m_cls": F.col("current_ledger_size_bytes"),
-            "m_lac": as_position(F.col("last_confirmed_entry")),
-            "m_total": F.col("total_size_bytes"),
-            "m_ver": F.col("pulsar_version") if version is None else F.lit(None),
-        },
-    )
-    led = _tagged_estimate_rows(
-        ledgers.where(F.col("ledger_id").isNotNull()),
-        _EST_LEDGER,
-        {"l_id": F.col("ledger_id"), "l_ent": F.col("entries"), "l_sz": F.col("size_bytes")},
-    )
     durable = F.coalesce(F.col("is_durable").cast("boolean"), F.lit(False))
-    cur = _tagged_estimate_rows(
+    cur = topic_rows.tagged(
         cursors.where(durable | (F.col("cursor_name") == F.lit(COMPACTION_CURSOR))),
         _EST_CURSOR,
         {
@@ -1203,10 +1136,10 @@ def _trigger_estimates(
             "c_md": as_position(F.col("mark_delete_position")),
             "c_idm": F.col("individually_deleted"),
         },
+        _ESTIMATE_INPUT,
     )
-    return map_groups(
-        ml.unionByName(led).unionByName(cur), _TOPIC, _trigger_estimates_fn(version), _ESTIMATE_OUTPUT
-    )
+    state = topic_rows.topic_state_rows(managed_ledgers, ledgers, _ESTIMATE_INPUT, version)
+    return map_groups(state.unionByName(cur), _TOPIC, _trigger_estimates_fn(version), _ESTIMATE_OUTPUT)
 
 
 def compaction_trigger(

@@ -36,11 +36,12 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from pulsar_model import DEFAULT_PULSAR_VERSION
-from pulsar_model.domain.versions import VersionLike, behaviour, flag
+from pulsar_model.domain.versions import VersionLike, flag
+from pulsar_model.engine import topic_rows
 from pulsar_model.engine.columns import LATEST, POSITION_TYPE, position
 from pulsar_model.engine.flags import FLAGS_COLUMN, with_flags
 from pulsar_model.engine.grouped import map_groups
-from pulsar_model.engine.topic_engine import EARLIEST, BrokerError, ManagedLedger
+from pulsar_model.engine.topic_engine import EARLIEST, BrokerError
 from pulsar_model.errors import ConfigError, ContractError
 from pulsar_model.positions import require_version_column
 from pulsar_model.wire.markers import MarkerType
@@ -368,10 +369,6 @@ def _opt_int(v: Any) -> int | None:
     return None if v is None or pd.isna(v) else int(v)
 
 
-def _opt_str(v: Any) -> str | None:
-    return None if v is None or (isinstance(v, float) and pd.isna(v)) else str(v)
-
-
 def _clusters_in(value: Any) -> tuple[ClusterPosition, ...]:
     if value is None or (isinstance(value, float) and pd.isna(value)):
         return ()
@@ -471,37 +468,8 @@ def _topic_key(df: DataFrame, export_keys: Sequence[str]) -> Column:
     return F.concat_ws("\u0001", *[F.col(k).cast("string") for k in export_keys], F.col("cluster"))
 
 
-_COUNT_ML, _COUNT_LEDGER, _COUNT_POINT = 0, 1, 2
-_COUNT_INPUT: Final = T.StructType(
-    [
-        T.StructField("cluster", T.StringType()),
-        T.StructField("topic", T.StringType()),
-        T.StructField("_k", T.IntegerType()),
-        T.StructField("l_id", T.LongType()),
-        T.StructField("l_ent", T.LongType()),
-        T.StructField("l_sz", T.LongType()),
-        T.StructField("m_cur", T.LongType()),
-        T.StructField("m_cle", T.LongType()),
-        T.StructField("m_cls", T.LongType()),
-        T.StructField("m_lac", POSITION_TYPE),
-        T.StructField("m_total", T.LongType()),
-        T.StructField("m_ver", T.StringType()),
-        T.StructField("_p", POSITION_TYPE),
-    ]
-)
-
-
-def _counted(df: DataFrame, kind: int, values: dict[str, Column]) -> DataFrame:
-    cols = [F.col("cluster"), F.col("topic"), F.lit(kind).cast("int").alias("_k")]
-    for f in _COUNT_INPUT.fields[3:]:
-        cols.append(values.get(f.name, F.lit(None)).cast(f.dataType).alias(f.name))
-    return df.select(*cols)
-
-
-def _dict_position(value: Any) -> Position | None:
-    if value is None or (isinstance(value, float) and pd.isna(value)):
-        return None
-    return _pos(value.get("ledger_id"), value.get("entry_id"))
+_COUNT_POINT = topic_rows.K_FIRST_OWN
+_COUNT_INPUT: Final = topic_rows.packed_schema([T.StructField("_p", POSITION_TYPE)])
 
 
 def _entry_counts_fn(version: str | None) -> Callable[[pd.DataFrame], list[dict[str, Any]]]:
@@ -516,33 +484,11 @@ def _entry_counts_fn(version: str | None) -> Callable[[pd.DataFrame], list[dict[
     """
 
     def fn(pdf: pd.DataFrame) -> list[dict[str, Any]]:
-        kinds = pdf["_k"].tolist()
-        points = [_dict_position(pdf["_p"][i]) for i, k in enumerate(kinds) if k == _COUNT_POINT]
-        ml_rows = [i for i, k in enumerate(kinds) if k == _COUNT_ML]
-        ml = None
-        if len(ml_rows) == 1:
-            i = ml_rows[0]
-            lac = _dict_position(pdf["m_lac"][i])
-            row_version = version or _opt_str(pdf["m_ver"][i]) or DEFAULT_PULSAR_VERSION
-            try:
-                beh = behaviour(row_version)
-            except ConfigError:
-                beh = None
-            if lac is not None and beh is not None:
-                listed = [
-                    (int(pdf["l_id"][j]), _opt_int(pdf["l_ent"][j]) or 0, _opt_int(pdf["l_sz"][j]) or 0)
-                    for j, k in enumerate(kinds)
-                    if k == _COUNT_LEDGER
-                ]
-                ml = ManagedLedger(
-                    listed,
-                    _opt_int(pdf["m_cur"][i]),
-                    _opt_int(pdf["m_cle"][i]) or 0,
-                    _opt_int(pdf["m_cls"][i]) or 0,
-                    lac,
-                    _opt_int(pdf["m_total"][i]) or 0,
-                    beh,
-                )
+        rows = pdf.to_dict("records")
+        points = [topic_rows.engine_position(r["_p"]) for r in rows if r["_k"] == _COUNT_POINT]
+        ml, lac = topic_rows.managed_ledger_of(rows, version)
+        if lac is None:  # every count reads the LAC (the 4.x clamp)
+            ml = None
 
         def count(hi: Position, hi_closed: bool) -> int | None:
             if ml is None:
@@ -586,44 +532,13 @@ def _entry_counts(
     points = adds.select(
         _topic_key(adds, export_keys).alias("cluster"), "topic", F.col("local_position").alias("_p")
     )
-    led = ledgers.where(F.col("ledger_id").isNotNull()).select(
-        _topic_key(ledgers, export_keys).alias("cluster"), "topic", "ledger_id", "entries", "size_bytes"
-    )
-    version = F.col("pulsar_version") if pulsar_version is None else F.lit(None)
-    ml = managed_ledgers.select(
-        _topic_key(managed_ledgers, export_keys).alias("cluster"),
-        "topic",
-        "current_ledger_id",
-        "current_ledger_entries",
-        "current_ledger_size_bytes",
-        "last_confirmed_entry",
-        "total_size_bytes",
-        version.alias("pulsar_version"),
-    )
+    led = ledgers.withColumn("cluster", _topic_key(ledgers, export_keys))
+    ml = managed_ledgers.withColumn("cluster", _topic_key(managed_ledgers, export_keys))
     # only the topics with a snapshot (usually a few; broadcast: one row per such topic)
     with_snapshots = F.broadcast(points.select("cluster", "topic").distinct())
     led, ml = (df.join(with_snapshots, ["cluster", "topic"], "left_semi") for df in (led, ml))
-    tagged = (
-        _counted(
-            ml,
-            _COUNT_ML,
-            {
-                "m_cur": F.col("current_ledger_id"),
-                "m_cle": F.col("current_ledger_entries"),
-                "m_cls": F.col("current_ledger_size_bytes"),
-                "m_lac": F.col("last_confirmed_entry"),
-                "m_total": F.col("total_size_bytes"),
-                "m_ver": F.col("pulsar_version"),
-            },
-        )
-        .unionByName(
-            _counted(
-                led,
-                _COUNT_LEDGER,
-                {"l_id": F.col("ledger_id"), "l_ent": F.col("entries"), "l_sz": F.col("size_bytes")},
-            )
-        )
-        .unionByName(_counted(points, _COUNT_POINT, {"_p": F.col("_p")}))
+    tagged = topic_rows.topic_state_rows(ml, led, _COUNT_INPUT, pulsar_version).unionByName(
+        topic_rows.tagged(points, _COUNT_POINT, {"_p": F.col("_p")}, _COUNT_INPUT)
     )
     schema = T.StructType(
         [
