@@ -5,7 +5,9 @@
   (slowest durable cursor, integer-average ``consumedLedgerSize``);
 * :func:`estimate_backlog_from_position` - the per-position estimate (subscription ``backlogSize``);
 * :func:`estimated_size_since_mark_delete` - ``cursor.getEstimatedSizeSinceMarkDeletePosition()``;
-* :func:`consumed_ledger_size` - the ``consumedLedgerSize`` column helper (three generations).
+* :func:`consumed_ledger_size` - the ``consumedLedgerSize`` column helper (three generations);
+* :func:`backlog_numbers` - the first three in one grouped pass per topic through the topic engine, for a
+  stage that needs them all (property-tested equal to the transforms above).
 
 All transforms are pure and lazy and never mix topics or clusters. Version-dependent behaviour is
 selected with ``pulsar_version`` (see :mod:`pulsar_model.domain.versions`): a version string for every row,
@@ -14,13 +16,22 @@ or ``None`` for each topic's own ``managed_ledgers.pulsar_version`` (docs §0.3)
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Final
+
+import pandas as pd
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
+from pyspark.sql import types as T
 
 from pulsar_model import DEFAULT_PULSAR_VERSION
 from pulsar_model.engine import columns as C
+from pulsar_model.engine import topic_engine as eng
+from pulsar_model.engine import topic_rows
 from pulsar_model.engine.columns import (
     EARLIEST,
+    POSITION_TYPE,
     as_position,
     case,
     consumed_ledger_size_flags_sql,
@@ -31,10 +42,12 @@ from pulsar_model.engine.columns import (
     ref,
 )
 from pulsar_model.engine.flags import SqlFlags, sql_flags
+from pulsar_model.engine.grouped import map_groups
 from pulsar_model.positions import (
     CTX,
     KEY,
     LAC,
+    MISSING_TOPIC,
     MISSING_TOPIC_SQL,
     NULL_STRING,
     ZERO,
@@ -47,10 +60,13 @@ from pulsar_model.positions import (
     _Env,
     _err_if,
     _keep,
+    require_version_column,
     shared_result,
 )
 
 __all__ = [
+    "BacklogNumbers",
+    "backlog_numbers",
     "consumed_ledger_size",
     "estimate_backlog_from_position",
     "estimated_backlog_size",
@@ -92,7 +108,9 @@ def precise_backlog(
     ``md >= LAC`` (3.x+), else the cursor count of ``(md, LAC]`` - the ML count (version arithmetic, §1.7)
     minus the ML count of each acked range's intersection with it. 2.x has no guard: ``md > LAC`` makes
     Guava throw (null + ``error``). ``entries_in_storage`` is ``getNumberOfEntriesInStorage()``: the ML
-    count of ``(md, LAC]`` (3.x+) or ``(md, LAC.next]`` (2.x-old); IDM not subtracted. Pure and lazy.
+    count of ``(md, LAC]`` (3.x+) or ``(md, LAC.next]`` (2.x-old); IDM not subtracted. A null ``md``
+    gives both counts null and ``error`` "mark_delete_position is null"; a null LAC both counts null.
+    Pure and lazy.
     """
     version = None if pulsar_version is None else str(pulsar_version)
     return shared_result(
@@ -147,10 +165,14 @@ def _precise_backlog(
         "concat('entries_in_storage: ', `_s_err`)",
     )
     added = ["backlog_entries", "entries_in_storage", "error"]
+    # without md or LAC there is no range to count (the range builders' arithmetic would still give numbers)
+    bounded = f"({md} IS NOT NULL AND {LAC} IS NOT NULL)"
     return staged.select(
         *_original_columns(cursors, added),
-        E("IF(`_b_error` IS NULL, `_b`, CAST(NULL AS BIGINT))").alias("backlog_entries"),
-        E("IF(`_s_err` IS NULL, `_s_count`, CAST(NULL AS BIGINT))").alias("entries_in_storage"),
+        E(f"IF(`_b_error` IS NULL AND {bounded}, `_b`, CAST(NULL AS BIGINT))").alias("backlog_entries"),
+        E(f"IF(`_s_err` IS NULL AND {bounded}, `_s_count`, CAST(NULL AS BIGINT))").alias(
+            "entries_in_storage"
+        ),
         E(error).alias("error"),
     )
 
@@ -319,3 +341,217 @@ def estimated_size_since_mark_delete(
     return staged.select(
         *_original_columns(cursors, added), E(result).alias("estimated_size_since_mark_delete_bytes")
     )
+
+
+# --- §1.8, §2.3, §2.4 in one grouped pass -------------------------------------------------------------------
+
+_CURSOR: Final = topic_rows.K_FIRST_OWN
+_IDM_TYPE: Final = T.ArrayType(
+    T.StructType([T.StructField("lower", POSITION_TYPE), T.StructField("upper", POSITION_TYPE)])
+)
+_PASS_INPUT: Final = topic_rows.packed_schema(
+    [
+        T.StructField("c_name", T.StringType()),
+        T.StructField("c_order", T.LongType()),
+        T.StructField("c_durable", T.BooleanType()),
+        T.StructField("c_md", POSITION_TYPE),
+        T.StructField("c_idm", _IDM_TYPE),
+    ]
+)
+#: Output rows: one per topic with a managed-ledger row (``_topic`` true: the slowest-cursor fields and
+#: ``estimated_backlog_size_bytes`` of §2.3) and one per cursor (``_topic`` false: ``cursor_name``, the §1.8
+#: counts and ``error``, and ``estimated_backlog_size_bytes`` of §2.4 from its mark-delete).
+_PASS_OUTPUT: Final = T.StructType(
+    [
+        *_PASS_INPUT.fields[:2],
+        T.StructField("_topic", T.BooleanType()),
+        T.StructField("cursor_name", T.StringType()),
+        T.StructField("backlog_entries", T.LongType()),
+        T.StructField("entries_in_storage", T.LongType()),
+        T.StructField("error", T.StringType()),
+        T.StructField("estimated_backlog_size_bytes", T.LongType()),
+        T.StructField("slowest_cursor_name", T.StringType()),
+        T.StructField("slowest_mark_delete_position", POSITION_TYPE),
+        T.StructField("slowest_cursor_tie", T.BooleanType()),
+    ]
+)
+
+
+#: The topic fields of a cursor row (every output row names every field: pandas would read a missing
+#: struct as NaN).
+_NO_TOPIC_FIELDS: Final = {
+    "slowest_cursor_name": None,
+    "slowest_mark_delete_position": None,
+    "slowest_cursor_tie": None,
+}
+
+
+@dataclass(frozen=True)
+class BacklogNumbers:
+    """What :func:`backlog_numbers` computed, as two lazy frames over its one (materialised) pass.
+
+    * ``cursors``: one row per cursor, ``cluster, topic, cursor_name, backlog_entries, entries_in_storage,
+      error`` as :func:`precise_backlog` adds them and ``estimated_backlog_size_bytes`` as
+      :func:`estimate_backlog_from_position` gives it for the cursor's mark-delete position;
+    * ``topics``: one row per managed ledger, the columns of :func:`estimated_backlog_size`.
+    """
+
+    cursors: DataFrame
+    topics: DataFrame
+
+
+def _cursor_numbers(
+    ml: eng.ManagedLedger | None, lac: eng.Position | None, md: eng.Position | None, idm: list[eng.IdmRange]
+) -> dict[str, Any]:
+    """One cursor's §1.8 counts, error and §2.4 estimate, null and worded as the SQL transforms give them."""
+    out: dict[str, Any] = {
+        "backlog_entries": None,
+        "entries_in_storage": None,
+        "error": None,
+        # a null position estimates 0 even without a managed ledger (docs §2.4)
+        "estimated_backlog_size_bytes": 0 if md is None else None,
+    }
+    if ml is None:
+        out["error"] = MISSING_TOPIC
+        return out
+    if md is None:
+        out["error"] = "mark_delete_position is null"
+        return out
+    out["estimated_backlog_size_bytes"] = ml.estimate_from_position(md)
+    if lac is None:  # no range can be built: no count, no broker error
+        return out
+    errors: list[str] = []
+    try:
+        out["backlog_entries"] = ml.precise_backlog(md, idm)
+    except eng.BrokerError as exc:
+        errors.append(f"backlog: {exc}")
+    try:
+        out["entries_in_storage"] = ml.entries_in_storage(md)
+    except eng.BrokerError as exc:
+        errors.append(f"entries_in_storage: {exc}")
+    out["error"] = errors[0] if errors else None  # the first, as the set-based coalesce reports it
+    return out
+
+
+def _acked_ranges(value: Any) -> list[eng.IdmRange]:
+    """A packed ``individually_deleted`` array as engine ranges; a range missing an end is skipped."""
+    ranges = topic_rows.value(value)
+    out: list[eng.IdmRange] = []
+    for rng in [] if ranges is None else list(ranges):
+        lo = None if rng is None else topic_rows.engine_position(rng.get("lower"))
+        hi = None if rng is None else topic_rows.engine_position(rng.get("upper"))
+        if lo is not None and hi is not None:
+            out.append((lo, hi))
+    return out
+
+
+def _backlog_numbers_fn(version: str | None) -> Callable[[pd.DataFrame], list[dict[str, Any]]]:
+    """One topic's packed rows -> its topic row (when it has one managed-ledger row) and its cursor rows."""
+
+    def fn(pdf: pd.DataFrame) -> list[dict[str, Any]]:
+        rows = pdf.to_dict("records")
+        ml, lac = topic_rows.managed_ledger_of(rows, version)
+        cursors = [r for r in rows if r["_k"] == _CURSOR]
+        out: list[dict[str, Any]] = []
+        for r in cursors:
+            numbers = _cursor_numbers(
+                ml, lac, topic_rows.engine_position(r["c_md"]), _acked_ranges(r["c_idm"])
+            )
+            out.append(
+                {**_NO_TOPIC_FIELDS, "_topic": False, "cursor_name": topic_rows.value(r["c_name"]), **numbers}
+            )
+        if ml is None:
+            return out
+        # the heap is built in export order: cursor_order (nulls first, as Spark sorts), then name
+        ordered = sorted(
+            cursors,
+            key=lambda r: (
+                topic_rows.value(r["c_order"]) is not None,
+                topic_rows.value(r["c_order"]) or 0,
+                topic_rows.value(r["c_name"]) is not None,
+                topic_rows.value(r["c_name"]) or "",
+            ),
+        )
+        durable = [
+            eng.Cursor(
+                name=topic_rows.value(r["c_name"]),
+                order=0,
+                durable=bool(topic_rows.value(r["c_durable"])),
+                kind="",
+                md=topic_rows.engine_position(r["c_md"]),
+                idm=[],
+                consumed=None,
+            )
+            for r in ordered
+        ]
+        slowest, tie = eng.slowest_durable(durable)
+        md = None if slowest is None else slowest.md
+        out.append(
+            {
+                "_topic": True,
+                "cursor_name": None,
+                "backlog_entries": None,
+                "entries_in_storage": None,
+                "error": None,
+                "estimated_backlog_size_bytes": ml.estimate_from_slowest(md),
+                "slowest_cursor_name": None if slowest is None else slowest.name,
+                "slowest_mark_delete_position": None
+                if md is None
+                else {"ledger_id": md[0], "entry_id": md[1]},
+                "slowest_cursor_tie": tie,
+            }
+        )
+        return out
+
+    return fn
+
+
+def backlog_numbers(
+    managed_ledgers: DataFrame,
+    ledgers: DataFrame,
+    cursors: DataFrame,
+    pulsar_version: str | None = DEFAULT_PULSAR_VERSION,
+    materialise: Callable[[DataFrame], DataFrame] = lambda df: df,
+) -> BacklogNumbers:
+    """:func:`precise_backlog`, :func:`estimate_backlog_from_position` of every mark-delete position and
+    :func:`estimated_backlog_size` (docs §1.8, §2.3, §2.4) in one grouped pass per topic.
+
+    Each topic's managed-ledger row, ledgers and cursors go through the topic engine
+    (:mod:`pulsar_model.engine.topic_engine`) once; the set-based transforms compute the same over a ledger
+    view and topic context whose plans cost a stage most of its Spark jobs. The two are proven equal, nulls
+    and error texts included, by ``tests/test_properties_backlog.py``. ``materialise`` is applied to the
+    pass (a stage passes ``localCheckpoint``: both frames of the result read it). Expects one
+    managed-ledger row per topic (a topic with several, or with an unknown ``pulsar_version``, counts as
+    having none). ``pulsar_version`` None: each managed-ledger row's ``pulsar_version``. Pure and lazy
+    unless ``materialise`` acts.
+    """
+    version = None if pulsar_version is None else str(pulsar_version)
+    if version is None:
+        require_version_column(managed_ledgers, "managed_ledgers")
+    else:
+        sql_flags(version)  # validates the version string before any plan is built
+    packed = topic_rows.tagged(
+        cursors,
+        _CURSOR,
+        {
+            "c_name": F.col("cursor_name"),
+            "c_order": F.col("cursor_order"),
+            "c_durable": F.coalesce(F.col("is_durable").cast("boolean"), F.lit(False)),
+            "c_md": as_position(F.col("mark_delete_position")),
+            "c_idm": F.col("individually_deleted"),
+        },
+        _PASS_INPUT,
+    )
+    state = topic_rows.topic_state_rows(managed_ledgers, ledgers, _PASS_INPUT, version)
+    done = materialise(map_groups(state.unionByName(packed), KEY, _backlog_numbers_fn(version), _PASS_OUTPUT))
+    cursor_rows = done.where(~F.col("_topic")).select(
+        *KEY, "cursor_name", "backlog_entries", "entries_in_storage", "error", "estimated_backlog_size_bytes"
+    )
+    topic_rows_ = done.where(F.col("_topic")).select(
+        *KEY,
+        "slowest_cursor_name",
+        "slowest_mark_delete_position",
+        "estimated_backlog_size_bytes",
+        "slowest_cursor_tie",
+    )
+    return BacklogNumbers(cursors=cursor_rows, topics=topic_rows_)

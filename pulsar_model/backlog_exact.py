@@ -496,6 +496,7 @@ def exact_backlog(
     *,
     ledgers: DataFrame | None = None,
     transactions: DataFrame | None = None,
+    precise: DataFrame | None = None,
 ) -> DataFrame:
     """Exact backlog of every cursor from the exported entries (docs §1.2, §1.8, §2.5, §8.3-§8.5).
 
@@ -528,8 +529,10 @@ def exact_backlog(
     ``managed_ledgers`` needs ``cluster, topic, last_confirmed_entry`` (``exported_at`` and
     ``entries_added_counter`` are optional); ``cursors`` needs ``cluster, topic, cursor_name,
     mark_delete_position, individually_deleted`` (``messages_consumed_counter`` optional). Transaction
-    states come from the topic's entries unless ``transactions`` is given. Inputs hold one export per
-    topic unless every frame carries ``export_id``/``export_date``. Pure and lazy.
+    states come from the topic's entries unless ``transactions`` is given, and the precise backlog from
+    :func:`~pulsar_model.backlog.precise_backlog` unless ``precise`` gives its rows (the cursor keys and
+    ``backlog_entries``, e.g. from :func:`~pulsar_model.backlog.backlog_numbers`). Inputs hold one export
+    per topic unless every frame carries ``export_id``/``export_date``. Pure and lazy.
     """
     sql_flags(pulsar_version)  # validates the version string before any plan is built
     _require(cursors, CURSOR_COLUMNS, "cursors")
@@ -591,10 +594,12 @@ def exact_backlog(
             F.when(F.col("_ranges").isNull(), F.array()).otherwise(F.col("_ranges")).alias("_ranges"),
         )
         expected = _expected_entries(slim, ledgers, managed_ledgers, cursor_keys)
-        precise = precise_backlog(cursors, ledgers, managed_ledgers, pulsar_version=pulsar_version).select(
-            *cursor_keys, F.col("backlog_entries").alias("_precise")
+        if precise is None:
+            precise = precise_backlog(cursors, ledgers, managed_ledgers, pulsar_version=pulsar_version)
+        precise_rows = precise.select(*cursor_keys, F.col("backlog_entries").alias("_precise"))
+        staged = staged.join(expected, on=cursor_keys, how="left").join(
+            precise_rows, on=cursor_keys, how="left"
         )
-        staged = staged.join(expected, on=cursor_keys, how="left").join(precise, on=cursor_keys, how="left")
         expected_col = F.when(
             F.col("_eb_lac").isNotNull() & F.col("_lower").isNotNull(),
             F.coalesce(F.col("_expected"), F.lit(0).cast("long")),

@@ -321,8 +321,9 @@ class ManagedLedger:
     def check_range(self, lo: Position, lo_closed: bool, hi: Position, hi_closed: bool) -> None:
         """Raise where Guava (every version) or the 4.x check refuses to build/count the range."""
         if lo > hi or (lo == hi and not lo_closed and not hi_closed):
+            # Guava's Range constructor words it "Invalid range: ", the 4.x check below without the colon
             raise BrokerError(
-                f"IllegalArgumentException: Invalid range {_rng_text(lo, lo_closed, hi, hi_closed)}"
+                f"IllegalArgumentException: Invalid range: {_rng_text(lo, lo_closed, hi, hi_closed)}"
             )
         if self.beh.entry_count_4x and self.compare_4x(lo, hi) > 0:
             raise BrokerError(

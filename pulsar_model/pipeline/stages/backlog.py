@@ -13,13 +13,12 @@ import datetime as dt
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from pulsar_model.backlog import estimate_backlog_from_position, estimated_backlog_size, precise_backlog
+from pulsar_model.backlog import BacklogNumbers, backlog_numbers
 from pulsar_model.backlog_exact import KINDS, MEASURES, exact_backlog
 from pulsar_model.engine.entry_coverage import COLUMN as COMPLETE
 from pulsar_model.engine.entry_coverage import topic_entries_complete
 from pulsar_model.pinning import pinning_report, unmoved_cursors
 from pulsar_model.pipeline.stages.cluster_versions import day_cluster_versions, with_cluster_version
-from pulsar_model.positions import shared_ledger_view
 from pulsar_model.tables.delta_io import DeltaTables
 from pulsar_model.tables.stage_io import write_day_outputs
 
@@ -49,22 +48,19 @@ def cursor_backlog(
     cursors: DataFrame,
     pulsar_version: str | None,
     entries: DataFrame | None = None,
+    numbers: BacklogNumbers | None = None,
 ) -> DataFrame:
     """One row per cursor: precise backlog, entries in storage, §2.4 estimate, broker counter drift, and
     (with ``entries``) the exact messages/bytes by kind, the oldest unacked message and the estimate's error
-    (docs §1.8, §2.4). ``pulsar_version`` None: each topic's ``managed_ledgers.pulsar_version``.
+    (docs §1.8, §2.4). ``pulsar_version`` None: each topic's ``managed_ledgers.pulsar_version``. ``numbers``:
+    the :func:`~pulsar_model.backlog.backlog_numbers` of these inputs, when the caller has them already.
     """
-    precise = precise_backlog(cursors, ledgers, managed_ledgers, pulsar_version=pulsar_version)
-    estimate = estimate_backlog_from_position(
-        cursors.select(*_TOPIC, "cursor_name", F.col("mark_delete_position").alias("position")),
-        ledgers,
-        managed_ledgers,
-        pulsar_version=pulsar_version,
-    ).select(*_TOPIC, "cursor_name", "estimated_backlog_size_bytes")
-    out = precise.join(estimate, [*_TOPIC, "cursor_name"], "left")
+    if numbers is None:
+        numbers = backlog_numbers(managed_ledgers, ledgers, cursors, pulsar_version)
+    out = cursors.join(numbers.cursors, [*_TOPIC, "cursor_name"], "left")
     if entries is not None:
         exact = exact_backlog(
-            cursors, entries, managed_ledgers, pulsar_version=pulsar_version, ledgers=ledgers
+            cursors, entries, managed_ledgers, pulsar_version=pulsar_version, ledgers=ledgers, precise=out
         ).select(*_TOPIC, "cursor_name", *EXACT_COLUMNS)
         out = out.join(exact, [*_TOPIC, "cursor_name"], "left")
         # the export's own word on the topic (cap, failed fetches, --entries none: ingest's coverage), and
@@ -100,11 +96,18 @@ def _with_version(df: DataFrame, managed_ledgers: DataFrame, pulsar_version: str
 
 
 def topic_backlog(
-    managed_ledgers: DataFrame, ledgers: DataFrame, cursors: DataFrame, pulsar_version: str | None
+    managed_ledgers: DataFrame,
+    ledgers: DataFrame,
+    cursors: DataFrame,
+    pulsar_version: str | None,
+    numbers: BacklogNumbers | None = None,
 ) -> DataFrame:
     """One row per topic: the broker's backlogSize estimate beside the exported stats value (docs §2.3).
-    ``pulsar_version`` None: each topic's ``managed_ledgers.pulsar_version``."""
-    estimate = estimated_backlog_size(managed_ledgers, ledgers, cursors, pulsar_version=pulsar_version)
+    ``pulsar_version`` None: each topic's ``managed_ledgers.pulsar_version``; ``numbers`` as for
+    :func:`cursor_backlog`."""
+    if numbers is None:
+        numbers = backlog_numbers(managed_ledgers, ledgers, cursors, pulsar_version)
+    estimate = numbers.topics
     stats = managed_ledgers.select(*_TOPIC, "export_id", "export_date", "stats_backlog_size_bytes")
     return _with_version(estimate.join(stats, _TOPIC, "left"), managed_ledgers, pulsar_version).select(
         "*",
@@ -156,14 +159,14 @@ def run_backlog_stage(
         if tables.exists("entries")
         else None
     )
-    # the three analyses share one ledger view and topic context, computed once
-    with shared_ledger_view(lambda df: df.localCheckpoint()):
-        outputs: dict[str, DataFrame | None] = {
-            "cursor_backlog": cursor_backlog(managed, ledgers, cursors, None, entries),
-            "topic_backlog": topic_backlog(managed, ledgers, cursors, None),
-            "topic_pinning": topic_pinning(managed, ledgers, cursors, None),
-            "unmoved_cursors": unmoved_cursors_as_of(tables, run_date),
-        }
+    # the cursor and topic tables read one grouped pass per topic, computed once
+    numbers = backlog_numbers(managed, ledgers, cursors, None, materialise=lambda df: df.localCheckpoint())
+    outputs: dict[str, DataFrame | None] = {
+        "cursor_backlog": cursor_backlog(managed, ledgers, cursors, None, entries, numbers),
+        "topic_backlog": topic_backlog(managed, ledgers, cursors, None, numbers),
+        "topic_pinning": topic_pinning(managed, ledgers, cursors, None),
+        "unmoved_cursors": unmoved_cursors_as_of(tables, run_date),
+    }
     rows, versions_written = write_day_outputs(
         tables, day, {name: outputs[name] for name in OUTPUT_TABLES}, stage="backlog"
     )
