@@ -346,18 +346,7 @@ def estimated_size_since_mark_delete(
 # --- §1.8, §2.3, §2.4 in one grouped pass -------------------------------------------------------------------
 
 _CURSOR: Final = topic_rows.K_FIRST_OWN
-_IDM_TYPE: Final = T.ArrayType(
-    T.StructType([T.StructField("lower", POSITION_TYPE), T.StructField("upper", POSITION_TYPE)])
-)
-_PASS_INPUT: Final = topic_rows.packed_schema(
-    [
-        T.StructField("c_name", T.StringType()),
-        T.StructField("c_order", T.LongType()),
-        T.StructField("c_durable", T.BooleanType()),
-        T.StructField("c_md", POSITION_TYPE),
-        T.StructField("c_idm", _IDM_TYPE),
-    ]
-)
+_PASS_INPUT: Final = topic_rows.packed_schema(topic_rows.CURSOR_FIELDS)
 #: Output rows: one per topic with a managed-ledger row (``_topic`` true: the slowest-cursor fields and
 #: ``estimated_backlog_size_bytes`` of §2.3) and one per cursor (``_topic`` false: ``cursor_name``, the §1.8
 #: counts and ``error``, and ``estimated_backlog_size_bytes`` of §2.4 from its mark-delete).
@@ -433,58 +422,25 @@ def _cursor_numbers(
     return out
 
 
-def _acked_ranges(value: Any) -> list[eng.IdmRange]:
-    """A packed ``individually_deleted`` array as engine ranges; a range missing an end is skipped."""
-    ranges = topic_rows.value(value)
-    out: list[eng.IdmRange] = []
-    for rng in [] if ranges is None else list(ranges):
-        lo = None if rng is None else topic_rows.engine_position(rng.get("lower"))
-        hi = None if rng is None else topic_rows.engine_position(rng.get("upper"))
-        if lo is not None and hi is not None:
-            out.append((lo, hi))
-    return out
-
-
 def _backlog_numbers_fn(version: str | None) -> Callable[[pd.DataFrame], list[dict[str, Any]]]:
     """One topic's packed rows -> its topic row (when it has one managed-ledger row) and its cursor rows."""
 
     def fn(pdf: pd.DataFrame) -> list[dict[str, Any]]:
         rows = pdf.to_dict("records")
         ml, lac = topic_rows.managed_ledger_of(rows, version)
-        cursors = [r for r in rows if r["_k"] == _CURSOR]
-        out: list[dict[str, Any]] = []
-        for r in cursors:
-            numbers = _cursor_numbers(
-                ml, lac, topic_rows.engine_position(r["c_md"]), _acked_ranges(r["c_idm"])
-            )
-            out.append(
-                {**_NO_TOPIC_FIELDS, "_topic": False, "cursor_name": topic_rows.value(r["c_name"]), **numbers}
-            )
+        cursors = topic_rows.cursors_in_export_order(rows, _CURSOR)
+        out: list[dict[str, Any]] = [
+            {
+                **_NO_TOPIC_FIELDS,
+                "_topic": False,
+                "cursor_name": c.name,
+                **_cursor_numbers(ml, lac, c.md, c.idm),
+            }
+            for c in cursors
+        ]
         if ml is None:
             return out
-        # the heap is built in export order: cursor_order (nulls first, as Spark sorts), then name
-        ordered = sorted(
-            cursors,
-            key=lambda r: (
-                topic_rows.value(r["c_order"]) is not None,
-                topic_rows.value(r["c_order"]) or 0,
-                topic_rows.value(r["c_name"]) is not None,
-                topic_rows.value(r["c_name"]) or "",
-            ),
-        )
-        durable = [
-            eng.Cursor(
-                name=topic_rows.value(r["c_name"]),
-                order=0,
-                durable=bool(topic_rows.value(r["c_durable"])),
-                kind="",
-                md=topic_rows.engine_position(r["c_md"]),
-                idm=[],
-                consumed=None,
-            )
-            for r in ordered
-        ]
-        slowest, tie = eng.slowest_durable(durable)
+        slowest, tie = eng.slowest_durable(cursors)
         md = None if slowest is None else slowest.md
         out.append(
             {
@@ -530,18 +486,7 @@ def backlog_numbers(
         require_version_column(managed_ledgers, "managed_ledgers")
     else:
         sql_flags(version)  # validates the version string before any plan is built
-    packed = topic_rows.tagged(
-        cursors,
-        _CURSOR,
-        {
-            "c_name": F.col("cursor_name"),
-            "c_order": F.col("cursor_order"),
-            "c_durable": F.coalesce(F.col("is_durable").cast("boolean"), F.lit(False)),
-            "c_md": as_position(F.col("mark_delete_position")),
-            "c_idm": F.col("individually_deleted"),
-        },
-        _PASS_INPUT,
-    )
+    packed = topic_rows.tagged(cursors, _CURSOR, topic_rows.cursor_values(), _PASS_INPUT)
     state = topic_rows.topic_state_rows(managed_ledgers, ledgers, _PASS_INPUT, version)
     done = materialise(map_groups(state.unionByName(packed), KEY, _backlog_numbers_fn(version), _PASS_OUTPUT))
     cursor_rows = done.where(~F.col("_topic")).select(

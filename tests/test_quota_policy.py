@@ -794,6 +794,27 @@ def test_quota_breaches_exact_view_uses_durable_cursors(frames: Frames) -> None:
     assert pick(b(frames, "g3_l1_end", TIME), "exact_backlog_bytes", "exact_exceeded") == (None, None)
 
 
+def test_exact_view_names_the_smallest_cursor_among_equal_backlogs(spark: SparkSession) -> None:
+    """Two durable cursors with the same exact backlog: the name does not depend on the rows' order."""
+    from pulsar_model.quota import policy
+
+    schema = (
+        "cluster string, topic string, cursor_name string, is_durable boolean, backlog_bytes long, "
+        "oldest_unacked_publish_time_ms long"
+    )
+    rows = [
+        ("c", "t", "zeta", True, 900, 5),
+        ("c", "t", "alpha", True, 900, 7),
+        ("c", "t", "reader", False, 999, 1),
+        ("c", "t", "unknown", True, None, None),
+    ]
+    for ordered in (rows, rows[::-1]):
+        view = policy._exact_view(spark.createDataFrame(ordered, schema).coalesce(1), spark.range(0))
+        assert view is not None
+        got = view.select("exact_backlog_bytes", "exact_backlog_cursor_name", "_oldest_ms").collect()
+        assert [tuple(r) for r in got] == [(900, "alpha", 5)]
+
+
 def test_quota_breaches_one_row_per_topic_and_quota_type(frames: Frames) -> None:
     keys = [k for k in frames["breaches"] if k[0] == NEW]
     assert len(keys) == len(EFFECTIVE_ROWS)

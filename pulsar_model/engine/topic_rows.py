@@ -22,7 +22,7 @@ from pyspark.sql import types as T
 from pulsar_model import DEFAULT_PULSAR_VERSION
 from pulsar_model.domain.versions import behaviour
 from pulsar_model.engine.columns import POSITION_TYPE, as_position
-from pulsar_model.engine.topic_engine import EARLIEST, ManagedLedger, Position
+from pulsar_model.engine.topic_engine import EARLIEST, Cursor, IdmRange, ManagedLedger, Position
 from pulsar_model.errors import ConfigError
 
 #: Row kinds of the packed frame; a caller's own kinds start at :data:`K_FIRST_OWN`.
@@ -47,6 +47,21 @@ _STATE_FIELDS: Final = (
 )
 
 
+#: The cursor fields :func:`cursor_values` fills and :func:`cursors_in_export_order` reads.
+CURSOR_FIELDS: Final = (
+    T.StructField("c_name", T.StringType()),
+    T.StructField("c_order", T.LongType()),
+    T.StructField("c_durable", T.BooleanType()),
+    T.StructField("c_md", POSITION_TYPE),
+    T.StructField(
+        "c_idm",
+        T.ArrayType(
+            T.StructType([T.StructField("lower", POSITION_TYPE), T.StructField("upper", POSITION_TYPE)])
+        ),
+    ),
+)
+
+
 def packed_schema(own_fields: Sequence[T.StructField]) -> T.StructType:
     """The packed frame's schema with the caller's ``own_fields`` last."""
     return T.StructType([*_KEY_FIELDS, *_STATE_FIELDS, *own_fields])
@@ -61,10 +76,15 @@ def tagged(df: DataFrame, kind: int, values: Mapping[str, Column], schema: T.Str
 
 
 def topic_state_rows(
-    managed_ledgers: DataFrame, ledgers: DataFrame, schema: T.StructType, pulsar_version: str | None
+    managed_ledgers: DataFrame,
+    ledgers: DataFrame,
+    schema: T.StructType,
+    pulsar_version: str | None,
+    ledger_values: Mapping[str, Column] | None = None,
 ) -> DataFrame:
     """The packed ``managed_ledgers`` and ``ledgers`` rows; ``pulsar_version`` None: each managed-ledger
-    row carries its own ``pulsar_version`` (callers check that the column exists)."""
+    row carries its own ``pulsar_version`` (callers check that the column exists). ``ledger_values`` fill
+    a caller's own fields of the ledger rows (e.g. a close time)."""
     ml = tagged(
         managed_ledgers,
         K_MANAGED_LEDGER,
@@ -81,7 +101,12 @@ def topic_state_rows(
     led = tagged(
         ledgers.where(F.col("ledger_id").isNotNull()),
         K_LEDGER,
-        {"l_id": F.col("ledger_id"), "l_ent": F.col("entries"), "l_sz": F.col("size_bytes")},
+        {
+            **(ledger_values or {}),
+            "l_id": F.col("ledger_id"),
+            "l_ent": F.col("entries"),
+            "l_sz": F.col("size_bytes"),
+        },
         schema,
     )
     return ml.unionByName(led)
@@ -135,3 +160,49 @@ def managed_ledger_of(
         beh,
     )
     return ml, lac
+
+
+def cursor_values() -> dict[str, Column]:
+    """The :data:`CURSOR_FIELDS` of a ``cursors`` row, for :func:`tagged`."""
+    return {
+        "c_name": F.col("cursor_name"),
+        "c_order": F.col("cursor_order"),
+        "c_durable": F.coalesce(F.col("is_durable").cast("boolean"), F.lit(False)),
+        "c_md": as_position(F.col("mark_delete_position")),
+        "c_idm": F.col("individually_deleted"),
+    }
+
+
+def acked_ranges(v: Any) -> list[IdmRange]:
+    """A packed ``individually_deleted`` array as engine ranges; a range missing an end is skipped."""
+    ranges = value(v)
+    out: list[IdmRange] = []
+    for rng in [] if ranges is None else list(ranges):
+        lo = None if rng is None else engine_position(rng.get("lower"))
+        hi = None if rng is None else engine_position(rng.get("upper"))
+        if lo is not None and hi is not None:
+            out.append((lo, hi))
+    return out
+
+
+def cursors_in_export_order(rows: Sequence[Mapping[str, Any]], kind: int) -> list[Cursor]:
+    """The engine cursors of a group's rows of ``kind`` (packed with :func:`cursor_values`), in export order:
+    by ``cursor_order`` (nulls first, as Spark sorts), then name - the order the slowest-cursor rule and
+    the cursor heap add them in (docs §3.9)."""
+
+    def order(r: Mapping[str, Any]) -> tuple[bool, int, bool, str]:
+        o, n = value(r["c_order"]), value(r["c_name"])
+        return (o is not None, int(o or 0), n is not None, str(n or ""))
+
+    return [
+        Cursor(
+            name=value(r["c_name"]),
+            order=i,
+            durable=bool(value(r["c_durable"])),
+            kind="",
+            md=engine_position(r["c_md"]),
+            idm=acked_ranges(r["c_idm"]),
+            consumed=None,
+        )
+        for i, r in enumerate(sorted((r for r in rows if r["_k"] == kind), key=order))
+    ]

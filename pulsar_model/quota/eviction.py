@@ -998,7 +998,7 @@ def drop_backlog_for_time_limit(
       The loop can make up to cursors x ledgers mark-deletes: the end state, ``iteration_count`` and the
       flags are computed per cursor path without stepping it (every cursor's path depends only on the
       ledgers and its own state, and the end state not on the heap's order among equal positions, see
-      ``_topic_engine.drop_backlog_for_time_limit_direct``), in
+      ``engine.topic_engine.drop_backlog_for_time_limit_direct``), in
       ``O(cursors x (acked ranges + 1)^2 x log ledgers)``. ``stop_cursor_name`` depends on that order when
       several cursors end on the stopping position: the heap is then replayed, cursors moving in lockstep a
       round at a time; a replay beyond ``HEAP_REPLAY_BUDGET`` units of work (about 300 staggered

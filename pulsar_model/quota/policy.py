@@ -47,26 +47,22 @@ from __future__ import annotations
 
 import functools
 import re
-from typing import Final
+from collections.abc import Callable
+from typing import Any, Final
 
+import pandas as pd
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
+from pyspark.sql import types as T
 
 from pulsar_model import DEFAULT_PULSAR_VERSION
-from pulsar_model.backlog import estimated_backlog_size
 from pulsar_model.domain.versions import PulsarVersion, flag
-from pulsar_model.engine import columns as C
-from pulsar_model.engine.columns import (
-    EARLIEST,
-    POSITION_TYPE,
-    as_position,
-    fld,
-    next_valid_position_sql,
-    ref,
-)
+from pulsar_model.engine import topic_engine as eng
+from pulsar_model.engine import topic_rows
+from pulsar_model.engine.columns import POSITION_TYPE
 from pulsar_model.engine.flags import FLAGS_COLUMN, SqlFlags, sql_flags, with_flags
+from pulsar_model.engine.grouped import map_groups
 from pulsar_model.errors import ContractError
-from pulsar_model.positions import CTX, E, X, _Env
 
 __all__ = [
     "BROKER_ERROR_MESSAGE",
@@ -567,6 +563,120 @@ def _flags(pulsar_version: str | None, managed_ledgers: DataFrame) -> SqlFlags:
     return flags.at("`_fl`")
 
 
+_QS_CURSOR: Final = topic_rows.K_FIRST_OWN
+_QS_INPUT: Final = topic_rows.packed_schema(
+    [T.StructField("l_closed_ms", T.LongType()), *topic_rows.CURSOR_FIELDS]
+)
+_QS_OUTPUT: Final = T.StructType(
+    [
+        *_QS_INPUT.fields[:2],
+        T.StructField("slowest_cursor_name", T.StringType()),
+        T.StructField("slowest_mark_delete_position", POSITION_TYPE),
+        T.StructField("slowest_cursor_tie", T.BooleanType()),
+        T.StructField("dedup_at_slowest", T.BooleanType()),
+        T.StructField("estimated_backlog_size_bytes", T.LongType()),
+        T.StructField("_has_backlog", T.BooleanType()),
+        T.StructField("_p_pos", POSITION_TYPE),
+        T.StructField("_n_pos", POSITION_TYPE),
+        T.StructField("_n_ref_ms", T.LongType()),
+        T.StructField("_n_status", T.StringType()),
+        T.StructField("_n_lid", T.LongType()),
+        T.StructField("_time_ok", T.BooleanType()),
+    ]
+)
+
+
+def _struct(p: eng.Position | None) -> dict[str, int] | None:
+    return None if p is None else {"ledger_id": p[0], "entry_id": p[1]}
+
+
+def _time_check_state(
+    ml: eng.ManagedLedger,
+    lac: eng.Position | None,
+    ledger_info: dict[int, tuple[int | None, int | None]],
+    md: eng.Position | None,
+) -> dict[str, Any]:
+    """The time checks' positions and statuses of one topic (docs §3.4) from the slowest cursor's ``md``;
+    ``ledger_info``: listed entries and close time (ms) by ledger id, as exported (nulls kept)."""
+
+    def next_valid(p: eng.Position | None) -> eng.Position | None:
+        # without LAC the broker's position arithmetic has nothing to stop at: no position
+        return None if p is None or lac is None else ml.next_valid(p)
+
+    nv1 = next_valid(md)
+    # non-precise (estimatedTimeBasedBacklogQuotaCheck): md's ledger missing -> nextValid(md); at the end of
+    # its ledger -> nextValid of that; the ledger checked is the one of the resulting position
+    p1 = md if md is not None and md[0] in ledger_info else nv1
+    p1_info = None if p1 is None else ledger_info.get(p1[0])
+    p1_entries = None if p1_info is None else p1_info[0]
+    at_ledger_end = p1 is not None and p1_entries is not None and p1[1] == p1_entries - 1
+    checked = next_valid(p1) if at_ledger_end else p1
+    checked_info = None if checked is None else ledger_info.get(checked[0])
+    last_lid = max(ledger_info) if ledger_info else None
+    in_last_ledger = (
+        flag("non_precise_skips_last_ledger", ml.beh.version)
+        and md is not None
+        and last_lid is not None
+        and md[0] == last_lid
+    )
+    if in_last_ledger:
+        status = "never_old"
+    elif p1_info is None or checked_info is None:
+        status = "npe"
+    elif checked is not None and ml.cur_id is not None and checked[0] == ml.cur_id:
+        status = "never_old"
+    elif checked_info[1] is None:
+        status = "no_close_time"
+    else:
+        status = "ok"
+    lid = checked[0] if checked is not None else (None if p1 is None else p1[0])
+    return {
+        "_has_backlog": md is not None and lac is not None and nv1 is not None and nv1 <= lac,
+        "_p_pos": _struct(nv1),
+        "_n_pos": _struct(checked),
+        "_n_ref_ms": checked_info[1] if status == "ok" and checked_info is not None else None,
+        "_n_status": status,
+        "_n_lid": lid,
+        "_time_ok": flag("time_quota_supported", ml.beh.version),
+    }
+
+
+def _topic_state_fn(version: str | None) -> Callable[[pd.DataFrame], list[dict[str, Any]]]:
+    """One topic's packed rows -> its :func:`_topic_state` row (none without one managed-ledger row)."""
+
+    def fn(pdf: pd.DataFrame) -> list[dict[str, Any]]:
+        rows = pdf.to_dict("records")
+        ml, lac = topic_rows.managed_ledger_of(rows, version)
+        if ml is None:
+            return []
+        cursors = topic_rows.cursors_in_export_order(rows, _QS_CURSOR)
+        slowest, tie = eng.slowest_durable(cursors)
+        md = None if slowest is None else slowest.md
+        slowest_key = md if md is not None else eng.EARLIEST
+        dedup = [
+            c.md if c.md is not None else eng.EARLIEST
+            for c in cursors
+            if c.durable and c.name == DEDUP_CURSOR_NAME
+        ]
+        ledger_info: dict[int, tuple[int | None, int | None]] = {
+            int(r["l_id"]): (topic_rows.value(r["l_ent"]), topic_rows.value(r["l_closed_ms"]))
+            for r in rows
+            if r["_k"] == topic_rows.K_LEDGER
+        }
+        return [
+            {
+                "slowest_cursor_name": None if slowest is None else slowest.name,
+                "slowest_mark_delete_position": _struct(md),
+                "slowest_cursor_tie": tie,
+                "dedup_at_slowest": slowest is not None and bool(dedup) and min(dedup) == slowest_key,
+                "estimated_backlog_size_bytes": ml.estimate_from_slowest(md),
+                **_time_check_state(ml, lac, ledger_info, md),
+            }
+        ]
+
+    return fn
+
+
 def _topic_state(
     managed_ledgers: DataFrame,
     ledgers: DataFrame,
@@ -584,88 +694,24 @@ def _topic_state(
     ``no_entries`` / ``entry_missing`` / ``no_close_time`` (undecidable), ``never_old`` (md in the last
     ledger, or the ledger to check is the open one: timestamp 0), ``npe`` (a ledger lookup of the broker's
     code returns null). ``_time_ok``: the version checks time quotas (``version`` None: each topic's own).
+
+    The slowest cursor, the estimate (:func:`~pulsar_model.backlog.estimated_backlog_size`'s rule) and the
+    ``getNextValidPosition`` steps come from one grouped pass per topic through the topic engine
+    (:mod:`pulsar_model.engine.topic_engine`, property-tested against the oracle like the set-based
+    builders); expects one managed-ledger row per topic.
     """
-    flags = _flags(version, managed_ledgers)
-    est = estimated_backlog_size(managed_ledgers, ledgers, cursors, version)
-    # docs §3.5/§3.9: the dedup cursor is on the slowest position (alone: it is the heap's root; with others:
-    # which one is the root is not in the export)
-    dedup_md = (
-        cursors.where(
-            (F.col("cursor_name") == F.lit(DEDUP_CURSOR_NAME))
-            & F.coalesce(F.col("is_durable").cast("boolean"), F.lit(False))
-        )
-        .groupBy(*KEY)
-        .agg(
-            F.min(F.coalesce(as_position(F.col("mark_delete_position")), C.position(*EARLIEST))).alias(
-                "_dedup"
-            )
-        )
+    _flags(version, managed_ledgers)  # validates the version argument and the per-row version column
+    packed = topic_rows.tagged(cursors, _QS_CURSOR, topic_rows.cursor_values(), _QS_INPUT)
+    state = topic_rows.topic_state_rows(
+        managed_ledgers, ledgers, _QS_INPUT, version, {"l_closed_ms": _millis(ledgers, "closed_at")}
     )
-    slowest_key = F.coalesce(F.col("slowest_mark_delete_position"), C.position(*EARLIEST))
-    est = est.join(dedup_md, on=list(KEY), how="left").select(
-        *[F.col(c) for c in est.columns],
-        F.coalesce(
-            F.col("slowest_cursor_name").isNotNull() & (F.col("_dedup") == slowest_key), F.lit(False)
-        ).alias("dedup_at_slowest"),
-    )
-    ml = (with_flags(managed_ledgers) if flags.per_row else managed_ledgers).select(
+    passed = map_groups(state.unionByName(packed), KEY, _topic_state_fn(version), _QS_OUTPUT)
+    ml = managed_ledgers.select(
         *KEY,
-        as_position(F.col("last_confirmed_entry")).alias("_lac"),
-        F.col("current_ledger_id").cast("long").alias("_cur"),
         _millis(managed_ledgers, "exported_at").alias("_now_ms"),
         _col_or_null(managed_ledgers, "exported_at", "timestamp").alias("checked_at"),
-        *([F.col(FLAGS_COLUMN).alias("_fl")] if flags.per_row else []),
     )
-    info = F.struct(
-        F.col("entries").cast("long").alias("entries"), _millis(ledgers, "closed_at").alias("closed_ms")
-    )
-    ledger_maps = ledgers.groupBy(*KEY).agg(
-        F.max(F.col("ledger_id").cast("long")).alias("_last_lid"),
-        F.map_from_entries(F.collect_list(F.struct(F.col("ledger_id").cast("long"), info))).alias("_lmap"),
-    )
-    base = est.join(ml, on=list(KEY), how="left").join(ledger_maps, on=list(KEY), how="left")
-    md = F.col("slowest_mark_delete_position")
-    # both getNextValidPosition calls share one ledger view / topic context (docs §1.5, positions module)
-    env = _Env.build(ledgers, managed_ledgers, sql_flags(version))
-    beh = env.beh
-    staged = env.with_ctx(base.select("*", md.alias("_q1")))
-    staged = env.lookup(staged, fld(ref("_q1"), "ledger_id"), "_lk1")
-    nv1 = E(next_valid_position_sql(ref("_q1"), ref("_lk1"), X, beh)).cast(POSITION_TYPE)
-    staged = staged.select(*[F.col(c) for c in (*base.columns, CTX)], nv1.alias("_nv1"))
-    # non-precise (§3.4 estimatedTimeBasedBacklogQuotaCheck): md's ledger missing -> nextValid(md); at the end
-    # of its ledger -> nextValid of that; the ledger checked is the one of the resulting position
-    md_info = F.col("_lmap")[md["ledger_id"]]
-    p1 = F.when(md_info.isNotNull(), md).otherwise(F.col("_nv1"))
-    staged = staged.select("*", p1.alias("_p1"))
-    staged = staged.select("*", F.col("_lmap")[F.col("_p1.ledger_id")].alias("_p1_info"))
-    staged = env.lookup(staged, fld(ref("_p1"), "ledger_id"), "_lk2")
-    nv2 = E(next_valid_position_sql(ref("_p1"), ref("_lk2"), X, beh)).cast(POSITION_TYPE)
-    second = staged.select(*[F.col(c) for c in staged.columns if c not in (CTX, "_lk2")], nv2.alias("_nv2"))
-    at_ledger_end = F.col("_p1.entry_id") == F.col("_p1_info.entries") - 1
-    p_check = F.when(at_ledger_end, F.col("_nv2")).otherwise(F.col("_p1"))
-    staged = second.select("*", p_check.alias("_n_pos"))
-    pc_info = F.col("_lmap")[F.col("_n_pos.ledger_id")]
-    in_last_ledger = md["ledger_id"] == F.col("_last_lid")
-    skips_last = flags.constant("non_precise_skips_last_ledger")
-    if skips_last is False:
-        in_last_ledger = F.lit(False)
-    elif skips_last is None:
-        in_last_ledger = flags.column("non_precise_skips_last_ledger") & in_last_ledger
-    n_status = (
-        F.when(in_last_ledger, F.lit("never_old"))
-        .when(F.col("_p1_info").isNull() | pc_info.isNull(), F.lit("npe"))
-        .when(F.coalesce(F.col("_n_pos.ledger_id") == F.col("_cur"), F.lit(False)), F.lit("never_old"))
-        .when(pc_info["closed_ms"].isNull(), F.lit("no_close_time"))
-        .otherwise(F.lit("ok"))
-    )
-    has_backlog = F.coalesce(
-        md.isNotNull()
-        & F.col("_lac").isNotNull()
-        & F.col("_nv1").isNotNull()
-        & (F.col("_nv1") <= F.col("_lac")),
-        F.lit(False),
-    )
-    staged = staged.select(
+    staged = passed.join(ml, on=list(KEY), how="left").select(
         *KEY,
         "slowest_cursor_name",
         "slowest_mark_delete_position",
@@ -674,13 +720,13 @@ def _topic_state(
         "estimated_backlog_size_bytes",
         "_now_ms",
         "checked_at",
-        has_backlog.alias("_has_backlog"),
-        F.col("_nv1").alias("_p_pos"),
+        "_has_backlog",
+        "_p_pos",
         "_n_pos",
-        F.when(n_status == "ok", pc_info["closed_ms"]).alias("_n_ref_ms"),
-        n_status.alias("_n_status"),
-        F.coalesce(F.col("_n_pos.ledger_id"), F.col("_p1.ledger_id")).alias("_n_lid"),
-        flags.column("time_quota_supported").alias("_time_ok"),
+        "_n_ref_ms",
+        "_n_status",
+        "_n_lid",
+        "_time_ok",
     )
     # precise (§3.4): the entry at nextValid(md); its timestamp is the broker-entry timestamp when the
     # broker appends one, else the publish time (MessageImpl.getEntryTimestamp)
@@ -712,7 +758,8 @@ def _exact_view(exact_backlog: DataFrame | None, cursors: DataFrame) -> DataFram
 
     ``exact_backlog_bytes`` is the largest exact backlog (bytes of unacknowledged entries) of any durable
     cursor: the exact counterpart of the broker's estimate, which is the backlog of the durable cursor with
-    the smallest mark-delete position (docs §2.3). The oldest unacked publish time is the minimum over
+    the smallest mark-delete position (docs §2.3); ``exact_backlog_cursor_name`` names the cursor with it,
+    among equal backlogs the smallest name. The oldest unacked publish time is the minimum over
     durable cursors. ``is_durable`` comes from ``exact_backlog`` when it has the column, else from
     ``cursors``; cursors of unknown durability are ignored.
     """
@@ -729,11 +776,13 @@ def _exact_view(exact_backlog: DataFrame | None, cursors: DataFrame) -> DataFram
         )
         durable = F.col("_durable")
     rows = rows.where(F.coalesce(durable, F.lit(False)))
+    bytes_ = F.col("backlog_bytes").cast("long")
     return rows.groupBy(*KEY).agg(
         F.max(F.col("backlog_bytes").cast("long")).alias("exact_backlog_bytes"),
-        F.max_by(F.col("cursor_name"), F.col("backlog_bytes").cast("long")).alias(
-            "exact_backlog_cursor_name"
-        ),
+        # among equal backlogs the smallest name: the row order of the input must not decide
+        F.min_by(
+            F.col("cursor_name"), F.when(bytes_.isNotNull(), F.struct(-bytes_, F.col("cursor_name")))
+        ).alias("exact_backlog_cursor_name"),
         F.min(F.col("oldest_unacked_publish_time_ms").cast("long")).alias("_oldest_ms"),
         F.lit(True).alias("_exact_known"),
     )

@@ -36,7 +36,6 @@ from pyspark.sql import types as T
 from pulsar_model.engine.entry_coverage import topic_entries_complete, with_entries_complete
 from pulsar_model.engine.flags import FLAGS_COLUMN, with_flags
 from pulsar_model.pipeline.stages.cluster_versions import day_cluster_versions, with_cluster_version
-from pulsar_model.positions import shared_ledger_view
 from pulsar_model.quota import drop_backlog_for_size_limit, drop_backlog_for_time_limit
 from pulsar_model.quota.eviction import DEFAULT_TRACE_MAX_ITERATIONS, eviction_losses
 from pulsar_model.quota.policy import (
@@ -337,62 +336,60 @@ def run_quota_stage(
     if entries is not None:
         entries = entries.join(scope, _TOPIC, "left_semi")
     exact = backlog.join(scope, _TOPIC, "left_semi") if backlog is not None else None
-    # the breach and eviction analyses share one ledger view and topic context, computed once
-    with shared_ledger_view(lambda df: df.localCheckpoint()):
-        effective = effective_quotas(quotas, managed, None)
-        breaches = quota_breaches(
-            effective,
-            managed,
-            ledgers,
-            cursors,
-            entries=entries,
-            exact_backlog=exact.select(*_EXACT_COLUMNS) if exact is not None else None,
-            pulsar_version=None,
-        )
-        status = quota_status(effective, breaches)
-        if exact is not None:
-            status = status.join(exact_completeness(exact), _TOPIC, "left")
-        # status feeds all three tables and the choice of eviction runs: materialised once (eager) with its
-        # lineage cut - the breach plan is large, and re-planning it under every later operator costs far more
-        # than the data. The blocks live on the executors and are cleaned up once unreferenced.
-        status = status.localCheckpoint()
-        ids = managed.select(*_TOPIC, "export_id", "export_date")
-        outputs: dict[str, list[DataFrame]] = {name: [] for name in OUTPUT_TABLES}
+    effective = effective_quotas(quotas, managed, None)
+    breaches = quota_breaches(
+        effective,
+        managed,
+        ledgers,
+        cursors,
+        entries=entries,
+        exact_backlog=exact.select(*_EXACT_COLUMNS) if exact is not None else None,
+        pulsar_version=None,
+    )
+    status = quota_status(effective, breaches)
+    if exact is not None:
+        status = status.join(exact_completeness(exact), _TOPIC, "left")
+    # status feeds all three tables and the choice of eviction runs: materialised once (eager) with its
+    # lineage cut - the breach plan is large, and re-planning it under every later operator costs far more
+    # than the data. The blocks live on the executors and are cleaned up once unreferenced.
+    status = status.localCheckpoint()
+    ids = managed.select(*_TOPIC, "export_id", "export_date")
+    outputs: dict[str, list[DataFrame]] = {name: [] for name in OUTPUT_TABLES}
 
-        def identified(df: DataFrame) -> DataFrame:
-            """With the export identity and ``pulsar_version`` (its cluster's) of its topic."""
-            return with_cluster_version(df.join(ids, _TOPIC, "inner"), versions, default_version)
+    def identified(df: DataFrame) -> DataFrame:
+        """With the export identity and ``pulsar_version`` (its cluster's) of its topic."""
+        return with_cluster_version(df.join(ids, _TOPIC, "inner"), versions, default_version)
 
-        evictions = quota_evictions(
-            status,
-            managed,
-            ledgers,
-            cursors,
+    evictions = quota_evictions(
+        status,
+        managed,
+        ledgers,
+        cursors,
+        entries,
+        None,
+        eviction_runs(status),
+        trace_max_iterations,
+        losses=False,
+    )
+    if evictions is not None:
+        # both eviction tables and the losses read the grouped eviction passes (the expensive part of
+        # the stage): run them once, materialised on the executors, instead of once per reference
+        evictions = identified(evictions).localCheckpoint()
+        with_losses = eviction_losses(
+            evictions,
             entries,
-            None,
-            eviction_runs(status),
-            trace_max_iterations,
-            losses=False,
+            by=("quota_type", "cursor_name"),
+            after="mark_delete_position_after",
+            scope_entries=True,
         )
-        if evictions is not None:
-            # both eviction tables and the losses read the grouped eviction passes (the expensive part of
-            # the stage): run them once, materialised on the executors, instead of once per reference
-            evictions = identified(evictions).localCheckpoint()
-            with_losses = eviction_losses(
-                evictions,
-                entries,
-                by=("quota_type", "cursor_name"),
-                after="mark_delete_position_after",
-                scope_entries=True,
-            )
-            complete = topic_entries_complete(managed)
-            outputs["quota_evictions"].append(with_entries_complete(with_losses, complete))
-            outputs["quota_eviction_trace"].append(eviction_trace(evictions))
-        for name, part in (
-            ("quota_status", status),
-            ("quota_producer_outcomes", producer_outcomes(status, status, None)),
-        ):
-            outputs[name].append(identified(part))
+        complete = topic_entries_complete(managed)
+        outputs["quota_evictions"].append(with_entries_complete(with_losses, complete))
+        outputs["quota_eviction_trace"].append(eviction_trace(evictions))
+    for name, part in (
+        ("quota_status", status),
+        ("quota_producer_outcomes", producer_outcomes(status, status, None)),
+    ):
+        outputs[name].append(identified(part))
     rows, versions_written = write_day_outputs(
         tables, day, {name: outputs[name] for name in OUTPUT_TABLES}, stage="quota"
     )
