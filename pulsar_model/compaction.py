@@ -1035,15 +1035,12 @@ def _lookup(mapping: Mapping[str, int], key: Column) -> Column:
 
 
 _EST_CURSOR = topic_rows.K_FIRST_OWN
-_IDM_TYPE = T.ArrayType(
-    T.StructType([T.StructField("lower", POSITION_TYPE), T.StructField("upper", POSITION_TYPE)])
-)
 _ESTIMATE_INPUT = topic_rows.packed_schema(
     [
         T.StructField("c_name", T.StringType()),
         T.StructField("c_durable", T.BooleanType()),
         T.StructField("c_md", POSITION_TYPE),
-        T.StructField("c_idm", _IDM_TYPE),
+        T.StructField("c_idm", topic_rows.IDM_TYPE),
     ]
 )
 _ESTIMATE_OUTPUT = T.StructType(
@@ -1091,13 +1088,7 @@ def _trigger_estimates_fn(version: str | None) -> Callable[[pd.DataFrame], list[
             md = topic_rows.engine_position(compaction[0]["c_md"])
             estimate = None
             if md is not None:
-                ranges = topic_rows.value(compaction[0]["c_idm"])
-                idm: list[eng.IdmRange] = []
-                for rng in [] if ranges is None else list(ranges):
-                    lo = None if rng is None else topic_rows.engine_position(rng.get("lower"))
-                    hi = None if rng is None else topic_rows.engine_position(rng.get("upper"))
-                    if lo is not None and hi is not None:
-                        idm.append((lo, hi))
+                idm = topic_rows.acked_ranges(compaction[0]["c_idm"])
                 estimate = (
                     ml.estimate_from_position(md) if lac is None else ml.size_since_mark_delete(md, idm)
                 )

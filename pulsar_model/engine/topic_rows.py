@@ -47,18 +47,17 @@ _STATE_FIELDS: Final = (
 )
 
 
+#: A packed ``individually_deleted`` array (read by :func:`acked_ranges`).
+IDM_TYPE: Final = T.ArrayType(
+    T.StructType([T.StructField("lower", POSITION_TYPE), T.StructField("upper", POSITION_TYPE)])
+)
 #: The cursor fields :func:`cursor_values` fills and :func:`cursors_in_export_order` reads.
 CURSOR_FIELDS: Final = (
     T.StructField("c_name", T.StringType()),
     T.StructField("c_order", T.LongType()),
     T.StructField("c_durable", T.BooleanType()),
     T.StructField("c_md", POSITION_TYPE),
-    T.StructField(
-        "c_idm",
-        T.ArrayType(
-            T.StructType([T.StructField("lower", POSITION_TYPE), T.StructField("upper", POSITION_TYPE)])
-        ),
-    ),
+    T.StructField("c_idm", IDM_TYPE),
 )
 
 
