@@ -42,7 +42,7 @@ from pulsar_model.engine.columns import (
     ref,
 )
 from pulsar_model.engine.flags import SqlFlags, sql_flags
-from pulsar_model.engine.grouped import map_groups
+from pulsar_model.engine.grouped import map_groups, records
 from pulsar_model.positions import (
     CTX,
     KEY,
@@ -426,7 +426,7 @@ def _backlog_numbers_fn(version: str | None) -> Callable[[pd.DataFrame], list[di
     """One topic's packed rows -> its topic row (when it has one managed-ledger row) and its cursor rows."""
 
     def fn(pdf: pd.DataFrame) -> list[dict[str, Any]]:
-        rows = pdf.to_dict("records")
+        rows = records(pdf)
         ml, lac = topic_rows.managed_ledger_of(rows, version)
         cursors = topic_rows.cursors_in_export_order(rows, _CURSOR)
         out: list[dict[str, Any]] = [

@@ -60,7 +60,7 @@ from pulsar_model.engine import topic_engine as eng
 from pulsar_model.engine import topic_rows
 from pulsar_model.engine.columns import POSITION_TYPE, as_position, position
 from pulsar_model.engine.flags import FLAGS_COLUMN, with_flags
-from pulsar_model.engine.grouped import map_groups
+from pulsar_model.engine.grouped import map_groups, records
 from pulsar_model.errors import ConfigError, ContractError
 from pulsar_model.positions import require_version_column
 from pulsar_model.quota.policy import is_system_topic, namespace_of, partitioned_topic_of
@@ -1058,7 +1058,7 @@ def _trigger_estimates_fn(version: str | None) -> Callable[[pd.DataFrame], list[
     """One topic's managed-ledger row, ledgers and cursors -> its two size estimates (docs §2.3, §2.5)."""
 
     def fn(pdf: pd.DataFrame) -> list[dict[str, Any]]:
-        rows = pdf.to_dict("records")
+        rows = records(pdf)
         # no managed-ledger row (no trigger row), an ambiguous one or an unknown version: no estimate
         ml, lac = topic_rows.managed_ledger_of(rows, version)
         if ml is None:

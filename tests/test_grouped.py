@@ -10,7 +10,7 @@ import pytest
 from pyspark.sql import SparkSession
 from pyspark.sql import types as T
 
-from pulsar_model.engine.grouped import OUTPUT_BATCH_ROWS, map_groups
+from pulsar_model.engine.grouped import OUTPUT_BATCH_ROWS, map_groups, records
 
 SOURCE = T.StructType(
     [
@@ -78,3 +78,21 @@ def test_output_is_yielded_in_bounded_batches(spark: SparkSession) -> None:
 
     out = map_groups(frame, ["cluster", "topic"], explode, OUT)
     assert out.count() == len(rows)
+
+
+def test_records_equal_pandas_to_dict_records() -> None:
+    """The column-wise conversion gives the rows ``to_dict("records")`` gives: Python ints, NaN for a
+    null in a numeric column, None and nested dicts in object columns, and nothing for no rows."""
+    pdf = pd.DataFrame(
+        {
+            "_k": [0, 1, 2],
+            "l_id": [None, 7.0, None],
+            "name": ["a", None, "c"],
+            "md": [None, {"ledger_id": 3, "entry_id": -1}, {"ledger_id": 4, "entry_id": 0}],
+        }
+    )
+    got, want = records(pdf), pdf.to_dict("records")
+    assert [list(r) for r in got] == [list(r) for r in want]
+    assert repr(got) == repr(want)  # NaN != NaN: compare the rendering
+    assert all(type(r["_k"]) is int for r in got)
+    assert records(pdf.iloc[0:0]) == []

@@ -13,18 +13,26 @@ group plus at most :data:`OUTPUT_BATCH_ROWS` buffered output rows.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
-from typing import Final
+from typing import Any, Final
 
 import pandas as pd
 from pyspark.sql import DataFrame
 from pyspark.sql import types as T
 
-__all__ = ["OUTPUT_BATCH_ROWS", "map_groups"]
+__all__ = ["OUTPUT_BATCH_ROWS", "map_groups", "records"]
 
 #: Output rows buffered before they are handed to Arrow as one batch.
 OUTPUT_BATCH_ROWS: Final = 8192
 
 GroupRows = Callable[[pd.DataFrame], list[dict[str, object]]]
+
+
+def records(pdf: pd.DataFrame) -> list[dict[str, Any]]:
+    """A group's rows as dicts of Python values, like ``pdf.to_dict("records")``, read column by column:
+    ``to_dict`` walks a mixed-type frame row by row through pandas' indexers, most of a small group's
+    time in a grouped pass."""
+    names = list(pdf.columns)
+    return [dict(zip(names, row, strict=True)) for row in zip(*(pdf[c].tolist() for c in names), strict=True)]
 
 
 def map_groups(

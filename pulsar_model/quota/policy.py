@@ -61,7 +61,7 @@ from pulsar_model.engine import topic_engine as eng
 from pulsar_model.engine import topic_rows
 from pulsar_model.engine.columns import POSITION_TYPE
 from pulsar_model.engine.flags import FLAGS_COLUMN, SqlFlags, sql_flags, with_flags
-from pulsar_model.engine.grouped import map_groups
+from pulsar_model.engine.grouped import map_groups, records
 from pulsar_model.errors import ContractError
 
 __all__ = [
@@ -645,7 +645,7 @@ def _topic_state_fn(version: str | None) -> Callable[[pd.DataFrame], list[dict[s
     """One topic's packed rows -> its :func:`_topic_state` row (none without one managed-ledger row)."""
 
     def fn(pdf: pd.DataFrame) -> list[dict[str, Any]]:
-        rows = pdf.to_dict("records")
+        rows = records(pdf)
         ml, lac = topic_rows.managed_ledger_of(rows, version)
         if ml is None:
             return []

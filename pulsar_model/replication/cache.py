@@ -40,7 +40,7 @@ from pulsar_model.domain.versions import VersionLike, flag
 from pulsar_model.engine import topic_rows
 from pulsar_model.engine.columns import LATEST, POSITION_TYPE, position
 from pulsar_model.engine.flags import FLAGS_COLUMN, with_flags
-from pulsar_model.engine.grouped import map_groups
+from pulsar_model.engine.grouped import map_groups, records
 from pulsar_model.engine.topic_engine import EARLIEST, BrokerError
 from pulsar_model.errors import ConfigError, ContractError
 from pulsar_model.positions import require_version_column
@@ -484,7 +484,7 @@ def _entry_counts_fn(version: str | None) -> Callable[[pd.DataFrame], list[dict[
     """
 
     def fn(pdf: pd.DataFrame) -> list[dict[str, Any]]:
-        rows = pdf.to_dict("records")
+        rows = records(pdf)
         points = [topic_rows.engine_position(r["_p"]) for r in rows if r["_k"] == _COUNT_POINT]
         ml, lac = topic_rows.managed_ledger_of(rows, version)
         if lac is None:  # every count reads the LAC (the 4.x clamp)
