@@ -451,9 +451,7 @@ def _backlog_numbers_fn(version: str | None) -> Callable[[pd.DataFrame], list[di
                 "error": None,
                 "estimated_backlog_size_bytes": ml.estimate_from_slowest(md),
                 "slowest_cursor_name": None if slowest is None else slowest.name,
-                "slowest_mark_delete_position": None
-                if md is None
-                else {"ledger_id": md[0], "entry_id": md[1]},
+                "slowest_mark_delete_position": topic_rows.position_struct(md),
                 "slowest_cursor_tie": tie,
             }
         )

@@ -1035,14 +1035,7 @@ def _lookup(mapping: Mapping[str, int], key: Column) -> Column:
 
 
 _EST_CURSOR = topic_rows.K_FIRST_OWN
-_ESTIMATE_INPUT = topic_rows.packed_schema(
-    [
-        T.StructField("c_name", T.StringType()),
-        T.StructField("c_durable", T.BooleanType()),
-        T.StructField("c_md", POSITION_TYPE),
-        T.StructField("c_idm", topic_rows.IDM_TYPE),
-    ]
-)
+_ESTIMATE_INPUT = topic_rows.packed_schema(topic_rows.CURSOR_FIELDS)
 _ESTIMATE_OUTPUT = T.StructType(
     [
         *_ESTIMATE_INPUT.fields[:2],
@@ -1063,38 +1056,26 @@ def _trigger_estimates_fn(version: str | None) -> Callable[[pd.DataFrame], list[
         ml, lac = topic_rows.managed_ledger_of(rows, version)
         if ml is None:
             return []
-        cursors = [r for r in rows if r["_k"] == _EST_CURSOR]
-        durable = [
-            eng.Cursor(
-                name=str(r["c_name"]),
-                order=0,
-                durable=True,
-                kind="",
-                md=topic_rows.engine_position(r["c_md"]),
-                idm=[],
-                consumed=None,
-            )
-            for r in cursors
-            if r["c_durable"]
-        ]
+        cursors = topic_rows.cursors_in_export_order(rows, _EST_CURSOR)
         out: dict[str, Any] = {
             "_has_compaction": None,
             "last_horizon": None,
             "_compaction_estimate": None,
-            "_backlog_estimate": eng.estimated_backlog(ml, durable),
+            "_backlog_estimate": eng.estimated_backlog(ml, cursors),  # the durable ones decide
         }
-        compaction = [r for r in cursors if r["c_name"] == COMPACTION_CURSOR]
+        compaction = [c for c in cursors if c.name == COMPACTION_CURSOR]
         if compaction:
-            md = topic_rows.engine_position(compaction[0]["c_md"])
+            md = compaction[0].md
             estimate = None
             if md is not None:
-                idm = topic_rows.acked_ranges(compaction[0]["c_idm"])
                 estimate = (
-                    ml.estimate_from_position(md) if lac is None else ml.size_since_mark_delete(md, idm)
+                    ml.estimate_from_position(md)
+                    if lac is None
+                    else ml.size_since_mark_delete(md, compaction[0].idm)
                 )
             out.update(
                 _has_compaction=True,
-                last_horizon=None if md is None else {"ledger_id": md[0], "entry_id": md[1]},
+                last_horizon=topic_rows.position_struct(md),
                 _compaction_estimate=estimate,
             )
         return [out]
@@ -1121,12 +1102,7 @@ def _trigger_estimates(
     cur = topic_rows.tagged(
         cursors.where(durable | (F.col("cursor_name") == F.lit(COMPACTION_CURSOR))),
         _EST_CURSOR,
-        {
-            "c_name": F.col("cursor_name"),
-            "c_durable": durable,
-            "c_md": as_position(F.col("mark_delete_position")),
-            "c_idm": F.col("individually_deleted"),
-        },
+        topic_rows.cursor_values(),
         _ESTIMATE_INPUT,
     )
     state = topic_rows.topic_state_rows(managed_ledgers, ledgers, _ESTIMATE_INPUT, version)

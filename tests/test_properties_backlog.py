@@ -29,7 +29,8 @@ from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, Phase, Verbosity, assume, given, settings
-from pyspark.sql import SparkSession
+from pyspark.sql import Row, SparkSession
+from pyspark.sql import functions as F
 
 from pulsar_model.domain.versions import size_since_mark_delete_subtracts_individual_acks
 from tests.oracle import managed_ledger as o
@@ -220,8 +221,6 @@ _EDGE_TOPICS = ("edge/no-md", "edge/no-lac", "edge/no-ml")
 def _with_edge_rows(
     spark: SparkSession, ledgers: Any, mls: Any, cursors: Any, versions: dict[str, str]
 ) -> tuple[Any, Any, Any]:
-    from pyspark.sql import Row
-
     no_md, no_lac, no_ml = _EDGE_TOPICS
     p = Row("ledger_id", "entry_id")
     rng = Row("lower", "upper")
@@ -270,8 +269,6 @@ def test_backlog_numbers_equal_the_set_based_transforms(
     """The grouped pass gives, row for row, what precise_backlog, estimate_backlog_from_position (of the
     mark-delete) and estimated_backlog_size give, nulls and error texts included: per-row versions (every
     line of VERSIONS in one frame), with a fixed version, and on the edge rows above."""
-    from pyspark.sql import functions as F
-
     assume(S.is_informative(cases))
     ledgers, mls, cursors = S.input_frames(spark, cases)
     versions = {S.topic_name(i): VERSIONS[i % len(VERSIONS)] for i in range(len(cases))}

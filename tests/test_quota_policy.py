@@ -21,6 +21,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from pulsar_model.ingest.parsers import RecordContext, name_hint_from_file_name, parse_file, parse_jsonl_line
+from pulsar_model.quota import policy as quota_policy
 from pulsar_model.quota.policy import (
     BROKER_ERROR_MESSAGE,
     CLIENT_EXCEPTION,
@@ -796,8 +797,6 @@ def test_quota_breaches_exact_view_uses_durable_cursors(frames: Frames) -> None:
 
 def test_exact_view_names_the_smallest_cursor_among_equal_backlogs(spark: SparkSession) -> None:
     """Two durable cursors with the same exact backlog: the name does not depend on the rows' order."""
-    from pulsar_model.quota import policy
-
     schema = (
         "cluster string, topic string, cursor_name string, is_durable boolean, backlog_bytes long, "
         "oldest_unacked_publish_time_ms long"
@@ -809,7 +808,7 @@ def test_exact_view_names_the_smallest_cursor_among_equal_backlogs(spark: SparkS
         ("c", "t", "unknown", True, None, None),
     ]
     for ordered in (rows, rows[::-1]):
-        view = policy._exact_view(spark.createDataFrame(ordered, schema).coalesce(1), spark.range(0))
+        view = quota_policy._exact_view(spark.createDataFrame(ordered, schema).coalesce(1), spark.range(0))
         assert view is not None
         got = view.select("exact_backlog_bytes", "exact_backlog_cursor_name", "_oldest_ms").collect()
         assert [tuple(r) for r in got] == [(900, "alpha", 5)]

@@ -124,6 +124,11 @@ def engine_position(v: Any) -> Position | None:
     return (int(v["ledger_id"]), int(v["entry_id"]))
 
 
+def position_struct(p: Position | None) -> dict[str, int] | None:
+    """An engine position as the ``struct<ledger_id, entry_id>`` value of an output row (None stays None)."""
+    return None if p is None else {"ledger_id": p[0], "entry_id": p[1]}
+
+
 def managed_ledger_of(
     rows: Sequence[Mapping[str, Any]], pulsar_version: str | None
 ) -> tuple[ManagedLedger | None, Position | None]:

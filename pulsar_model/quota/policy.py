@@ -586,10 +586,6 @@ _QS_OUTPUT: Final = T.StructType(
 )
 
 
-def _struct(p: eng.Position | None) -> dict[str, int] | None:
-    return None if p is None else {"ledger_id": p[0], "entry_id": p[1]}
-
-
 def _time_check_state(
     ml: eng.ManagedLedger,
     lac: eng.Position | None,
@@ -632,8 +628,8 @@ def _time_check_state(
     lid = checked[0] if checked is not None else (None if p1 is None else p1[0])
     return {
         "_has_backlog": md is not None and lac is not None and nv1 is not None and nv1 <= lac,
-        "_p_pos": _struct(nv1),
-        "_n_pos": _struct(checked),
+        "_p_pos": topic_rows.position_struct(nv1),
+        "_n_pos": topic_rows.position_struct(checked),
         "_n_ref_ms": checked_info[1] if status == "ok" and checked_info is not None else None,
         "_n_status": status,
         "_n_lid": lid,
@@ -666,7 +662,7 @@ def _topic_state_fn(version: str | None) -> Callable[[pd.DataFrame], list[dict[s
         return [
             {
                 "slowest_cursor_name": None if slowest is None else slowest.name,
-                "slowest_mark_delete_position": _struct(md),
+                "slowest_mark_delete_position": topic_rows.position_struct(md),
                 "slowest_cursor_tie": tie,
                 "dedup_at_slowest": slowest is not None and bool(dedup) and min(dedup) == slowest_key,
                 "estimated_backlog_size_bytes": ml.estimate_from_slowest(md),

@@ -381,12 +381,8 @@ def _clusters_in(value: Any) -> tuple[ClusterPosition, ...]:
     return tuple(out)
 
 
-def _position_dict(p: Position | None) -> dict[str, int] | None:
-    return None if p is None else {"ledger_id": p[0], "entry_id": p[1]}
-
-
 def _clusters_out(clusters: tuple[ClusterPosition, ...]) -> list[dict[str, Any]]:
-    return [{"cluster": c, "position": _position_dict(p)} for c, p in clusters]
+    return [{"cluster": c, "position": topic_rows.position_struct(p)} for c, p in clusters]
 
 
 def _replay_group_fn(
@@ -425,9 +421,11 @@ def _replay_group_fn(
             out.append(
                 dict(
                     seq=res.seq,
-                    mark_delete_position=_position_dict(res.mark_delete),
+                    mark_delete_position=topic_rows.position_struct(res.mark_delete),
                     snapshot_id=None if applied is None else applied.snapshot_id,
-                    snapshot_local_position=None if applied is None else _position_dict(applied.position),
+                    snapshot_local_position=None
+                    if applied is None
+                    else topic_rows.position_struct(applied.position),
                     snapshot_clusters=None if applied is None else _clusters_out(applied.clusters),
                     cache_size_after=res.cache_size_after,
                     evicted_since_previous_advance=list(res.evicted_since_previous_advance),
@@ -501,7 +499,7 @@ def _entry_counts_fn(version: str | None) -> Callable[[pd.DataFrame], list[dict[
 
         return [
             {
-                "_p": _position_dict(p),
+                "_p": topic_rows.position_struct(p),
                 "_f_lt": count(p, False),
                 "_f_le": count(p, True),
                 "_f_c": count((p[0], -1), False),
