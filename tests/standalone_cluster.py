@@ -15,8 +15,8 @@ import dataclasses
 import importlib.util
 import json
 import os
+import re
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -91,17 +91,19 @@ spark.stop()
 """
 
 
-def _free_ports(count: int) -> list[int]:
-    sockets = []
-    try:
-        for _ in range(count):
-            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            s.bind(("127.0.0.1", 0))
-            sockets.append(s)
-        return [s.getsockname()[1] for s in sockets]
-    finally:
-        for s in sockets:
-            s.close()
+def _master_addresses(log: Path) -> tuple[str, str] | None:
+    """The master's RPC URL and web UI URL as it logged them once bound, or None before that.
+
+    The master picks both ports itself (port 0): ports chosen here and handed over leave a window in which
+    another process can take one, and the master then binds the next port while the fixture polls
+    whatever took it.
+    """
+    text = log.read_text(errors="replace") if log.exists() else ""
+    url = re.search(r"Starting Spark master at (spark://\S+)", text)
+    web_ui = re.search(r"Bound MasterWebUI to [^,\s]+, and started at http://[^:\s]+:(\d+)", text)
+    if url is None or web_ui is None:
+        return None
+    return url.group(1), f"http://127.0.0.1:{web_ui.group(1)}"
 
 
 def _spark_env(tmp: Path) -> dict[str, str]:
@@ -151,7 +153,9 @@ class Cluster:
         try:
             with urllib.request.urlopen(f"{self.web_ui}/json/", timeout=2) as response:
                 state = json.load(response)
-        except OSError:
+        except (OSError, ValueError):  # not up yet, or not yet answering JSON
+            return 0
+        if not isinstance(state, dict):
             return 0
         return sum(1 for w in state.get("workers", []) if w.get("state") == "ALIVE")
 
@@ -230,28 +234,33 @@ def standalone_cluster(tmp: Path) -> Iterator[Cluster]:
     for folder in ("local", "logs", "work"):
         (tmp / folder).mkdir(parents=True)
     env = _spark_env(tmp)
-    master_port, master_ui, ui_1, ui_2 = _free_ports(4)
     spark_class = str(SPARK_BIN / "spark-class")
-    url = f"spark://127.0.0.1:{master_port}"
-    result = Cluster(url, f"http://127.0.0.1:{master_ui}", [], env, tmp / "logs")
+    processes: list[subprocess.Popen[bytes]] = []
     try:
         master = [spark_class, "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1"]
-        master += ["--port", str(master_port), "--webui-port", str(master_ui)]
-        result.processes.append(_start(master, tmp / "logs" / "master.log", env, tmp))
-        for number, web_ui in enumerate((ui_1, ui_2), start=1):
-            worker = [spark_class, "org.apache.spark.deploy.worker.Worker", url, "--host", "127.0.0.1"]
-            worker += ["--cores", "1", "--memory", "1g", "--webui-port", str(web_ui)]
-            worker += ["--work-dir", str(tmp / "work" / f"worker-{number}")]
-            result.processes.append(_start(worker, tmp / "logs" / f"worker-{number}.log", env, tmp))
+        master += ["--port", "0", "--webui-port", "0"]
+        master_log = tmp / "logs" / "master.log"
+        processes.append(_start(master, master_log, env, tmp))
         deadline = time.monotonic() + READY_TIMEOUT_S
+        while (addresses := _master_addresses(master_log)) is None:
+            if processes[0].poll() is not None or time.monotonic() > deadline:
+                pytest.fail(f"master not started\n{master_log.read_text(errors='replace')[-4000:]}")
+            time.sleep(0.3)
+        url, web_ui = addresses
+        result = Cluster(url, web_ui, processes, env, tmp / "logs")
+        for number in (1, 2):
+            worker = [spark_class, "org.apache.spark.deploy.worker.Worker", url, "--host", "127.0.0.1"]
+            worker += ["--cores", "1", "--memory", "1g", "--webui-port", "0"]
+            worker += ["--work-dir", str(tmp / "work" / f"worker-{number}")]
+            processes.append(_start(worker, tmp / "logs" / f"worker-{number}.log", env, tmp))
         while result.alive_workers() < 2:
-            dead = [p.args for p in result.processes if p.poll() is not None]
+            dead = [p.args for p in processes if p.poll() is not None]
             if dead or time.monotonic() > deadline:
                 pytest.fail(f"cluster not ready (exited: {dead})\n{result.log_tail()}")
             time.sleep(0.5)
         yield result
     finally:
-        for process in reversed(result.processes):
+        for process in reversed(processes):
             _stop(process)
 
 
