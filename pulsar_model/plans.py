@@ -1,8 +1,9 @@
 """Dry-run cursor operations and reader starts for operator requests, as DataFrame transforms.
 
 * :func:`cursor_plans` - one row per skip / clear_backlog / reset / reset_by_time request: where the cursor
-  would land (docs §1.10, §1.11, §3.7), computed by :mod:`pulsar_model.positions` and
-  :mod:`pulsar_model.readers`;
+  would land (docs §1.10, §1.11, §3.7): :func:`cursor_operation_plans` (one grouped pass per topic through
+  the topic engine, equal to the set-based transforms of :mod:`pulsar_model.positions`) and the time
+  search of :mod:`pulsar_model.readers`;
 * :func:`with_entry_effects` - the entries, messages and bytes each plan skips or redelivers, from the
   exported entries (:func:`pulsar_model.backlog_exact.unacked_entry_totals`);
 * :func:`reader_plans` - one row per reader_start request (docs §7).
@@ -17,9 +18,12 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
+from typing import Any, Final
 
+import pandas as pd
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
+from pyspark.sql import types as T
 
 from pulsar_model.backlog_exact import unacked_entry_totals
 from pulsar_model.domain.plan_requests import (
@@ -31,11 +35,20 @@ from pulsar_model.domain.plan_requests import (
     CURSOR_ACTIONS,
     REQUEST_COLUMNS,
 )
+from pulsar_model.engine import topic_engine as eng
+from pulsar_model.engine import topic_rows
+from pulsar_model.engine.columns import LATEST, POSITION_TYPE
+from pulsar_model.engine.grouped import map_groups, records
 from pulsar_model.positions import (
+    DELETED_ENTRIES_EXCLUDE,
+    DELETED_ENTRIES_INCLUDE,
+    MISSING_CURSOR,
+    MISSING_TOPIC,
+    TARGET_EARLIEST,
+    TARGET_LATEST,
+    TARGET_POSITION,
     CursorBasis,
-    clear_backlog_plan,
-    reset_cursor_plan,
-    skip_entries,
+    require_version_column,
 )
 from pulsar_model.readers import reader_start_positions, reset_cursor_by_time_plan
 
@@ -92,21 +105,298 @@ def _entry_totals(
     return df.join(wide, [*_TOPIC, "request_id"], "left")
 
 
+# --- skip, clear_backlog and reset in one grouped pass per topic ------------------------------------------
+
+#: The error of a plan on a managed ledger without a LAC: where the cursor would land depends on it.
+NO_LAC: Final = "last_confirmed_entry is null (stats-internal gave no LAC): the operation cannot be planned"
+#: The actions the grouped pass answers (reset_by_time searches the exported entries: set-based).
+ENGINE_ACTIONS: Final = (ACTION_SKIP, ACTION_CLEAR_BACKLOG, ACTION_RESET)
+_K_CURSOR: Final = topic_rows.K_FIRST_OWN
+_K_REQUEST: Final = topic_rows.K_FIRST_OWN + 1
+#: A request's fields in the pass (a struct keeps ``n`` an exact integer: pandas reads a nullable bigint
+#: column as float).
+_REQUEST_TYPE: Final = T.StructType(
+    [
+        T.StructField("action", T.StringType()),
+        T.StructField("cursor_name", T.StringType()),
+        T.StructField("n", T.LongType()),
+        T.StructField("deleted_entries", T.StringType()),
+        T.StructField("target_kind", T.StringType()),
+        T.StructField("target", POSITION_TYPE),
+    ]
+)
+_OPS_FIELDS: Final = (
+    T.StructField("target_position", POSITION_TYPE),
+    T.StructField("mark_delete_position", POSITION_TYPE),
+    T.StructField("read_position", POSITION_TYPE),
+    T.StructField("individually_deleted", topic_rows.IDM_TYPE),
+    T.StructField("skipped_entries", T.LongType()),
+    T.StructField("error", T.StringType()),
+)
+
+
+def _ops_schemas(request_type: T.StructType) -> tuple[T.StructType, T.StructType]:
+    """The pass' input and output schemas: the request row travels whole as ``_request``."""
+    carried = T.StructField("_request", request_type)
+    own = [*topic_rows.CURSOR_FIELDS, T.StructField("r", _REQUEST_TYPE), carried]
+    packed = topic_rows.packed_schema(own)
+    return packed, T.StructType([*packed.fields[:2], carried, *_OPS_FIELDS])
+
+
+def _idm_out(ranges: Sequence[eng.IdmRange]) -> list[dict[str, Any]]:
+    return [
+        {"lower": topic_rows.position_struct(a), "upper": topic_rows.position_struct(b)} for a, b in ranges
+    ]
+
+
+def _remove_at_most(ranges: Sequence[eng.IdmRange], md: eng.Position) -> list[eng.IdmRange]:
+    """``individualDeletedMessages.removeAtMost(md)``: ranges ending by md go, one straddling it is cut."""
+    return [(max(a, md), b) for a, b in ranges if b > md]
+
+
+def _acked_to_skip(ml: eng.ManagedLedger, md: eng.Position, ranges: Sequence[eng.IdmRange], n: int) -> int:
+    """``getNumIndividualDeletedEntriesToSkip(n)`` (docs §1.10): the acked entries met, walking the acked
+    ranges from md, before the n-th unacked entry (ranges starting before md are not walked)."""
+    extra, gaps, start = 0, 0, md
+    previous_walked = False
+    for a, b in ranges:
+        walked = a >= md
+        if not walked:
+            previous_walked = False
+            continue
+        gaps += ml.count(start if previous_walked else md, False, a, True)
+        if gaps >= n:
+            break
+        extra += ml.count(a, False, b, True)
+        start, previous_walked = b, True
+    return extra
+
+
+def _mark_delete_plan(
+    ml: eng.ManagedLedger,
+    lac: eng.Position,
+    md: eng.Position,
+    ranges: list[eng.IdmRange],
+    target: eng.Position | None,
+) -> tuple[eng.Position, list[eng.IdmRange], int, str | None]:
+    """``asyncMarkDelete(target)`` on a cursor at ``md`` with acked ``ranges`` (docs §1.2): the final
+    mark-delete, the acked ranges left, the entries newly covered and the broker's refusal (None when it
+    accepts). No target (an earlier failure) leaves the cursor as it is; a target before md is ignored
+    (``MarkDeletingMarkedPosition``, which skip and clear report as success)."""
+    if target is None:
+        return md, ranges, 0, None
+    try:
+        ml.check_mark_delete(md, target)
+    except eng.BrokerError as exc:
+        if target < md:
+            return md, ranges, 0, None
+        return md, ranges, 0, str(exc)
+    if target == md:
+        return md, _remove_at_most(ranges, md), 0, None
+    final = target
+    p = ml.next_valid(final)
+    while p <= lac:
+        containing = next((r for r in ranges if r[0] < p <= r[1]), None)
+        if containing is None or containing[1] <= final:
+            break
+        final = containing[1]
+        p = ml.next_valid(final)
+    newly = ml.cursor_count(ranges, eng.Rng(md, False, final, True))
+    return final, _remove_at_most(ranges, final), newly, None
+
+
+def _skip_target(
+    ml: eng.ManagedLedger, md: eng.Position, ranges: Sequence[eng.IdmRange], req: dict[str, Any]
+) -> tuple[eng.Position | None, str | None]:
+    """``skipEntries(n, deletedEntries)``'s target, ``getPositionAfterN(md, n + extra, startExcluded)``
+    (docs §1.10), or the reason there is none."""
+    mode, n = req.get("deleted_entries"), req.get("n")
+    if mode not in (DELETED_ENTRIES_INCLUDE, DELETED_ENTRIES_EXCLUDE):
+        return (
+            None,
+            f"unknown deleted_entries {mode if mode is not None else 'null'}; expected Include|Exclude",
+        )
+    if n is None:
+        return None, "n is null"
+    extra = _acked_to_skip(ml, md, ranges, int(n)) if mode == DELETED_ENTRIES_EXCLUDE else 0
+    try:
+        return ml.position_after_n(md, int(n) + extra), None
+    except eng.BrokerError as exc:
+        return None, str(exc)
+
+
+def _reset_plan(ml: eng.ManagedLedger, lac: eng.Position, req: dict[str, Any]) -> dict[str, Any]:
+    """``resetCursor(target)`` (docs §1.11): the new read position and mark-delete, or the error."""
+    kind = req.get("target_kind")
+    target = topic_rows.engine_position(req.get("target"))
+    proposed: eng.Position | None = {TARGET_EARLIEST: eng.EARLIEST, TARGET_LATEST: LATEST}.get(
+        kind or "", target if kind == TARGET_POSITION else None
+    )
+    if kind not in (TARGET_POSITION, TARGET_EARLIEST, TARGET_LATEST):
+        named = kind if kind is not None else "null"
+        return {"error": f"unknown target_kind {named}; expected position|earliest|latest"}
+    if proposed is None:
+        return {"error": "target is null for target_kind 'position'"}
+    if proposed == eng.EARLIEST:
+        first = ml.first_position_ledger()
+        if first is None:
+            return {"error": "NullPointerException: getFirstPosition() is null (no ledgers)"}
+        read: eng.Position = (first, -1)
+    elif proposed == LATEST:
+        read = ml.next_valid(lac) if ml.beh.reset_latest_next_valid else (lac[0], lac[1] + 1)
+    else:
+        read = proposed if ml.is_valid(proposed) else ml.next_valid(proposed)
+    return {
+        "mark_delete_position": topic_rows.position_struct(ml.previous(read)),
+        "read_position": topic_rows.position_struct(read),
+        "individually_deleted": [],
+        "error": None,
+    }
+
+
+def _cursor_ops_fn(version: str | None) -> Callable[[pd.DataFrame], list[dict[str, Any]]]:
+    """One topic's packed rows -> one row per skip / clear_backlog / reset request of the topic."""
+
+    def fn(pdf: pd.DataFrame) -> list[dict[str, Any]]:
+        rows = records(pdf)
+        requests = [r for r in rows if r["_k"] == _K_REQUEST]
+        if not requests:
+            return []
+        ml, lac = topic_rows.managed_ledger_of(rows, version)
+        cursors: dict[str, eng.Cursor] = {}
+        for c in topic_rows.cursors_in_export_order(rows, _K_CURSOR):
+            cursors.setdefault(c.name, c)
+        return [{"_request": r["_request"], **_cursor_op(ml, lac, cursors, r["r"])} for r in requests]
+
+    return fn
+
+
+def _cursor_op(
+    ml: eng.ManagedLedger | None,
+    lac: eng.Position | None,
+    cursors: dict[str, eng.Cursor],
+    req: dict[str, Any],
+) -> dict[str, Any]:
+    """One request's row of the pass, nulls and error texts as the set-based transforms give them."""
+    out: dict[str, Any] = {
+        "target_position": None,
+        "mark_delete_position": None,
+        "read_position": None,
+        "individually_deleted": None,
+        "skipped_entries": None,
+        "error": None,
+    }
+    cursor = cursors.get(req.get("cursor_name"))  # type: ignore[arg-type]
+    md = None if cursor is None else cursor.md
+    if req["action"] == ACTION_RESET:
+        if ml is None:
+            out["error"] = MISSING_TOPIC
+        elif md is None:
+            out["error"] = MISSING_CURSOR
+        elif lac is None:
+            out["error"] = NO_LAC
+        else:
+            out.update(_reset_plan(ml, lac, req))
+        return out
+    ranges = [] if cursor is None else sorted(cursor.idm)
+    out["individually_deleted"] = _idm_out(ranges)
+    out["skipped_entries"] = 0
+    out["mark_delete_position"] = topic_rows.position_struct(md)
+    if md is None:
+        out["error"] = MISSING_CURSOR
+        return out
+    if ml is None:
+        out["error"] = MISSING_TOPIC
+        return out
+    if lac is None:
+        out["error"] = NO_LAC
+        return out
+    if req["action"] == ACTION_SKIP:
+        target, target_error = _skip_target(ml, md, ranges, req)
+        out["target_position"] = topic_rows.position_struct(target)
+    else:
+        target, target_error = lac, None
+    final, left, newly, refused = _mark_delete_plan(ml, lac, md, ranges, target)
+    out.update(
+        {
+            "mark_delete_position": topic_rows.position_struct(final),
+            "read_position": topic_rows.position_struct(ml.next_valid(final)),
+            "individually_deleted": _idm_out(left),
+            "skipped_entries": newly,
+            "error": target_error or refused,
+        }
+    )
+    return out
+
+
+def cursor_operation_plans(
+    requests: DataFrame,
+    cursors: DataFrame,
+    ledgers: DataFrame,
+    managed_ledgers: DataFrame,
+    pulsar_version: str | None,
+) -> DataFrame:
+    """Dry-run skip, clear_backlog and reset requests in one grouped pass per topic (docs §1.10, §1.11).
+
+    Grain: one row per request (``action`` one of :data:`ENGINE_ACTIONS`; other rows are dropped). Adds the
+    columns :func:`~pulsar_model.positions.skip_entries` adds (``target_position``, ``mark_delete_position``,
+    ``read_position``, ``individually_deleted``, ``skipped_entries``, ``error``), with clear_backlog's
+    ``cleared_entries`` as ``skipped_entries`` and reset's as null, computed by the topic engine
+    (:mod:`pulsar_model.engine.topic_engine`) instead of the set-based plans of
+    :func:`~pulsar_model.positions.skip_entries`, :func:`~pulsar_model.positions.clear_backlog_plan` and
+    :func:`~pulsar_model.positions.reset_cursor_plan`; ``tests/test_properties_plans.py`` proves the two
+    equal, nulls and error texts included, except on a managed ledger without a LAC: the set-based plans
+    compute positions against the missing LAC, the pass says :data:`NO_LAC`. A cursor is found by name
+    (the first in export order when a topic lists a name twice). ``pulsar_version`` None: each
+    managed-ledger row's ``pulsar_version``. Pure and lazy.
+    """
+    version = None if pulsar_version is None else str(pulsar_version)
+    if version is None:
+        require_version_column(managed_ledgers, "managed_ledgers")
+    mine = requests.where(F.col("action").isin(*ENGINE_ACTIONS))
+    packed_input, packed_output = _ops_schemas(mine.schema)
+    packed_requests = topic_rows.tagged(
+        mine,
+        _K_REQUEST,
+        {
+            "_request": F.struct(*[F.col(f"`{c}`") for c in mine.columns]),
+            "r": F.struct(
+                "action",
+                "cursor_name",
+                F.col("n").cast("long").alias("n"),
+                "deleted_entries",
+                "target_kind",
+                F.col("target").cast(POSITION_TYPE).alias("target"),
+            ),
+        },
+        packed_input,
+    )
+    packed_cursors = topic_rows.tagged(cursors, _K_CURSOR, topic_rows.cursor_values(), packed_input)
+    state = topic_rows.topic_state_rows(managed_ledgers, ledgers, packed_input, version)
+    done = map_groups(
+        state.unionByName(packed_cursors).unionByName(packed_requests),
+        ["cluster", "topic"],
+        _cursor_ops_fn(version),
+        packed_output,
+    )
+    added = [f.name for f in _OPS_FIELDS]
+    kept = [c for c in mine.columns if c not in added]
+    return done.select(*[F.col(f"_request.`{c}`").alias(c) for c in kept], *added)
+
+
 def cursor_plans(
     requests: DataFrame,
     inputs: PlanInputs,
     pulsar_version: str | None,
     actions: Collection[str] = CURSOR_ACTIONS,
-    basis: CursorBasis | None = None,
 ) -> DataFrame:
     """One row per cursor request (skip / clear_backlog / reset / reset_by_time): where the cursor lands.
 
-    Grain: one row per request. Positions come from the broker arithmetic of docs §1.10/§1.11 (and the
-    time search for ``reset_by_time``, :mod:`pulsar_model.readers`); :func:`with_entry_effects` adds
-    what it does to the exported entries. ``actions`` limits the transforms built to the actions present
-    (each is a large plan that Spark analyses even when no request uses it). ``basis``: the
-    :func:`~pulsar_model.positions.cursor_basis` of ``inputs`` shared by skip, clear_backlog and reset (with
-    the cursor state when skip or clear_backlog is among ``actions``); built per action when None.
+    Grain: one row per request. Skip, clear_backlog and reset come from :func:`cursor_operation_plans` (the
+    broker arithmetic of docs §1.10/§1.11 in one grouped pass per topic), ``reset_by_time`` from the time
+    search of :func:`pulsar_model.readers.reset_cursor_by_time_plan`; :func:`with_entry_effects` adds what
+    each does to the exported entries. ``actions`` limits the plans built to the actions present (the
+    time search is a large plan that Spark analyses even when no request uses it).
     """
     ml, led, cur = inputs.managed_ledgers, inputs.ledgers, inputs.cursors
     base = requests.select(
@@ -120,69 +410,30 @@ def cursor_plans(
         "target",
         "timestamp_ms",
     )
-
-    def skip() -> DataFrame:
-        return skip_entries(
-            base.where(F.col("action") == ACTION_SKIP),
+    parts: list[DataFrame] = []
+    if set(actions) & set(ENGINE_ACTIONS):
+        operations = cursor_operation_plans(
+            base.where(F.col("action").isin(*(a for a in ENGINE_ACTIONS if a in actions))),
             cur,
             led,
             ml,
-            pulsar_version=pulsar_version,
-            basis=basis,
-        ).select(
-            *base.columns,
-            "target_position",
-            F.lit(None).cast(_POS).alias("linear_scan_position"),
-            F.lit(None).cast("boolean").alias("publish_times_monotonic"),
-            "mark_delete_position",
-            "read_position",
-            "individually_deleted",
-            "skipped_entries",
-            "error",
+            pulsar_version,
         )
-
-    def clear() -> DataFrame:
-        return clear_backlog_plan(
-            base.where(F.col("action") == ACTION_CLEAR_BACKLOG),
-            cur,
-            led,
-            ml,
-            pulsar_version=pulsar_version,
-            basis=basis,
-        ).select(
-            *base.columns,
-            F.lit(None).cast(_POS).alias("target_position"),
-            F.lit(None).cast(_POS).alias("linear_scan_position"),
-            F.lit(None).cast("boolean").alias("publish_times_monotonic"),
-            "mark_delete_position",
-            "read_position",
-            "individually_deleted",
-            F.col("cleared_entries").alias("skipped_entries"),
-            "error",
+        parts.append(
+            operations.select(
+                *base.columns,
+                "target_position",
+                F.lit(None).cast(_POS).alias("linear_scan_position"),
+                F.lit(None).cast("boolean").alias("publish_times_monotonic"),
+                "mark_delete_position",
+                "read_position",
+                "individually_deleted",
+                "skipped_entries",
+                "error",
+            )
         )
-
-    def reset() -> DataFrame:
-        return reset_cursor_plan(
-            base.where(F.col("action") == ACTION_RESET),
-            cur,
-            led,
-            ml,
-            pulsar_version=pulsar_version,
-            basis=basis,
-        ).select(
-            *base.columns,
-            F.lit(None).cast(_POS).alias("target_position"),
-            F.lit(None).cast(_POS).alias("linear_scan_position"),
-            F.lit(None).cast("boolean").alias("publish_times_monotonic"),
-            "mark_delete_position",
-            "read_position",
-            "individually_deleted",
-            F.lit(None).cast("long").alias("skipped_entries"),
-            "error",
-        )
-
-    def by_time() -> DataFrame:
-        return reset_cursor_by_time_plan(
+    if ACTION_RESET_BY_TIME in actions or not parts:
+        by_time = reset_cursor_by_time_plan(
             base.where(F.col("action") == ACTION_RESET_BY_TIME),
             cur,
             led,
@@ -200,16 +451,7 @@ def cursor_plans(
             F.lit(None).cast("long").alias("skipped_entries"),
             "error",
         )
-
-    chosen = {
-        ACTION_SKIP: skip,
-        ACTION_CLEAR_BACKLOG: clear,
-        ACTION_RESET: reset,
-        ACTION_RESET_BY_TIME: by_time,
-    }
-    parts = [build() for action, build in chosen.items() if action in actions]
-    if not parts:
-        parts = [reset().limit(0)]
+        parts.append(by_time if ACTION_RESET_BY_TIME in actions else by_time.limit(0))
     return _with_version_label(functools.reduce(DataFrame.unionByName, parts), ml, pulsar_version)
 
 

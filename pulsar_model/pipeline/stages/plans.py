@@ -33,10 +33,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from pulsar_model.domain.plan_requests import (
-    ACTION_CLEAR_BACKLOG,
     ACTION_READER_START,
-    ACTION_RESET,
-    ACTION_SKIP,
     CURSOR_ACTIONS,
     ParsedRequests,
     RejectedRequest,
@@ -178,27 +175,23 @@ def run_plans_stage(
     cursor_actions = present & set(CURSOR_ACTIONS)
     skip_parts: list[DataFrame] = []
     reader_parts: list[DataFrame] = []
-    # The ledger view, topic context and (for skip / clear_backlog) cursor state are the same for every
-    # request kind: built and materialised once (on the executors) and shared, instead of each action's
-    # plan building, compiling and computing its own copy (tier s: a third of the stage's CPU).
+    # Reader starts read a ledger view and topic context: built and materialised once (on the executors) so
+    # the reader plans start from small leaves.
     basis = None
-    if present & {ACTION_SKIP, ACTION_CLEAR_BACKLOG, ACTION_RESET, ACTION_READER_START}:
+    if ACTION_READER_START in present:
         basis = cursor_basis(
             inputs.cursors,
             inputs.ledgers,
             inputs.managed_ledgers,
             None,
-            with_state=bool(present & {ACTION_SKIP, ACTION_CLEAR_BACKLOG}),
+            with_state=False,
             materialise=lambda df: df.localCheckpoint(),
         )
     if cursor_actions:
-        # The actions' plans start from the materialised basis, so they are small; they and the cursor
-        # state before are materialised once more (one action, on the executors: nothing comes to the
-        # driver) where the entry totals start, which read them four times.
-        plans = functools.reduce(
-            DataFrame.unionByName,
-            [cursor_plans(requests, inputs, None, {action}, basis) for action in sorted(cursor_actions)],
-        )
+        # Skip, clear_backlog and reset are one grouped pass per topic; it, the time search and the cursor
+        # state before are materialised once (one action, on the executors: nothing comes to the driver)
+        # where the entry totals start, which read them four times.
+        plans = cursor_plans(requests, inputs, None, cursor_actions)
         skip_parts.append(
             _default_label(
                 with_entry_effects(plans, inputs, materialise=lambda df: df.localCheckpoint()),
