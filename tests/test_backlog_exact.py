@@ -13,7 +13,7 @@ import random
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, Phase, Verbosity, assume, given, settings
+from hypothesis import assume, given
 from hypothesis import strategies as st
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -494,18 +494,7 @@ def test_exact_backlog_rejects_unknown_version(spark: SparkSession) -> None:
 # ------------------------------------------------------------------------------------------------ properties
 
 #: One Spark job per example (60-80 topics each); PULSAR_PROPERTY_EXAMPLES raises the count (strategies.py).
-PROPERTY_SETTINGS = settings(
-    max_examples=S.PROPERTY_EXAMPLES,
-    deadline=None,
-    database=None,
-    phases=[Phase.generate],  # no shrinking: every shrink step would be another Spark job
-    verbosity=Verbosity.quiet,
-    suppress_health_check=[
-        HealthCheck.function_scoped_fixture,
-        HealthCheck.too_slow,
-        HealthCheck.data_too_large,
-    ],
-)
+PROPERTY_SETTINGS = S.PROPERTY_SETTINGS
 TXN_POOL = [(0, 1), (0, 2), (1, 1), (1, 2)]
 REPLICATION_MARKERS = [10, 11, 12, 13]
 TXN_MARKERS = [20, 21, 22]

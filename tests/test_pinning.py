@@ -14,7 +14,7 @@ from datetime import date
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, Phase, Verbosity, assume, given, settings
+from hypothesis import assume, given
 from hypothesis import strategies as st
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -335,18 +335,7 @@ def test_trims_ledger_of_mark_delete_at_last_entry_by_version() -> None:
 
 # --- property: pinning_report vs the oracle -------------------------------------------------------------
 
-PROPERTY_SETTINGS = settings(
-    max_examples=S.PROPERTY_EXAMPLES,
-    deadline=None,
-    database=None,
-    phases=[Phase.generate],  # no shrinking: every shrink step would be another Spark job
-    verbosity=Verbosity.quiet,
-    suppress_health_check=[
-        HealthCheck.function_scoped_fixture,
-        HealthCheck.too_slow,
-        HealthCheck.data_too_large,
-    ],
-)
+PROPERTY_SETTINGS = S.PROPERTY_SETTINGS
 PROPERTY_VERSIONS = (OLD, NEW)
 REPORT_FIELDS = (
     "slowest_cursor_name",

@@ -28,7 +28,7 @@ from types import ModuleType
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, Phase, Verbosity, assume, given, settings
+from hypothesis import assume, given
 from pyspark.sql import Row, SparkSession
 from pyspark.sql import functions as F
 
@@ -41,18 +41,7 @@ VERSIONS = ["2.8.0", "2.10.0", "2.10.2", "2.10.6", "2.11.2", "3.0.7", "4.1.3"]
 #: Each property is one Spark job per example over every version; the transforms cost 10-25 s a job here.
 pytestmark = [pytest.mark.slow, pytest.mark.filterwarnings("ignore:Generating overly large repr")]
 
-PROPERTY_SETTINGS = settings(
-    max_examples=S.PROPERTY_EXAMPLES,
-    deadline=None,
-    database=None,
-    phases=[Phase.generate],  # no shrinking: every shrink step would be another Spark job
-    verbosity=Verbosity.quiet,  # the assertion message carries the failing cases, not the whole list
-    suppress_health_check=[
-        HealthCheck.function_scoped_fixture,
-        HealthCheck.too_slow,
-        HealthCheck.data_too_large,
-    ],
-)
+PROPERTY_SETTINGS = S.PROPERTY_SETTINGS
 
 
 @pytest.fixture(scope="module")

@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, Phase, Verbosity, assume, given, settings
+from hypothesis import assume, given
 from hypothesis import strategies as st
 from pyspark.sql import DataFrame, Row, SparkSession
 from pyspark.sql import functions as F
@@ -28,18 +28,7 @@ VERSIONS = ["2.8.0", "2.8.2", "2.10.2", "2.10.6", "2.11.2", "3.0.7", "4.1.3"]
 
 pytestmark = [pytest.mark.slow, pytest.mark.filterwarnings("ignore:Generating overly large repr")]
 
-PROPERTY_SETTINGS = settings(
-    max_examples=S.PROPERTY_EXAMPLES,
-    deadline=None,
-    database=None,
-    phases=[Phase.generate],  # no shrinking: every shrink step would be another Spark job
-    verbosity=Verbosity.quiet,
-    suppress_health_check=[
-        HealthCheck.function_scoped_fixture,
-        HealthCheck.too_slow,
-        HealthCheck.data_too_large,
-    ],
-)
+PROPERTY_SETTINGS = S.PROPERTY_SETTINGS
 
 REQUESTS_SCHEMA = StructType(
     [

@@ -25,7 +25,7 @@ from types import ModuleType
 from typing import Any, cast
 
 import pytest
-from hypothesis import HealthCheck, Phase, Verbosity, assume, given, settings
+from hypothesis import assume, given
 from pyspark.sql import SparkSession
 
 from tests.oracle import managed_ledger as o
@@ -39,18 +39,7 @@ VALIDITY_VERSIONS = ["2.8.0", "2.11.2", "3.0.7", "4.1.3"]
 #: Each property is one Spark job per example over every version; the transforms cost 10-25 s a job here.
 pytestmark = [pytest.mark.slow, pytest.mark.filterwarnings("ignore:Generating overly large repr")]
 
-PROPERTY_SETTINGS = settings(
-    max_examples=S.PROPERTY_EXAMPLES,
-    deadline=None,
-    database=None,
-    phases=[Phase.generate],  # no shrinking: every shrink step would be another Spark job
-    verbosity=Verbosity.quiet,  # the assertion message carries the failing cases, not the whole list
-    suppress_health_check=[
-        HealthCheck.function_scoped_fixture,
-        HealthCheck.too_slow,
-        HealthCheck.data_too_large,
-    ],
-)
+PROPERTY_SETTINGS = S.PROPERTY_SETTINGS
 
 
 @pytest.fixture(scope="module")

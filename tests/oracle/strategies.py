@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from hypothesis import HealthCheck, Phase, Verbosity, settings
 from hypothesis import strategies as st
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import Row as Row_
@@ -383,6 +384,20 @@ JAVA_GUAVA_RANGE_CHECKS = os.environ.get("PULSAR_ORACLE_GUAVA_RANGES", "1") == "
 #: Hypothesis examples per property (each one Spark job over 40-80 topics); raise for deeper runs, e.g.
 #: ``PULSAR_PROPERTY_EXAMPLES=20 pytest tests/test_properties_positions.py``.
 PROPERTY_EXAMPLES = int(os.environ.get("PULSAR_PROPERTY_EXAMPLES", "1"))
+
+#: The settings of the property tests that run Spark: every example is a Spark job over 40-80 topics.
+PROPERTY_SETTINGS = settings(
+    max_examples=PROPERTY_EXAMPLES,
+    deadline=None,
+    database=None,
+    phases=[Phase.generate],  # no shrinking: every shrink step would be another Spark job
+    verbosity=Verbosity.quiet,  # the assertion message carries the failing cases, not the whole list
+    suppress_health_check=[
+        HealthCheck.function_scoped_fixture,
+        HealthCheck.too_slow,
+        HealthCheck.data_too_large,
+    ],
+)
 
 
 def is_informative(cases: Sequence[Case]) -> bool:
