@@ -29,7 +29,7 @@ from typing import Any
 
 import pytest
 from hypothesis import assume, given
-from pyspark.sql import Row, SparkSession
+from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 from pulsar_model.domain.versions import size_since_mark_delete_subtracts_individual_acks
@@ -201,53 +201,13 @@ def test_estimated_size_since_mark_delete_matches_oracle(
 
 # ------------------------------------------------------------------------------ §1.8 + §2.3 + §2.4, one pass
 
-#: Extra topics beside the random ones, for what the generator never draws: a cursor without mark-delete
-#: position, a managed ledger without LAC, cursors of a topic without managed-ledger row, ties in
-#: ``cursor_order`` broken by name, a null ``cursor_order``.
-_EDGE_TOPICS = ("edge/no-md", "edge/no-lac", "edge/no-ml")
-
 
 def _with_edge_rows(
     spark: SparkSession, ledgers: Any, mls: Any, cursors: Any, versions: dict[str, str]
 ) -> tuple[Any, Any, Any]:
-    no_md, no_lac, no_ml = _EDGE_TOPICS
-    p = Row("ledger_id", "entry_id")
-    rng = Row("lower", "upper")
-    mls = mls.unionByName(
-        spark.createDataFrame(
-            [("c", no_md, 7, 2, 20, p(7, 1), 120), ("c", no_lac, 7, 0, 0, None, 100)],
-            S.MANAGED_LEDGERS_SCHEMA,
-        )
-    )
-    ledgers = ledgers.unionByName(
-        spark.createDataFrame(
-            [
-                ("c", no_md, 5, 10, 100),
-                ("c", no_md, 7, 0, 0),
-                ("c", no_lac, 5, 10, 100),
-                ("c", no_lac, 7, 0, 0),
-            ],
-            S.LEDGERS_SCHEMA,
-        )
-    )
-    cursors = cursors.unionByName(
-        spark.createDataFrame(
-            [
-                ("c", no_md, "a", 0, True, None, None),
-                ("c", no_md, "b", 1, True, p(5, 3), [rng(p(5, 4), p(5, 6))]),
-                ("c", no_md, "c", 1, True, p(5, 3), [rng(None, p(5, 6))]),
-                ("c", no_md, "r", None, False, p(5, 9), None),
-                ("c", no_lac, "a", None, True, p(5, 3), None),
-                ("c", no_lac, "b", None, True, p(5, 3), None),
-                ("c", no_ml, "a", 0, True, p(5, 3), None),
-                ("c", no_ml, "b", 1, True, None, None),
-            ],
-            S.CURSORS_SCHEMA,
-        )
-    )
-    for i, t in enumerate(_EDGE_TOPICS):
+    for i, t in enumerate(S.EDGE_TOPICS):
         versions[t] = VERSIONS[i]
-    return ledgers, mls, cursors
+    return S.with_edge_rows(spark, ledgers, mls, cursors)
 
 
 @PROPERTY_SETTINGS

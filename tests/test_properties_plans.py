@@ -43,7 +43,15 @@ REQUESTS_SCHEMA = StructType(
         StructField("target", S.POSITION, True),
     ]
 )
-_EDGE_TOPICS = ("edge-no-md", "edge-no-lac", "edge-no-ml")
+_EDGE_REQUESTS = [
+    ("skip", "a", 3, "Include", None, None),
+    ("skip", "b", 3, "Exclude", None, None),
+    ("clear_backlog", "a", None, None, None, None),
+    ("clear_backlog", "b", None, None, None, None),
+    ("reset", "a", None, None, "earliest", None),
+    ("reset", "b", None, None, "position", (5, 2)),
+    ("reset", "b", None, None, "latest", None),
+]
 _OUT = ["request_id", "target_position", "mark_delete_position", "read_position", "individually_deleted"]
 
 
@@ -73,53 +81,18 @@ def plan_cases(draw: st.DrawFn) -> tuple[S.Case, list[tuple[Any, ...]]]:
 def _frames(spark: SparkSession, drawn: list[tuple[S.Case, list[tuple[Any, ...]]]]) -> tuple[DataFrame, ...]:
     cases = [case for case, _ in drawn]
     ledgers, mls, cursors = S.input_frames(spark, cases)
-    p, rng = Row("ledger_id", "entry_id"), Row("lower", "upper")
+    p = Row("ledger_id", "entry_id")
     rows = [
         (S.CLUSTER, S.topic_name(i), f"{i}-{j}", a, c, n, m, k, None if t is None else p(*t))
         for i, (_, reqs) in enumerate(drawn)
         for j, (a, c, n, m, k, t) in enumerate(reqs)
     ]
-    no_md, no_lac, no_ml = _EDGE_TOPICS
-    for t in _EDGE_TOPICS:
-        for j, (a, c, n, m, k, tg) in enumerate(
-            [
-                ("skip", "a", 3, "Include", None, None),
-                ("skip", "b", 3, "Exclude", None, None),
-                ("clear_backlog", "a", None, None, None, None),
-                ("clear_backlog", "b", None, None, None, None),
-                ("reset", "a", None, None, "earliest", None),
-                ("reset", "b", None, None, "position", p(5, 2)),
-                ("reset", "b", None, None, "latest", None),
-            ]
-        ):
-            rows.append(("c", t, f"{t}-{j}", a, c, n, m, k, tg))
-    mls = mls.unionByName(
-        spark.createDataFrame(
-            [("c", no_md, 7, 2, 20, p(7, 1), 120), ("c", no_lac, 7, 0, 0, None, 100)],
-            S.MANAGED_LEDGERS_SCHEMA,
-        )
-    )
-    ledgers = ledgers.unionByName(
-        spark.createDataFrame(
-            [("c", t, lid, e, e * 10) for t in (no_md, no_lac) for lid, e in ((5, 10), (7, 0))],
-            S.LEDGERS_SCHEMA,
-        )
-    )
-    cursors = cursors.unionByName(
-        spark.createDataFrame(
-            [
-                ("c", no_md, "a", 0, True, None, None),
-                ("c", no_md, "b", 1, True, p(5, 3), [rng(p(5, 4), p(5, 6))]),
-                ("c", no_lac, "a", None, True, p(5, 3), None),
-                ("c", no_lac, "b", None, True, p(5, 3), [rng(p(5, 4), p(5, 6))]),
-                ("c", no_ml, "a", 0, True, p(5, 3), None),
-                ("c", no_ml, "b", 1, True, None, None),
-            ],
-            S.CURSORS_SCHEMA,
-        )
-    )
+    for t in S.EDGE_TOPICS:
+        for j, (a, c, n, m, k, tg) in enumerate(_EDGE_REQUESTS):
+            rows.append(("c", t, f"{t}-{j}", a, c, n, m, k, None if tg is None else p(*tg)))
+    ledgers, mls, cursors = S.with_edge_rows(spark, ledgers, mls, cursors)
     versions = {S.topic_name(i): VERSIONS[i % len(VERSIONS)] for i in range(len(cases))}
-    versions.update({t: VERSIONS[i] for i, t in enumerate(_EDGE_TOPICS)})
+    versions.update({t: VERSIONS[i] for i, t in enumerate(S.EDGE_TOPICS)})
     by_topic = F.create_map(*[F.lit(x) for kv in sorted(versions.items()) for x in kv])
     mls = mls.withColumn("pulsar_version", by_topic[F.col("topic")])
     return spark.createDataFrame(rows, REQUESTS_SCHEMA), ledgers, mls, cursors
@@ -170,7 +143,7 @@ def test_cursor_operation_plans_equal_the_set_based_transforms(
     want_rows = {r["request_id"]: r for r in want.collect()}
     assert set(got_rows) == set(want_rows)
     # without a LAC the set-based plans compute against a missing position; the pass refuses
-    no_lac = sorted(k for k in got_rows if k.startswith("edge-no-lac-"))
+    no_lac = sorted(k for k in got_rows if k.startswith("edge/no-lac-"))
     assert len(no_lac) == 7
     assert {got_rows.pop(k)["error"] for k in no_lac} == {plans.NO_LAC}
     assert all(want_rows.pop(k)["error"] is None for k in no_lac)

@@ -634,3 +634,45 @@ def mismatch_report(mismatches: Sequence[Mismatch], cases: Sequence[Case], limit
             f"  oracle:    {m.expected}\n  transform: {m.actual}\n{cases[m.case_index].describe()}"
         )
     return "\n".join(lines)
+
+
+#: Topics beside the random ones, for what the generator never draws: a cursor without mark-delete
+#: position, a managed ledger without LAC, cursors of a topic without managed-ledger row, ties in
+#: ``cursor_order`` broken by name, a null ``cursor_order``. Each has cursors ``a`` and ``b``.
+EDGE_TOPICS = ("edge/no-md", "edge/no-lac", "edge/no-ml")
+
+
+def with_edge_rows(
+    spark: SparkSession, ledgers: DataFrame, mls: DataFrame, cursors: DataFrame
+) -> tuple[DataFrame, DataFrame, DataFrame]:
+    """``(ledgers, managed_ledgers, cursors)`` with the rows of :data:`EDGE_TOPICS` added (cluster ``c``)."""
+    no_md, no_lac, no_ml = EDGE_TOPICS
+    p = Row_("ledger_id", "entry_id")
+    rng = Row_("lower", "upper")
+    mls = mls.unionByName(
+        spark.createDataFrame(
+            [("c", no_md, 7, 2, 20, p(7, 1), 120), ("c", no_lac, 7, 0, 0, None, 100)], MANAGED_LEDGERS_SCHEMA
+        )
+    )
+    ledgers = ledgers.unionByName(
+        spark.createDataFrame(
+            [("c", t, lid, e, e * 10) for t in (no_md, no_lac) for lid, e in ((5, 10), (7, 0))],
+            LEDGERS_SCHEMA,
+        )
+    )
+    cursors = cursors.unionByName(
+        spark.createDataFrame(
+            [
+                ("c", no_md, "a", 0, True, None, None),
+                ("c", no_md, "b", 1, True, p(5, 3), [rng(p(5, 4), p(5, 6))]),
+                ("c", no_md, "c", 1, True, p(5, 3), [rng(None, p(5, 6))]),
+                ("c", no_md, "r", None, False, p(5, 9), None),
+                ("c", no_lac, "a", None, True, p(5, 3), None),
+                ("c", no_lac, "b", None, True, p(5, 3), [rng(p(5, 4), p(5, 6))]),
+                ("c", no_ml, "a", 0, True, p(5, 3), None),
+                ("c", no_ml, "b", 1, True, None, None),
+            ],
+            CURSORS_SCHEMA,
+        )
+    )
+    return ledgers, mls, cursors
