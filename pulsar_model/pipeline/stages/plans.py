@@ -10,8 +10,9 @@ fit the export (unknown topic or cursor) get a row with ``error`` set. Outputs, 
 * ``skip_plans`` – one row per skip / clear_backlog / reset / reset_by_time request (docs §1.10, §1.11);
 * ``reader_starts`` – one row per reader_start request (docs §7).
 
-Driver-side orchestration only (reading a small request file, one ``distinct`` of the request actions
-present); every number is computed by the pure transforms of :mod:`pulsar_model.positions`,
+Driver-side orchestration only (reading a small request file; one ``distinct`` of the request actions
+present when a request table exists); every number is computed by the pure transforms of
+:mod:`pulsar_model.plans`, :mod:`pulsar_model.positions`,
 :mod:`pulsar_model.readers` and :mod:`pulsar_model.backlog_exact`, called once with
 ``pulsar_version=None``: every topic carries its cluster's version
 (:mod:`pulsar_model.pipeline.stages.cluster_versions`) and the transforms branch on its flags, so one plan
@@ -152,7 +153,8 @@ def run_plans_stage(
         files.append(str(Path(export_dir) / EXPORT_REQUESTS_FILE))
     parsed = read_request_files(files)
     sources = [requests_frame(spark, parsed)] if parsed.requests else []
-    if tables.exists(requests_table):
+    has_table = tables.exists(requests_table)
+    if has_table:
         sources.append(conform(tables.read(requests_table), REQUESTS_TABLE))
     # No empty side in the union: only the sources that can hold requests (see requests_frame).
     requests = functools.reduce(DataFrame.unionByName, sources) if sources else requests_frame(spark, parsed)
@@ -169,9 +171,12 @@ def run_plans_stage(
         entries=tables.read("entries", partition_filter=day).join(scope, _TOPIC, "left_semi"),
         messages=tables.read("messages", partition_filter=day).join(scope, _TOPIC, "left_semi"),
     )
-    # Which actions have requests: a few rows of request metadata. Only those transforms are built - each
-    # is a large plan that Spark analyses even for zero rows.
-    present = {str(r[0]) for r in requests.select("action").distinct().collect()}
+    # Which actions have requests. Only those transforms are built - each is a large plan that Spark
+    # analyses even for zero rows. The request files are parsed here already; only a request table needs a
+    # Spark job (a few rows of request metadata).
+    present = {str(r.get("action")) for r in parsed.requests}
+    if has_table:
+        present |= {str(r[0]) for r in requests.select("action").distinct().collect()}
     cursor_actions = present & set(CURSOR_ACTIONS)
     skip_parts: list[DataFrame] = []
     reader_parts: list[DataFrame] = []
@@ -223,7 +228,10 @@ def run_plans_stage(
     # Rejected requests replace this stage's earlier rejects of the date (idempotent reruns) and keep
     # every other source's quarantine rows of the date: one replace of the date partition.
     q = contract("quarantine")
-    export_ids = [r[0] for r in managed.select("export_id").distinct().limit(1).collect()]
+    # the export id labels rejected requests only: no Spark job when there are none
+    export_ids = (
+        [r[0] for r in managed.select("export_id").distinct().limit(1).collect()] if parsed.rejected else []
+    )
     rows = _quarantine_rows(parsed.rejected, run_date, export_ids[0] if export_ids else "none", run_id)
     new_rejects = spark.createDataFrame([tuple(r[c] for c in q.column_names) for r in rows], q.spark_schema)
     if tables.exists("quarantine"):
