@@ -143,12 +143,6 @@ def _ops_schemas(request_type: T.StructType) -> tuple[T.StructType, T.StructType
     return packed, T.StructType([*packed.fields[:2], carried, *_OPS_FIELDS])
 
 
-def _idm_out(ranges: Sequence[eng.IdmRange]) -> list[dict[str, Any]]:
-    return [
-        {"lower": topic_rows.position_struct(a), "upper": topic_rows.position_struct(b)} for a, b in ranges
-    ]
-
-
 def _remove_at_most(ranges: Sequence[eng.IdmRange], md: eng.Position) -> list[eng.IdmRange]:
     """``individualDeletedMessages.removeAtMost(md)``: ranges ending by md go, one straddling it is cut."""
     return [(max(a, md), b) for a, b in ranges if b > md]
@@ -299,7 +293,7 @@ def _cursor_op(
             out.update(_reset_plan(ml, lac, req))
         return out
     ranges = [] if cursor is None else sorted(cursor.idm)
-    out["individually_deleted"] = _idm_out(ranges)
+    out["individually_deleted"] = topic_rows.acked_ranges_struct(ranges)
     out["skipped_entries"] = 0
     out["mark_delete_position"] = topic_rows.position_struct(md)
     if md is None:
@@ -321,7 +315,7 @@ def _cursor_op(
         {
             "mark_delete_position": topic_rows.position_struct(final),
             "read_position": topic_rows.position_struct(ml.next_valid(final)),
-            "individually_deleted": _idm_out(left),
+            "individually_deleted": topic_rows.acked_ranges_struct(left),
             "skipped_entries": newly,
             "error": target_error or refused,
         }

@@ -129,6 +129,12 @@ def position_struct(p: Position | None) -> dict[str, int] | None:
     return None if p is None else {"ledger_id": p[0], "entry_id": p[1]}
 
 
+def acked_ranges_struct(ranges: Sequence[IdmRange]) -> list[dict[str, dict[str, int] | None]]:
+    """Engine ranges as the ``individually_deleted`` value of an output row (``array<struct<lower,
+    upper>>``)."""
+    return [{"lower": position_struct(a), "upper": position_struct(b)} for a, b in ranges]
+
+
 def managed_ledger_of(
     rows: Sequence[Mapping[str, Any]], pulsar_version: str | None
 ) -> tuple[ManagedLedger | None, Position | None]:

@@ -43,6 +43,7 @@ from pulsar_model import DEFAULT_PULSAR_VERSION
 from pulsar_model.backlog_exact import request_totals
 from pulsar_model.domain.versions import Behaviour, VersionLike, behaviour, flag
 from pulsar_model.engine import topic_engine as eng
+from pulsar_model.engine.topic_rows import acked_ranges_struct, engine_position, position_struct
 from pulsar_model.errors import ConfigError
 
 __all__ = [
@@ -416,20 +417,6 @@ def _pack(
 # --- per-topic engine call -------------------------------------------------------------------------------
 
 
-def _pos(value: Any) -> eng.Position | None:
-    if value is None or value.get("ledger_id") is None or value.get("entry_id") is None:
-        return None
-    return (int(value["ledger_id"]), int(value["entry_id"]))
-
-
-def _pos_out(p: eng.Position | None) -> dict[str, int] | None:
-    return None if p is None else {"ledger_id": p[0], "entry_id": p[1]}
-
-
-def _idm_out(idm: list[eng.IdmRange]) -> list[dict[str, dict[str, int] | None]]:
-    return [{"lower": _pos_out(a), "upper": _pos_out(b)} for a, b in idm]
-
-
 def _ms_to_dt(ms: int | None) -> dt.datetime | None:
     if ms is None:
         return None
@@ -460,7 +447,7 @@ class _Topic:
             elif k == _K_LIMIT:
                 self.limits.append(cols["q_limit"][i])
             elif k == _K_ENTRY:
-                p, ts = _pos(cols["e_pos"][i]), cols["e_ts"][i]
+                p, ts = engine_position(cols["e_pos"][i]), cols["e_ts"][i]
                 if p is not None and ts is not None:
                     self.timestamps.append((p, int(ts)))
         self.cols = cols
@@ -472,7 +459,7 @@ class _Topic:
         durable = bool(cols["c_durable"][i])
         idm: list[eng.IdmRange] = []
         for r in cols["c_idm"][i] or []:
-            lo, hi = _pos(r.get("lower")), _pos(r.get("upper"))
+            lo, hi = engine_position(r.get("lower")), engine_position(r.get("upper"))
             if lo is not None and hi is not None:
                 idm.append((lo, hi))
         order = cols["c_order"][i]
@@ -481,7 +468,7 @@ class _Topic:
             order=int(order) if order is not None else 2**62,
             durable=durable,
             kind=cols["c_kind"][i] or _kind_from_name(name, durable),
-            md=_pos(cols["c_md"][i]),
+            md=engine_position(cols["c_md"][i]),
             idm=idm,
             consumed=cols["c_mcc"][i],
         )
@@ -492,7 +479,7 @@ class _Topic:
         if len(self.ml_rows) > 1:
             return None, "several managed_ledgers rows for this cluster/topic"
         i = self.ml_rows[0]
-        lac = _pos(self.cols["m_lac"][i])
+        lac = engine_position(self.cols["m_lac"][i])
         if lac is None:
             return None, "last_confirmed_entry is null"
         ml = eng.ManagedLedger(
@@ -532,10 +519,10 @@ class _Topic:
                 "cursor_kind": c.kind,
                 "is_durable": c.durable,
                 "is_system_cursor": is_system_cursor_name(c.name),
-                "mark_delete_position_before": _pos_out(c.md_before),
-                "individually_deleted_before": _idm_out(c.idm_before),
-                "mark_delete_position": _pos_out(c.md),
-                "individually_deleted": _idm_out(c.idm),
+                "mark_delete_position_before": position_struct(c.md_before),
+                "individually_deleted_before": acked_ranges_struct(c.idm_before),
+                "mark_delete_position": position_struct(c.md),
+                "individually_deleted": acked_ranges_struct(c.idm),
                 "skipped_entries": c.skipped,
                 "skip_count": c.skips,
                 "messages_consumed_counter_before": None if c.consumed is None else c.consumed - c.skipped,
@@ -553,12 +540,12 @@ def _size_step(s: eng.SizeStep) -> dict[str, Any]:
     return {
         "iteration": s.iteration,
         "cursor_name": s.cursor_name,
-        "mark_delete_before": _pos_out(s.mark_delete_before),
+        "mark_delete_before": position_struct(s.mark_delete_before),
         "backlog_before": s.backlog_before,
         "entries_counter": s.entries_counter,
         "entries_source": s.entries_source,
         "to_skip": s.to_skip,
-        "mark_delete_after": _pos_out(s.mark_delete_after),
+        "mark_delete_after": position_struct(s.mark_delete_after),
         "skipped_entries": s.skipped_entries,
         "backlog_after": s.backlog_after,
         "slowest_tie": s.slowest_tie,
@@ -570,11 +557,11 @@ def _time_step(s: eng.TimeStep) -> dict[str, Any]:
     return {
         "iteration": s.iteration,
         "cursor_name": s.cursor_name,
-        "mark_delete_before": _pos_out(s.mark_delete_before),
+        "mark_delete_before": position_struct(s.mark_delete_before),
         "ledger_id": s.ledger_id,
         "ledger_closed_at": _ms_to_dt(s.ledger_closed_at_ms),
         "action": s.action,
-        "mark_delete_after": _pos_out(s.mark_delete_after),
+        "mark_delete_after": position_struct(s.mark_delete_after),
         "skipped_entries": s.skipped_entries,
         "slowest_tie": s.slowest_tie,
         "error": s.error,
@@ -682,8 +669,8 @@ def _time_topic(
                 ml, c, ttl, now_ms, stamps, topic.closed if closure_step else None, closure_skips_open
             )
             per_cursor[c.name] = {
-                "expired_position": _pos_out(res.found_position),
-                "ledger_closure_position": _pos_out(res.ledger_closure_position),
+                "expired_position": position_struct(res.found_position),
+                "ledger_closure_position": position_struct(res.ledger_closure_position),
                 "expiry_reads": res.reads,
                 "publish_times_non_monotonic": res.non_monotonic,
                 "warning": res.warning,

@@ -38,6 +38,7 @@ from pyspark.sql import types as T
 
 from pulsar_model.engine.columns import POSITION_TYPE
 from pulsar_model.engine.grouped import map_groups
+from pulsar_model.engine.topic_rows import position_struct
 from pulsar_model.errors import ConfigError, ContractError
 from pulsar_model.replication.cache import CLUSTERS_TYPE, EXPORT_KEYS
 from pulsar_model.wire.markers import MarkerType
@@ -171,14 +172,10 @@ def _pair_responses(s: _Snapshot) -> list[_Response]:
     return out
 
 
-def _pos_out(p: Position | None) -> dict[str, int] | None:
-    return None if p is None else {"ledger_id": p[0], "entry_id": p[1]}
-
-
 def _clusters_out(clusters: Iterable[tuple[str, Position]] | None) -> list[dict[str, Any]] | None:
     if clusters is None:
         return None
-    return [{"cluster": c, "position": _pos_out(p)} for c, p in clusters]
+    return [{"cluster": c, "position": position_struct(p)} for c, p in clusters]
 
 
 def assemble_snapshots(
@@ -282,7 +279,7 @@ def assemble_snapshots(
                 {
                     "cluster": r.at_cluster,
                     "round": landed_counts[r.at_cluster],
-                    "position": _pos_out(r.position),
+                    "position": position_struct(r.position),
                     "publish_time_ms": r.publish_time_ms,
                 }
             )
@@ -304,8 +301,10 @@ def assemble_snapshots(
                 "rounds_needed": 2 if need_two_rounds else 1,
                 "rounds_completed": rounds_completed,
                 "request_count": len(requests),
-                "request_round1_position": _pos_out(requests[0].position) if requests else None,
-                "request_round2_position": _pos_out(requests[1].position) if len(requests) > 1 else None,
+                "request_round1_position": position_struct(requests[0].position) if requests else None,
+                "request_round2_position": position_struct(requests[1].position)
+                if len(requests) > 1
+                else None,
                 "started_ms": started,
                 "timeout_at_ms": timeout_at,
                 "checked_at_ms": checked_at_ms,
@@ -314,19 +313,19 @@ def assemble_snapshots(
                     {
                         "cluster": x.cluster,
                         "round": x.round,
-                        "response_position": _pos_out(x.response_position),
-                        "written_position": _pos_out(x.written_position),
-                        "received_position": _pos_out(x.received_position),
+                        "response_position": position_struct(x.response_position),
+                        "written_position": position_struct(x.written_position),
+                        "received_position": position_struct(x.received_position),
                         "received_publish_time_ms": x.received_publish_time_ms,
                         "outcome": x.outcome,
                     }
                     for x in ordered
                 ],
                 "kept_clusters": _clusters_out(kept_sorted),
-                "round1_completed_position": _pos_out(round1_at),
-                "predicted_local_position": _pos_out(completing),
-                "snapshot_position": None if marker is None else _pos_out(marker.position),
-                "snapshot_local_position": None if marker is None else _pos_out(marker.local_position),
+                "round1_completed_position": position_struct(round1_at),
+                "predicted_local_position": position_struct(completing),
+                "snapshot_position": None if marker is None else position_struct(marker.position),
+                "snapshot_local_position": None if marker is None else position_struct(marker.local_position),
                 "snapshot_clusters": None if marker is None else _clusters_out(marker.clusters or ()),
                 "snapshot_publish_time_ms": snapshot_time,
                 "snapshot_matches": matches,
