@@ -21,6 +21,7 @@ from pyspark.sql import functions as F
 
 from pulsar_model import positions as P
 from pulsar_model.backlog import precise_backlog
+from pulsar_model.plans import cursor_operation_plans
 from tests.contract_frames import CURSOR_STATE, LEDGER_STATE, MANAGED_LEDGER_STATE, contract_schema
 from tests.spark_conf import session_conf
 
@@ -298,6 +299,17 @@ def _json_rows(name: str, df: DataFrame) -> DataFrame:
     return df.select(F.lit(name).alias("frame"), body.alias("row"))
 
 
+def _as_plan_requests(requests: DataFrame, action: str) -> DataFrame:
+    """``requests`` with the ``plan_requests`` columns a cursor operation reads (absent ones null)."""
+    schema = contract_schema(
+        "plan_requests", ["action", "cursor_name", "n", "deleted_entries", "target_kind", "target"]
+    )
+    missing = [
+        F.lit(None).cast(f.dataType).alias(f.name) for f in schema.fields if f.name not in requests.columns
+    ]
+    return requests.select("*", *missing).withColumn("action", F.lit(action))
+
+
 @pytest.fixture(scope="module")
 def out(spark: SparkSession) -> dict[str, dict[tuple[str, str], dict[str, Any]]]:
     """All frames of this module, computed in one Spark action: ``out[frame][(topic, id)] -> row``."""
@@ -326,6 +338,12 @@ def out(spark: SparkSession) -> dict[str, dict[tuple[str, str], dict[str, Any]]]
         builders[f"skip_{tag}"] = partial(P.skip_entries, skip, cursors, ledgers, mls, version)
         builders[f"prec_{tag}"] = partial(precise_backlog, backlog_cursors, ledgers, mls, version)
         builders[f"reset_{tag}"] = partial(P.reset_cursor_plan, reset, cursors, ledgers, mls, version)
+    # the plans stage's grouped pass on the same states and requests (compared below)
+    for tag, version in (("new", NEW), ("old", OLD)):
+        for action, requests in (("skip", skip), ("clear_backlog", clear), ("reset", reset)):
+            builders[f"ops_{action}_{tag}"] = partial(
+                cursor_operation_plans, _as_plan_requests(requests, action), cursors, ledgers, mls, version
+            )
     rows = collect_frames(spark, builders)
     result: dict[str, dict[tuple[str, str], dict[str, Any]]] = defaultdict(dict)
     for row in rows:
@@ -835,3 +853,30 @@ def test_next_valid_position_open_ledger_fallback_from_22034(spark: SparkSession
         union = union.unionByName(frame)
     got = {r["version"]: pos(r["next_valid_position"]) for r in union.collect()}
     assert got == expected
+
+
+@pytest.mark.parametrize(
+    ("frame", "action"),
+    [
+        ("skip_new", "skip"),
+        ("skip_old", "skip"),
+        ("clear_new", "clear_backlog"),
+        ("reset_new", "reset"),
+        ("reset_old", "reset"),
+    ],
+)
+def test_cursor_operation_plans_give_the_golden_rows(out: dict[str, Any], frame: str, action: str) -> None:
+    """The plans stage's grouped pass (``plans.cursor_operation_plans``) gives, on every state and request of
+    this module's skip / clear_backlog / reset scenarios, the rows the set-based transforms give (which the
+    tests above check against Pulsar's scenarios)."""
+    want, got = out[frame], out[f"ops_{action}_{frame.rsplit('_', 1)[1]}"]
+    assert set(got) == set(want)
+    counted = {"skip": "skipped_entries", "clear_backlog": "cleared_entries"}.get(action)
+    for key, expected in want.items():
+        row = got[key]
+        for column in ("mark_delete_position", "read_position", "individually_deleted", "error"):
+            assert row[column] == expected[column], (key, column)
+        if action == "skip":
+            assert row["target_position"] == expected["target_position"], key
+        if counted is not None:
+            assert row["skipped_entries"] == expected[counted], key
