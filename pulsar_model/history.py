@@ -50,6 +50,7 @@ from __future__ import annotations
 
 import datetime as dt
 import functools
+from collections.abc import Sequence
 from typing import Final
 
 from pyspark.sql import Column, DataFrame, Window
@@ -255,21 +256,29 @@ def topic_history(
     if replication_findings is not None:
         frame = replication_findings.select(*_TOPIC_EXPORT, F.lit(1).alias("_finding"))
         pieces.append((frame, [F.count("_finding").alias("_findings")]))
-    side = _one_row_per_key(_TOPIC_EXPORT, pieces)
-    assert side is not None  # the cursor piece is always there
-    joined = managed_ledgers.select(
-        *_TOPIC_EXPORT,
+    # the managed-ledger row is one more piece (flagged), not a join: one shuffle for the whole table
+    topic_columns = (
         "export_date",
         "exported_at",
         "partitioned_topic",
         "last_confirmed_entry",
         "total_size_bytes",
         "stats_backlog_size_bytes",
-    ).join(side, _TOPIC_EXPORT, "left")
+    )
+    pieces.insert(
+        0,
+        (
+            managed_ledgers.select(*_TOPIC_EXPORT, *topic_columns, F.lit(True).alias("_managed")),
+            [*_max_of(topic_columns), F.bool_or("_managed").alias("_managed")],
+        ),
+    )
+    side = _one_row_per_key(_TOPIC_EXPORT, pieces)
+    assert side is not None  # the managed-ledger piece is always there
+    joined = side.where(F.col("_managed"))
     findings = F.coalesce(F.col("_findings"), F.lit(0)) if replication_findings is not None else F.lit(None)
     estimate = F.col("estimated_backlog_size_bytes") if topic_backlog is not None else F.lit(None)
     return joined.select(
-        *[c for c in joined.columns if c not in ("durable_cursors", "_findings")],
+        *[c for c in joined.columns if c not in ("durable_cursors", "_findings", "_managed")],
         F.coalesce(F.col("durable_cursors"), F.lit(0)).alias("durable_cursors"),
         (estimate - F.col("exact_backlog_bytes")).cast("long").alias("estimate_minus_exact_bytes"),
         findings.cast("long").alias("replication_findings"),
@@ -301,18 +310,28 @@ def subscription_status(
     *,
     window_runs: int = DEFAULT_WINDOW_RUNS,
     stop_after_seconds: float = DEFAULT_STOP_AFTER_SECONDS,
+    run_dates: Sequence[dt.date] | None = None,
 ) -> DataFrame:
     """One row per durable (cluster, topic, cursor_name) present on ``run_date``: its Burrow-style status.
 
     ``history`` holds ``subscription_history`` rows of any run dates (later ones are ignored). The window is
     the newest ``window_runs`` run dates <= ``run_date`` present in ``history``; within it each cursor's
     rows are compared with the cursor's previous row (a window over run dates per cursor, then one
-    aggregate per cursor). Rules in the module docstring. Pure and lazy.
+    aggregate per cursor). Rules in the module docstring. ``run_dates``: the run dates ``history`` holds
+    rows of, when the caller knows them already (a stage reads them from the table's Delta log); the
+    window is then cut at a literal date instead of by :func:`window_run_dates`, an aggregate over
+    ``history`` and its own Spark jobs. A date listed without rows only narrows the window; ``run_date``
+    itself need not be listed (without rows of ``run_date`` there is no output row). Pure and lazy.
     """
-    start = window_run_dates(history, run_date, window_runs)
-    rows = history.where(F.col("is_durable") & (F.col("export_date") <= F.lit(run_date))).join(
-        F.broadcast(start), F.col("export_date") >= F.col("window_start_date"), "inner"
-    )
+    rows = history.where(F.col("is_durable") & (F.col("export_date") <= F.lit(run_date)))
+    if run_dates is None:
+        start = window_run_dates(history, run_date, window_runs)
+        rows = rows.join(F.broadcast(start), F.col("export_date") >= F.col("window_start_date"), "inner")
+    else:
+        if window_runs < 1:
+            raise ValueError(f"window_runs={window_runs} must be at least 1 (run dates in the status window)")
+        window = sorted({d for d in run_dates if d <= run_date} | {run_date}, reverse=True)[:window_runs]
+        rows = rows.where(F.col("export_date") >= F.lit(window[-1]))
     order = Window.partitionBy(*_CURSOR).orderBy("export_date")
     has_previous = F.lag("export_date").over(order).isNotNull()
     md, previous_md = F.col("mark_delete_position"), F.lag("mark_delete_position").over(order)

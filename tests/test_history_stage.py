@@ -31,8 +31,11 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from chispa import assert_df_equality
+from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from pulsar_model.history import subscription_status
 from pulsar_model.pipeline.stages.history import OUTPUT_TABLES, run_history_stage
 from pulsar_model.tables import contracts
 from pulsar_model.tables.delta_io import DeltaTables
@@ -464,3 +467,24 @@ def test_history_stage_rerun_and_backfill_give_identical_rows(history):
     assert history.rerun[D2][1] == {t: v + 1 for t, v in history.rerun[D4][1].items()}
     for table in OUTPUT_TABLES:
         assert _sorted(history.second[table]) == _sorted(history.first[table]), table
+
+
+def test_subscription_status_with_known_run_dates_equals_the_window_read_from_the_rows(history):
+    """The stage's literal window (run dates from the Delta log) gives the rows of the data-driven one, for
+    every run date and window size."""
+    subs = history.tables.read("subscription_history")
+
+    def every_case(**known: Any):
+        frames = [
+            subscription_status(subs, day, window_runs=window, **known).withColumn(
+                "_case", F.lit(f"{day}/{window}")
+            )
+            for day in DATES
+            for window in (1, 2, WINDOW)
+        ]
+        out = frames[0]
+        for frame in frames[1:]:
+            out = out.unionByName(frame)
+        return out
+
+    assert_df_equality(every_case(), every_case(run_dates=DATES), ignore_row_order=True)

@@ -1,7 +1,7 @@
 """The nightly ``history`` stage (runs last): reads the run date's tables and the previous runs' history,
 applies the transforms of :mod:`pulsar_model.history` and writes ``subscription_history``,
 ``topic_history``, ``subscription_status`` and ``run_changes`` (the previous run dates from the Delta log,
-two materialisations, one write).
+the run date's subscription rows materialised once, the status too when run_changes reads it; one write).
 """
 
 from __future__ import annotations
@@ -37,6 +37,15 @@ def previous_run_dates(tables: DeltaTables, run_date: dt.date, limit: int) -> li
     values = tables.partition_values("topic_history", "export_date")
     earlier = sorted((d for d in values if isinstance(d, dt.date) and d < run_date), reverse=True)
     return earlier[:limit]
+
+
+def _dates_with_rows(tables: DeltaTables, name: str, dates: list[dt.date]) -> list[dt.date]:
+    """Those of ``dates`` for which table ``name`` has a partition (from the Delta log where the backend
+    reads it): the earlier run dates the status window can hold."""
+    if not dates or not tables.exists(name):
+        return []
+    present = set(tables.partition_values(name, "export_date"))
+    return [d for d in dates if d in present]
 
 
 def run_history_stage(
@@ -100,10 +109,17 @@ def run_history_stage(
     subs_all = with_earlier("subscription_history", subs_today)
     status_today = conform(
         subscription_status(
-            subs_all, run_date, window_runs=window_runs, stop_after_seconds=stop_after_seconds
+            subs_all,
+            run_date,
+            window_runs=window_runs,
+            stop_after_seconds=stop_after_seconds,
+            run_dates=_dates_with_rows(tables, "subscription_history", earlier_dates),
         ),
         "subscription_status",
-    ).localCheckpoint()
+    )
+    if previous_date is not None:
+        # read by its own write and by run_changes: computed once
+        status_today = status_today.localCheckpoint()
     changes = conform(
         run_changes(
             with_earlier("topic_history", topics_today),
