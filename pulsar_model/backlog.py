@@ -26,6 +26,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from pulsar_model import DEFAULT_PULSAR_VERSION
+from pulsar_model.domain.versions import flag
 from pulsar_model.engine import columns as C
 from pulsar_model.engine import topic_engine as eng
 from pulsar_model.engine import topic_rows
@@ -346,7 +347,25 @@ def estimated_size_since_mark_delete(
 # --- §1.8, §2.3, §2.4 in one grouped pass -------------------------------------------------------------------
 
 _CURSOR: Final = topic_rows.K_FIRST_OWN
-_PASS_INPUT: Final = topic_rows.packed_schema(topic_rows.CURSOR_FIELDS)
+_PASS_INPUT: Final = topic_rows.packed_schema(
+    (*topic_rows.CURSOR_FIELDS, T.StructField("c_kind", T.StringType()))
+)
+_LEDGER_IDS: Final = T.ArrayType(T.LongType())
+#: The :func:`pulsar_model.pinning.pinning_report` columns the pass gives on a topic row.
+PINNING_FIELDS: Final = (
+    T.StructField("slowest_cursor_kind", T.StringType()),
+    T.StructField("next_slowest_cursor_name", T.StringType()),
+    T.StructField("next_slowest_mark_delete_position", POSITION_TYPE),
+    T.StructField("pin_target_position", POSITION_TYPE),
+    T.StructField("trim_boundary_ledger_id", T.LongType()),
+    T.StructField("pinned_ledgers", T.LongType()),
+    T.StructField("pinned_bytes", T.LongType()),
+    T.StructField("pinned_ledger_ids", _LEDGER_IDS),
+    T.StructField("oldest_pinned_ledger_id", T.LongType()),
+    T.StructField("trimmable_now_ledgers", T.LongType()),
+    T.StructField("trimmable_now_bytes", T.LongType()),
+    T.StructField("trimmable_now_ledger_ids", _LEDGER_IDS),
+)
 #: Output rows: one per topic with a managed-ledger row (``_topic`` true: the slowest-cursor fields and
 #: ``estimated_backlog_size_bytes`` of §2.3) and one per cursor (``_topic`` false: ``cursor_name``, the §1.8
 #: counts and ``error``, and ``estimated_backlog_size_bytes`` of §2.4 from its mark-delete).
@@ -362,6 +381,7 @@ _PASS_OUTPUT: Final = T.StructType(
         T.StructField("slowest_cursor_name", T.StringType()),
         T.StructField("slowest_mark_delete_position", POSITION_TYPE),
         T.StructField("slowest_cursor_tie", T.BooleanType()),
+        *PINNING_FIELDS,
     ]
 )
 
@@ -372,6 +392,7 @@ _NO_TOPIC_FIELDS: Final = {
     "slowest_cursor_name": None,
     "slowest_mark_delete_position": None,
     "slowest_cursor_tie": None,
+    **{f.name: None for f in PINNING_FIELDS},
 }
 
 
@@ -382,11 +403,45 @@ class BacklogNumbers:
     * ``cursors``: one row per cursor, ``cluster, topic, cursor_name, backlog_entries, entries_in_storage,
       error`` as :func:`precise_backlog` adds them and ``estimated_backlog_size_bytes`` as
       :func:`estimate_backlog_from_position` gives it for the cursor's mark-delete position;
-    * ``topics``: one row per managed ledger, the columns of :func:`estimated_backlog_size`.
+    * ``topics``: one row per managed ledger, the columns of :func:`estimated_backlog_size`;
+    * ``pinning``: one row per managed ledger, ``cluster, topic`` and the columns of
+      :func:`pulsar_model.pinning.pinning_report` from ``slowest_cursor_name`` on (its export columns are
+      the caller's to join).
     """
 
     cursors: DataFrame
     topics: DataFrame
+    pinning: DataFrame
+
+
+def _pinning_fields(
+    ml: eng.ManagedLedger, lac: eng.Position | None, rows: list[dict[str, Any]], cursors: list[eng.Cursor]
+) -> tuple[eng.LedgerPinning, dict[str, Any]]:
+    """The topic's :func:`~pulsar_model.engine.topic_engine.ledger_pinning` and its report fields."""
+    listed = [
+        (int(r["l_id"]), int(topic_rows.value(r["l_ent"]) or 0), int(topic_rows.value(r["l_sz"]) or 0))
+        for r in rows
+        if r["_k"] == topic_rows.K_LEDGER
+    ]
+    pin = eng.ledger_pinning(listed, ml.cur_id, lac, cursors, flag("md_last_entry_trim", ml.beh.version))
+    second = pin.next_slowest
+    pinned = [lid for lid, _ in pin.pinned]
+    return pin, {
+        "slowest_cursor_kind": None if pin.slowest is None else (pin.slowest.kind or None),
+        "next_slowest_cursor_name": None if second is None else second.name,
+        "next_slowest_mark_delete_position": topic_rows.position_struct(
+            None if second is None else second.md
+        ),
+        "pin_target_position": topic_rows.position_struct(pin.pin_target),
+        "trim_boundary_ledger_id": pin.trim_boundary_ledger_id,
+        "pinned_ledgers": len(pinned),
+        "pinned_bytes": sum(size for _, size in pin.pinned),
+        "pinned_ledger_ids": pinned,
+        "oldest_pinned_ledger_id": pinned[0] if pinned else None,
+        "trimmable_now_ledgers": len(pin.trimmable_now),
+        "trimmable_now_bytes": sum(size for _, size in pin.trimmable_now),
+        "trimmable_now_ledger_ids": [lid for lid, _ in pin.trimmable_now],
+    }
 
 
 def _cursor_numbers(
@@ -440,7 +495,9 @@ def _backlog_numbers_fn(version: str | None) -> Callable[[pd.DataFrame], list[di
         ]
         if ml is None:
             return out
-        slowest, tie = eng.slowest_durable(cursors)
+        # the slowest cursor of §2.3 is the pinning's (eng.slowest_durable's rule)
+        pin, pinning = _pinning_fields(ml, lac, rows, cursors)
+        slowest, tie = pin.slowest, pin.tie
         md = None if slowest is None else slowest.md
         out.append(
             {
@@ -453,6 +510,7 @@ def _backlog_numbers_fn(version: str | None) -> Callable[[pd.DataFrame], list[di
                 "slowest_cursor_name": None if slowest is None else slowest.name,
                 "slowest_mark_delete_position": topic_rows.position_struct(md),
                 "slowest_cursor_tie": tie,
+                **pinning,
             }
         )
         return out
@@ -484,7 +542,8 @@ def backlog_numbers(
         require_version_column(managed_ledgers, "managed_ledgers")
     else:
         sql_flags(version)  # validates the version string before any plan is built
-    packed = topic_rows.tagged(cursors, _CURSOR, topic_rows.cursor_values(), _PASS_INPUT)
+    kind = F.col("cursor_kind") if "cursor_kind" in cursors.columns else F.lit(None)
+    packed = topic_rows.tagged(cursors, _CURSOR, {**topic_rows.cursor_values(), "c_kind": kind}, _PASS_INPUT)
     state = topic_rows.topic_state_rows(managed_ledgers, ledgers, _PASS_INPUT, version)
     done = materialise(map_groups(state.unionByName(packed), KEY, _backlog_numbers_fn(version), _PASS_OUTPUT))
     cursor_rows = done.where(~F.col("_topic")).select(
@@ -497,4 +556,12 @@ def backlog_numbers(
         "estimated_backlog_size_bytes",
         "slowest_cursor_tie",
     )
-    return BacklogNumbers(cursors=cursor_rows, topics=topic_rows_)
+    pinning = done.where(F.col("_topic")).select(
+        *KEY,
+        "slowest_cursor_name",
+        "slowest_cursor_kind",
+        "slowest_mark_delete_position",
+        "slowest_cursor_tie",
+        *[f.name for f in PINNING_FIELDS if f.name != "slowest_cursor_kind"],
+    )
+    return BacklogNumbers(cursors=cursor_rows, topics=topic_rows_, pinning=pinning)

@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from pulsar_model.backlog import backlog_numbers
 from pulsar_model.errors import ContractError
 from pulsar_model.pinning import pinning_report, trims_ledger_of_mark_delete_at_last_entry, unmoved_cursors
 from tests.oracle import pinning as op
@@ -121,13 +122,23 @@ def _frames(spark: SparkSession) -> tuple[DataFrame, DataFrame, DataFrame]:
     )
 
 
-@pytest.fixture(scope="module")
-def golden(spark: SparkSession) -> dict[tuple[str, str, str], dict[str, Any]]:
-    """``(version, cluster, topic) -> report row`` for every golden topic, one Spark action."""
+def _report_of_the_backlog_pass(
+    mls: DataFrame, ledgers: DataFrame, cursors: DataFrame, pulsar_version: str
+) -> DataFrame:
+    """The pinning columns of the backlog stage's grouped pass (``backlog_numbers(...).pinning``)."""
+    acked = cursors.withColumn(
+        "individually_deleted", F.lit(None).cast(f"array<struct<lower:{POS},upper:{POS}>>")
+    )
+    return backlog_numbers(mls, ledgers, acked, pulsar_version=pulsar_version).pinning
+
+
+@pytest.fixture(scope="module", params=["set_based", "backlog_pass"])
+def golden(request: pytest.FixtureRequest, spark: SparkSession) -> dict[tuple[str, str, str], dict[str, Any]]:
+    """``(version, cluster, topic) -> report row`` for every golden topic, one Spark action; once from
+    :func:`pinning_report`, once from the backlog stage's grouped pass (the same rule, in Python)."""
     mls, ledgers, cursors = _frames(spark)
-    frames = [
-        pinning_report(mls, ledgers, cursors, pulsar_version=v).withColumn("_v", F.lit(v)) for v in (NEW, OLD)
-    ]
+    report = pinning_report if request.param == "set_based" else _report_of_the_backlog_pass
+    frames = [report(mls, ledgers, cursors, pulsar_version=v).withColumn("_v", F.lit(v)) for v in (NEW, OLD)]
     rows = functools.reduce(DataFrame.unionByName, frames).collect()
     return {(r["_v"], r["cluster"], r["topic"]): {k: _plain(v) for k, v in r.asDict().items()} for r in rows}
 

@@ -33,6 +33,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 from pulsar_model.domain.versions import size_since_mark_delete_subtracts_individual_acks
+from pulsar_model.pinning import pinning_report
 from tests.oracle import managed_ledger as o
 from tests.oracle import strategies as S
 
@@ -216,7 +217,7 @@ def test_backlog_numbers_equal_the_set_based_transforms(
     spark: SparkSession, backlog: ModuleType, cases: list[S.Case]
 ) -> None:
     """The grouped pass gives, row for row, what precise_backlog, estimate_backlog_from_position (of the
-    mark-delete) and estimated_backlog_size give, nulls and error texts included: per-row versions (every
+    mark-delete), estimated_backlog_size and pinning_report give, nulls and error texts included: per-row versions (every
     line of VERSIONS in one frame), with a fixed version, and on the edge rows above."""
     assume(S.is_informative(cases))
     ledgers, mls, cursors = S.input_frames(spark, cases)
@@ -238,9 +239,11 @@ def test_backlog_numbers_equal_the_set_based_transforms(
             estimate.select(*cursor_key, "estimated_backlog_size_bytes"), cursor_key, "left"
         ).select(*numbers.cursors.columns)
         topic = backlog.estimated_backlog_size(mls, ledgers, cursors, pulsar_version=version)
+        pinning = pinning_report(mls, ledgers, cursors, pulsar_version=version)
         for got, want, key in (
             (numbers.cursors, expected_cursors, cursor_key),
             (numbers.topics, topic.select(*numbers.topics.columns), ["topic"]),
+            (numbers.pinning, pinning.select(*numbers.pinning.columns), ["topic"]),
         ):
             assert got.columns == want.columns
             got_rows = sorted(got.collect(), key=lambda r: tuple(str(r[k]) for k in key))

@@ -616,6 +616,79 @@ def slowest_durable(cursors: list[Cursor]) -> tuple[Cursor | None, bool]:
     return best[3], sum(1 for t in durable if t[0] == best[0]) > 1
 
 
+@dataclass(frozen=True)
+class LedgerPinning:
+    """What the next ``internalTrimLedgers`` deletes and what the slowest durable cursor alone keeps (docs
+    §1.11; the fields of :func:`pulsar_model.pinning.pinning_report`, which states the rule). Ledger lists
+    are ascending, duplicates of the listing kept; ``trim_boundary_ledger_id`` None when nothing is listed."""
+
+    slowest: Cursor | None
+    next_slowest: Cursor | None
+    tie: bool
+    pin_target: Position | None
+    trimmable_now: list[tuple[int, int]]  # (ledger id, size bytes)
+    pinned: list[tuple[int, int]]
+    trim_boundary_ledger_id: int | None
+
+
+def ledger_pinning(
+    listed: Iterable[tuple[int, int, int]],
+    current_ledger_id: int | None,
+    lac: Position | None,
+    cursors: Iterable[Cursor],
+    md_last_entry_trim: bool,
+) -> LedgerPinning:
+    """docs §1.11 for one topic, retention ignored: ``listed`` are the listed ledgers ``(id, entries, size)``
+    (null counts as 0), ``cursors`` in export order (readers never count), ``md_last_entry_trim`` the
+    version's apache/pulsar#22034 rule (a slowest md at the last entry of a closed ledger releases it).
+
+    The slowest and next slowest durable cursors are the first two by (md, export order), a null md being
+    EARLIEST; the broker's ``currentLedger`` is the open ledger, else the largest listed id (never trimmed).
+    The pin target is the next slowest md, or for the only durable cursor ``max(md, LAC)``.
+    """
+    ledgers = list(listed)
+    durable = sorted((c for c in cursors if c.durable), key=lambda c: (_md_key(c), c.order))
+    first = durable[0] if durable else None
+    second = durable[1] if len(durable) > 1 else None
+    if first is None:
+        target: Position | None = None
+    elif second is not None:
+        target = _md_key(second)
+    else:
+        target = _md_key(first) if lac is None else max(_md_key(first), lac)
+    protected = current_ledger_id
+    if protected is None and ledgers:
+        protected = max(lid for lid, _, _ in ledgers)
+
+    def below(lid: int, entries: int, bound: Position) -> bool:
+        # headMap(bound), plus the bound's own ledger when md is its last entry (docs §1.11 rule 2)
+        return lid < bound[0] or (
+            md_last_entry_trim and lid == bound[0] and lid != protected and entries - 1 == bound[1]
+        )
+
+    now: list[tuple[int, int]] = []
+    pinned: list[tuple[int, int]] = []
+    kept: list[int] = []
+    for lid, entries, size in ledgers:
+        before_current = protected is not None and lid < protected
+        trimmable = before_current and (first is None or below(lid, entries, _md_key(first)))
+        if trimmable:
+            now.append((lid, size))
+        else:
+            kept.append(lid)
+            if before_current and target is not None and below(lid, entries, target):
+                pinned.append((lid, size))
+    return LedgerPinning(
+        slowest=first,
+        next_slowest=second,
+        tie=second is not None and first is not None and _md_key(second) == _md_key(first),
+        pin_target=target,
+        trimmable_now=sorted(now),
+        pinned=sorted(pinned),
+        trim_boundary_ledger_id=min(kept) if kept else None,
+    )
+
+
 class CursorHeap:
     """``ManagedCursorContainer`` / ``ManagedCursorContainerImpl`` (docs §3.9): the durable cursors in a
     binary min-heap stored in an array, keyed by mark-delete position alone.

@@ -209,7 +209,7 @@ def cursors_in_export_order(rows: Sequence[Mapping[str, Any]], kind: int) -> lis
             name=value(r["c_name"]),
             order=i,
             durable=bool(value(r["c_durable"])),
-            kind="",
+            kind=value(r.get("c_kind")) or "",  # a caller's own field (not in CURSOR_FIELDS)
             md=engine_position(r["c_md"]),
             idm=acked_ranges(r["c_idm"]),
             consumed=None,

@@ -118,11 +118,22 @@ def topic_backlog(
 
 
 def topic_pinning(
-    managed_ledgers: DataFrame, ledgers: DataFrame, cursors: DataFrame, pulsar_version: str | None
+    managed_ledgers: DataFrame,
+    ledgers: DataFrame,
+    cursors: DataFrame,
+    pulsar_version: str | None,
+    numbers: BacklogNumbers | None = None,
 ) -> DataFrame:
     """One row per topic: the ledgers the slowest durable cursor alone keeps alive (docs §1.11).
-    ``pulsar_version`` None: each topic's ``managed_ledgers.pulsar_version``."""
-    report = pinning_report(managed_ledgers, ledgers, cursors, pulsar_version=pulsar_version)
+    ``pulsar_version`` None: each topic's ``managed_ledgers.pulsar_version``. With ``numbers`` (the
+    :func:`~pulsar_model.backlog.backlog_numbers` of these inputs) the report is read from its pass (the
+    rows of :func:`pinning_report`, proven equal by ``tests/test_properties_backlog.py``) instead of
+    being planned set-based."""
+    if numbers is None:
+        report = pinning_report(managed_ledgers, ledgers, cursors, pulsar_version=pulsar_version)
+    else:
+        export = [c for c in ("export_id", "export_date") if c in managed_ledgers.columns]
+        report = managed_ledgers.select(*_TOPIC, *export).join(numbers.pinning, _TOPIC, "inner")
     return _with_version(report, managed_ledgers, pulsar_version)
 
 
@@ -159,12 +170,12 @@ def run_backlog_stage(
         if tables.exists("entries")
         else None
     )
-    # the cursor and topic tables read one grouped pass per topic, computed once
+    # the cursor, topic and pinning tables read one grouped pass per topic, computed once
     numbers = backlog_numbers(managed, ledgers, cursors, None, materialise=lambda df: df.localCheckpoint())
     outputs: dict[str, DataFrame | None] = {
         "cursor_backlog": cursor_backlog(managed, ledgers, cursors, None, entries, numbers),
         "topic_backlog": topic_backlog(managed, ledgers, cursors, None, numbers),
-        "topic_pinning": topic_pinning(managed, ledgers, cursors, None),
+        "topic_pinning": topic_pinning(managed, ledgers, cursors, None, numbers),
         "unmoved_cursors": unmoved_cursors_as_of(tables, run_date),
     }
     rows, versions_written = write_day_outputs(
