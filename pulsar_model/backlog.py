@@ -381,6 +381,7 @@ _PASS_OUTPUT: Final = T.StructType(
         T.StructField("slowest_cursor_name", T.StringType()),
         T.StructField("slowest_mark_delete_position", POSITION_TYPE),
         T.StructField("slowest_cursor_tie", T.BooleanType()),
+        T.StructField("expected_backlog_entries", T.LongType()),
         *PINNING_FIELDS,
     ]
 )
@@ -406,23 +407,34 @@ class BacklogNumbers:
     * ``topics``: one row per managed ledger, the columns of :func:`estimated_backlog_size`;
     * ``pinning``: one row per managed ledger, ``cluster, topic`` and the columns of
       :func:`pulsar_model.pinning.pinning_report` from ``slowest_cursor_name`` on (its export columns are
-      the caller's to join).
+      the caller's to join);
+    * ``expected``: one row per cursor, ``cluster, topic, cursor_name, expected_backlog_entries`` as
+      :func:`pulsar_model.backlog_exact.exact_backlog` computes it (positions the ledger list says exist
+      in ``(md, LAC]`` outside the acked ranges; null without a LAC or mark-delete).
     """
 
     cursors: DataFrame
     topics: DataFrame
     pinning: DataFrame
+    expected: DataFrame
 
 
-def _pinning_fields(
-    ml: eng.ManagedLedger, lac: eng.Position | None, rows: list[dict[str, Any]], cursors: list[eng.Cursor]
-) -> tuple[eng.LedgerPinning, dict[str, Any]]:
-    """The topic's :func:`~pulsar_model.engine.topic_engine.ledger_pinning` and its report fields."""
-    listed = [
+def _listed(rows: list[dict[str, Any]]) -> list[tuple[int, int, int]]:
+    """The topic's listed ledgers as packed, ``(id, entries, size)`` with nulls as 0, duplicates kept."""
+    return [
         (int(r["l_id"]), int(topic_rows.value(r["l_ent"]) or 0), int(topic_rows.value(r["l_sz"]) or 0))
         for r in rows
         if r["_k"] == topic_rows.K_LEDGER
     ]
+
+
+def _pinning_fields(
+    ml: eng.ManagedLedger,
+    lac: eng.Position | None,
+    listed: list[tuple[int, int, int]],
+    cursors: list[eng.Cursor],
+) -> tuple[eng.LedgerPinning, dict[str, Any]]:
+    """The topic's :func:`~pulsar_model.engine.topic_engine.ledger_pinning` and its report fields."""
     pin = eng.ledger_pinning(listed, ml.cur_id, lac, cursors, flag("md_last_entry_trim", ml.beh.version))
     second = pin.next_slowest
     pinned = [lid for lid, _ in pin.pinned]
@@ -484,19 +496,28 @@ def _backlog_numbers_fn(version: str | None) -> Callable[[pd.DataFrame], list[di
         rows = records(pdf)
         ml, lac = topic_rows.managed_ledger_of(rows, version)
         cursors = topic_rows.cursors_in_export_order(rows, _CURSOR)
+        listed = _listed(rows)
+
+        def expected(c: eng.Cursor) -> int | None:
+            if ml is None or lac is None or c.md is None:
+                return None
+            pairs = [(lid, n) for lid, n, _ in listed]
+            return eng.listed_positions_unacked(pairs, ml.cur_id, ml.cle, c.md, lac, c.idm)
+
         out: list[dict[str, Any]] = [
             {
                 **_NO_TOPIC_FIELDS,
                 "_topic": False,
                 "cursor_name": c.name,
                 **_cursor_numbers(ml, lac, c.md, c.idm),
+                "expected_backlog_entries": expected(c),
             }
             for c in cursors
         ]
         if ml is None:
             return out
         # the slowest cursor of §2.3 is the pinning's (eng.slowest_durable's rule)
-        pin, pinning = _pinning_fields(ml, lac, rows, cursors)
+        pin, pinning = _pinning_fields(ml, lac, listed, cursors)
         slowest, tie = pin.slowest, pin.tie
         md = None if slowest is None else slowest.md
         out.append(
@@ -510,6 +531,7 @@ def _backlog_numbers_fn(version: str | None) -> Callable[[pd.DataFrame], list[di
                 "slowest_cursor_name": None if slowest is None else slowest.name,
                 "slowest_mark_delete_position": topic_rows.position_struct(md),
                 "slowest_cursor_tie": tie,
+                "expected_backlog_entries": None,
                 **pinning,
             }
         )
@@ -556,6 +578,7 @@ def backlog_numbers(
         "estimated_backlog_size_bytes",
         "slowest_cursor_tie",
     )
+    expected = done.where(~F.col("_topic")).select(*KEY, "cursor_name", "expected_backlog_entries")
     pinning = done.where(F.col("_topic")).select(
         *KEY,
         "slowest_cursor_name",
@@ -564,4 +587,4 @@ def backlog_numbers(
         "slowest_cursor_tie",
         *[f.name for f in PINNING_FIELDS if f.name != "slowest_cursor_kind"],
     )
-    return BacklogNumbers(cursors=cursor_rows, topics=topic_rows_, pinning=pinning)
+    return BacklogNumbers(cursors=cursor_rows, topics=topic_rows_, pinning=pinning, expected=expected)

@@ -497,6 +497,7 @@ def exact_backlog(
     ledgers: DataFrame | None = None,
     transactions: DataFrame | None = None,
     precise: DataFrame | None = None,
+    expected: DataFrame | None = None,
 ) -> DataFrame:
     """Exact backlog of every cursor from the exported entries (docs §1.2, §1.8, §2.5, §8.3-§8.5).
 
@@ -531,7 +532,10 @@ def exact_backlog(
     mark_delete_position, individually_deleted`` (``messages_consumed_counter`` optional). Transaction
     states come from the topic's entries unless ``transactions`` is given, and the precise backlog from
     :func:`~pulsar_model.backlog.precise_backlog` unless ``precise`` gives its rows (the cursor keys and
-    ``backlog_entries``, e.g. from :func:`~pulsar_model.backlog.backlog_numbers`). Inputs hold one export
+    ``backlog_entries``, e.g. from :func:`~pulsar_model.backlog.backlog_numbers`), and the expected entries
+    are counted from ``ledgers`` unless ``expected`` gives them (``cluster, topic, cursor_name,
+    expected_backlog_entries``: ``backlog_numbers(...).expected``, the same count in its pass; used only
+    with ``ledgers``). Inputs hold one export
     per topic unless every frame carries ``export_id``/``export_date``. Pure and lazy.
     """
     sql_flags(pulsar_version)  # validates the version string before any plan is built
@@ -593,11 +597,17 @@ def exact_backlog(
             F.col("_eb_lac").alias("_upper"),
             F.when(F.col("_ranges").isNull(), F.array()).otherwise(F.col("_ranges")).alias("_ranges"),
         )
-        expected = _expected_entries(slim, ledgers, managed_ledgers, cursor_keys)
+        if expected is None:
+            expected = _expected_entries(slim, ledgers, managed_ledgers, cursor_keys)
+            expected_keys = cursor_keys
+        else:
+            _require(expected, [*TOPIC_KEY, "cursor_name", "expected_backlog_entries"], "expected")
+            expected_keys = [k for k in cursor_keys if k in expected.columns]
+            expected = expected.select(*expected_keys, F.col("expected_backlog_entries").alias("_expected"))
         if precise is None:
             precise = precise_backlog(cursors, ledgers, managed_ledgers, pulsar_version=pulsar_version)
         precise_rows = precise.select(*cursor_keys, F.col("backlog_entries").alias("_precise"))
-        staged = staged.join(expected, on=cursor_keys, how="left").join(
+        staged = staged.join(expected, on=expected_keys, how="left").join(
             precise_rows, on=cursor_keys, how="left"
         )
         expected_col = F.when(

@@ -9,6 +9,7 @@ missing from the export, entries written after LAC), many topics per Spark job.
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import random
 from typing import Any
 
@@ -18,6 +19,7 @@ from hypothesis import strategies as st
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from pulsar_model.backlog import backlog_numbers
 from pulsar_model.backlog_exact import TOTAL_COLUMNS, exact_backlog, unacked_entry_totals
 from pulsar_model.errors import ConfigError, ContractError
 from tests.oracle import exact_backlog as xo
@@ -401,23 +403,31 @@ GOLDEN_EXACT: dict[tuple[str, str], dict[str, Any]] = {
 def golden_exact(spark: SparkSession) -> dict[tuple[str, str, str], dict[str, Any]]:
     """exact_backlog of _exact_frames for 4.1.3 and 2.10.6 with ledgers, and 4.1.3 without (one Spark job)."""
     cursors, entries, mls, ledgers = _exact_frames(spark)
+    # the backlog stage's call: precise and expected counts from its grouped pass
+    numbers = backlog_numbers(mls, ledgers, cursors, "4.1.3")
+    pass_counts = exact_backlog(
+        cursors, entries, mls, "4.1.3", ledgers=ledgers, precise=numbers.cursors, expected=numbers.expected
+    )
     runs = [
         exact_backlog(cursors, entries, mls, "4.1.3", ledgers=ledgers).withColumn("_run", F.lit("4.1.3")),
         exact_backlog(cursors, entries, mls, "2.10.6", ledgers=ledgers).withColumn("_run", F.lit("2.10.6")),
         exact_backlog(cursors, entries, mls).withColumn("_run", F.lit("no-ledgers")),
+        pass_counts.withColumn("_run", F.lit("4.1.3-pass")),
     ]
-    union = runs[0].unionByName(runs[1]).unionByName(runs[2])
+    union = functools.reduce(DataFrame.unionByName, runs)
     return {(r["_run"], r["cluster"], r["cursor_name"]): r.asDict(recursive=True) for r in union.collect()}
 
 
-@pytest.mark.parametrize("version", ["4.1.3", "2.10.6"])
+@pytest.mark.parametrize("run", ["4.1.3", "2.10.6", "4.1.3-pass"])
 def test_exact_backlog_golden_per_version(
-    golden_exact: dict[tuple[str, str, str], dict[str, Any]], version: str
+    golden_exact: dict[tuple[str, str, str], dict[str, Any]], run: str
 ) -> None:
-    """GOLDEN_EXACT: the exact split, oldest entry and age, completeness, precise and non-precise counts."""
-    assert len(golden_exact) == 3 * (len(GOLDEN_EXACT) + 1), "one row per cursor and run"
+    """GOLDEN_EXACT: the exact split, oldest entry and age, completeness, precise and non-precise counts
+    (``4.1.3-pass``: with the precise and expected counts of ``backlog_numbers``, as the stage calls it)."""
+    assert len(golden_exact) == 4 * (len(GOLDEN_EXACT) + 1), "one row per cursor and run"
+    version = run.removesuffix("-pass")
     for (cluster, name), want in GOLDEN_EXACT.items():
-        row = golden_exact[(version, cluster, name)]
+        row = golden_exact[(run, cluster, name)]
         measures = {
             ("entries" if c == "backlog_entries_exported" else c.removeprefix("backlog_")): row[c]
             for c in row

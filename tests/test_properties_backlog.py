@@ -32,8 +32,10 @@ from hypothesis import assume, given
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
+from pulsar_model.backlog_exact import exact_backlog
 from pulsar_model.domain.versions import size_since_mark_delete_subtracts_individual_acks
 from pulsar_model.pinning import pinning_report
+from pulsar_model.tables.contracts import contract
 from tests.oracle import managed_ledger as o
 from tests.oracle import strategies as S
 
@@ -217,8 +219,9 @@ def test_backlog_numbers_equal_the_set_based_transforms(
     spark: SparkSession, backlog: ModuleType, cases: list[S.Case]
 ) -> None:
     """The grouped pass gives, row for row, what precise_backlog, estimate_backlog_from_position (of the
-    mark-delete), estimated_backlog_size and pinning_report give, nulls and error texts included: per-row versions (every
-    line of VERSIONS in one frame), with a fixed version, and on the edge rows above."""
+    mark-delete), estimated_backlog_size, pinning_report and exact_backlog's expected entries give, nulls
+    and error texts included: per-row versions (every line of VERSIONS in one frame), with a fixed
+    version, and on the edge rows above."""
     assume(S.is_informative(cases))
     ledgers, mls, cursors = S.input_frames(spark, cases)
     versions = {S.topic_name(i): VERSIONS[i % len(VERSIONS)] for i in range(len(cases))}
@@ -240,7 +243,10 @@ def test_backlog_numbers_equal_the_set_based_transforms(
         ).select(*numbers.cursors.columns)
         topic = backlog.estimated_backlog_size(mls, ledgers, cursors, pulsar_version=version)
         pinning = pinning_report(mls, ledgers, cursors, pulsar_version=version)
+        no_entries = spark.createDataFrame([], contract("entries").spark_schema)
+        exact = exact_backlog(cursors, no_entries, mls, pulsar_version=version, ledgers=ledgers)
         for got, want, key in (
+            (numbers.expected, exact.select(*numbers.expected.columns), cursor_key),
             (numbers.cursors, expected_cursors, cursor_key),
             (numbers.topics, topic.select(*numbers.topics.columns), ["topic"]),
             (numbers.pinning, pinning.select(*numbers.pinning.columns), ["topic"]),

@@ -616,6 +616,49 @@ def slowest_durable(cursors: list[Cursor]) -> tuple[Cursor | None, bool]:
     return best[3], sum(1 for t in durable if t[0] == best[0]) > 1
 
 
+def unacked_gaps(lower: Position, upper: Position, acked: Iterable[IdmRange]) -> list[IdmRange]:
+    """``(lower, upper]`` minus the union of the open-closed ``acked`` ranges, as disjoint open-closed gaps in
+    position order (reversed or empty ranges cover nothing; overlapping and touching ones merge)."""
+    clipped = sorted((max(lo, lower), min(hi, upper)) for lo, hi in acked if max(lo, lower) < min(hi, upper))
+    gaps: list[IdmRange] = []
+    start = lower
+    for lo, hi in clipped:
+        if start < lo:
+            gaps.append((start, lo))
+        start = max(start, hi)
+    if start < upper:
+        gaps.append((start, upper))
+    return gaps
+
+
+def listed_positions_unacked(
+    listed: Iterable[tuple[int, int]],
+    current_ledger_id: int | None,
+    current_ledger_entries: int,
+    lower: Position,
+    upper: Position,
+    acked: Iterable[IdmRange],
+) -> int:
+    """Positions the ledger list says exist in ``(lower, upper]`` outside ``acked`` (docs §0.2: the open
+    ledger holds ``current_ledger_entries``; ``listed`` is ``(id, entries)``, null counts as 0): the
+    ``expected_backlog_entries`` of :func:`pulsar_model.backlog_exact.exact_backlog`. A ledger listed
+    twice counts twice, as the set-based sum does."""
+    rows = sorted((lid, current_ledger_entries if lid == current_ledger_id else n) for lid, n in listed)
+    ids = [lid for lid, _ in rows]
+    upto = [0]
+    for _, n in rows:
+        upto.append(upto[-1] + n)
+
+    def at_or_before(p: Position) -> int:
+        i = bisect.bisect_right(ids, p[0])
+        if i and ids[i - 1] == p[0]:
+            n = rows[i - 1][1]
+            return upto[i - 1] + min(max(min(p[1], n - 1) + 1, 0), n)
+        return upto[i]
+
+    return sum(at_or_before(e) - at_or_before(s) for s, e in unacked_gaps(lower, upper, acked))
+
+
 @dataclass(frozen=True)
 class LedgerPinning:
     """What the next ``internalTrimLedgers`` deletes and what the slowest durable cursor alone keeps (docs

@@ -60,7 +60,13 @@ def cursor_backlog(
     out = cursors.join(numbers.cursors, [*_TOPIC, "cursor_name"], "left")
     if entries is not None:
         exact = exact_backlog(
-            cursors, entries, managed_ledgers, pulsar_version=pulsar_version, ledgers=ledgers, precise=out
+            cursors,
+            entries,
+            managed_ledgers,
+            pulsar_version=pulsar_version,
+            ledgers=ledgers,
+            precise=out,
+            expected=numbers.expected,
         ).select(*_TOPIC, "cursor_name", *EXACT_COLUMNS)
         out = out.join(exact, [*_TOPIC, "cursor_name"], "left")
         # the export's own word on the topic (cap, failed fetches, --entries none: ingest's coverage), and
