@@ -408,15 +408,17 @@ class BacklogNumbers:
     * ``pinning``: one row per managed ledger, ``cluster, topic`` and the columns of
       :func:`pulsar_model.pinning.pinning_report` from ``slowest_cursor_name`` on (its export columns are
       the caller's to join);
-    * ``expected``: one row per cursor, ``cluster, topic, cursor_name, expected_backlog_entries`` as
+    * ``ledger_counts``: one row per cursor, ``cluster, topic, cursor_name``, the precise
+      ``backlog_entries`` and ``expected_backlog_entries`` as
       :func:`pulsar_model.backlog_exact.exact_backlog` computes it (positions the ledger list says exist
-      in ``(md, LAC]`` outside the acked ranges; null without a LAC or mark-delete).
+      in ``(md, LAC]`` outside the acked ranges; null without a LAC or mark-delete): its ``precise``
+      argument.
     """
 
     cursors: DataFrame
     topics: DataFrame
     pinning: DataFrame
-    expected: DataFrame
+    ledger_counts: DataFrame
 
 
 def _listed(rows: list[dict[str, Any]]) -> list[tuple[int, int, int]]:
@@ -578,7 +580,9 @@ def backlog_numbers(
         "estimated_backlog_size_bytes",
         "slowest_cursor_tie",
     )
-    expected = done.where(~F.col("_topic")).select(*KEY, "cursor_name", "expected_backlog_entries")
+    ledger_counts = done.where(~F.col("_topic")).select(
+        *KEY, "cursor_name", "backlog_entries", "expected_backlog_entries"
+    )
     pinning = done.where(F.col("_topic")).select(
         *KEY,
         "slowest_cursor_name",
@@ -587,4 +591,6 @@ def backlog_numbers(
         "slowest_cursor_tie",
         *[f.name for f in PINNING_FIELDS if f.name != "slowest_cursor_kind"],
     )
-    return BacklogNumbers(cursors=cursor_rows, topics=topic_rows_, pinning=pinning, expected=expected)
+    return BacklogNumbers(
+        cursors=cursor_rows, topics=topic_rows_, pinning=pinning, ledger_counts=ledger_counts
+    )

@@ -52,6 +52,7 @@ __all__ = [
     "KINDS",
     "TOTAL_COLUMNS",
     "exact_backlog",
+    "exact_backlog_measures",
     "request_totals",
     "unacked_entry_totals",
 ]
@@ -497,7 +498,6 @@ def exact_backlog(
     ledgers: DataFrame | None = None,
     transactions: DataFrame | None = None,
     precise: DataFrame | None = None,
-    expected: DataFrame | None = None,
 ) -> DataFrame:
     """Exact backlog of every cursor from the exported entries (docs §1.2, §1.8, §2.5, §8.3-§8.5).
 
@@ -532,11 +532,40 @@ def exact_backlog(
     mark_delete_position, individually_deleted`` (``messages_consumed_counter`` optional). Transaction
     states come from the topic's entries unless ``transactions`` is given, and the precise backlog from
     :func:`~pulsar_model.backlog.precise_backlog` unless ``precise`` gives its rows (the cursor keys and
-    ``backlog_entries``, e.g. from :func:`~pulsar_model.backlog.backlog_numbers`), and the expected entries
-    are counted from ``ledgers`` unless ``expected`` gives them (``cluster, topic, cursor_name,
-    expected_backlog_entries``: ``backlog_numbers(...).expected``, the same count in its pass; used only
-    with ``ledgers``). Inputs hold one export
+    ``backlog_entries``, matched on the keys it carries, e.g. from
+    :func:`~pulsar_model.backlog.backlog_numbers`); when ``precise`` also has ``expected_backlog_entries``
+    (``backlog_numbers(...).ledger_counts``: the same count in its pass) that is the expected count too,
+    else it is counted from ``ledgers``. Both are used only with ``ledgers``. Inputs hold one export
     per topic unless every frame carries ``export_id``/``export_date``. Pure and lazy.
+    """
+    out = exact_backlog_measures(
+        cursors,
+        entries,
+        managed_ledgers,
+        pulsar_version,
+        ledgers=ledgers,
+        transactions=transactions,
+        precise=precise,
+    )
+    cursor_keys = [*_keys(cursors), "cursor_name"]
+    added = [c for c in out.columns if c not in cursor_keys]
+    left = cursors.select(*[_q(c) for c in cursors.columns if c not in added])
+    return left.join(out, on=cursor_keys, how="left")
+
+
+def exact_backlog_measures(
+    cursors: DataFrame,
+    entries: DataFrame,
+    managed_ledgers: DataFrame,
+    pulsar_version: str | None = DEFAULT_PULSAR_VERSION,
+    *,
+    ledgers: DataFrame | None = None,
+    transactions: DataFrame | None = None,
+    precise: DataFrame | None = None,
+) -> DataFrame:
+    """The columns :func:`exact_backlog` adds, one row per cursor keyed by ``cluster, topic`` (the export
+    keys every input carries) and ``cursor_name``, without the cursor's own columns: for a caller that
+    joins them onto a frame of its own (the backlog stage). Same arguments and rules. Pure and lazy.
     """
     sql_flags(pulsar_version)  # validates the version string before any plan is built
     _require(cursors, CURSOR_COLUMNS, "cursors")
@@ -576,40 +605,64 @@ def exact_backlog(
         F.col("_eb_lac").alias("upper"),
         F.col("_ranges").alias("acked_ranges"),
     )
-    totals = unacked_entry_totals(requests, entries, transactions, key="cursor_name").drop(
-        "lower", "upper", "acked_ranges", "exported_entries_complete"
+    # the totals joined straight onto ``base`` (unacked_entry_totals' own join back would be a second):
+    # its rules - zeros for a known empty interval, nulls for an unknown one - written out here
+    totals = request_totals(requests, entries, transactions, key="cursor_name")
+    right_keys = {k: f"_rk_{k}" for k in _keys(requests, entries)}
+    right = totals.select(
+        *[F.col(k).alias(v) for k, v in right_keys.items()],
+        F.col("_k").alias("_rk"),
+        *[F.col(c).alias(f"_rt_{c}") for c in TOTAL_COLUMNS if c not in _NOT_COUNTS],
+        F.col("_oldest"),
     )
-    totals = totals.select(
-        *cursor_keys,
+    cond = [F.col(k) == F.col(v) for k, v in right_keys.items()] + [F.col("cursor_name") == F.col("_rk")]
+    known = F.col("_lower").isNotNull() & F.col("_eb_lac").isNotNull()
+    for k in cursor_keys:
+        known = known & F.col(k).isNotNull()  # a key that matches nothing leaves the measures null
+    zero = F.lit(0).cast("long")
+    measures = [
+        F.when(known, F.coalesce(F.col(f"_rt_{c}"), zero)).alias(
+            "backlog_entries_exported" if c == "entries" else f"backlog_{c}"
+        )
+        for c in TOTAL_COLUMNS
+        if c not in _NOT_COUNTS
+    ]
+    staged = base.join(right, on=cond, how="left").select(
+        *[c for c in base.columns],
+        *measures,
+        F.col("_oldest.p").alias("oldest_unacked_position"),
+        F.col("_oldest.t").alias("oldest_unacked_publish_time_ms"),
+    )
+    totals_columns = [
         *[
-            F.col(c).alias("backlog_entries_exported" if c == "entries" else f"backlog_{c}")
+            ("backlog_entries_exported" if c == "entries" else f"backlog_{c}")
             for c in TOTAL_COLUMNS
             if c not in _NOT_COUNTS
         ],
-        F.col("oldest_position").alias("oldest_unacked_position"),
-        F.col("oldest_publish_time_ms").alias("oldest_unacked_publish_time_ms"),
-    )
-    staged = base.join(totals, on=cursor_keys, how="left")
+        "oldest_unacked_position",
+        "oldest_unacked_publish_time_ms",
+    ]
     if ledgers is not None:
-        slim = base.select(
-            *cursor_keys,
-            "_lower",
-            F.col("_eb_lac").alias("_upper"),
-            F.when(F.col("_ranges").isNull(), F.array()).otherwise(F.col("_ranges")).alias("_ranges"),
-        )
-        if expected is None:
-            expected = _expected_entries(slim, ledgers, managed_ledgers, cursor_keys)
-            expected_keys = cursor_keys
-        else:
-            _require(expected, [*TOPIC_KEY, "cursor_name", "expected_backlog_entries"], "expected")
-            expected_keys = [k for k in cursor_keys if k in expected.columns]
-            expected = expected.select(*expected_keys, F.col("expected_backlog_entries").alias("_expected"))
         if precise is None:
             precise = precise_backlog(cursors, ledgers, managed_ledgers, pulsar_version=pulsar_version)
-        precise_rows = precise.select(*cursor_keys, F.col("backlog_entries").alias("_precise"))
-        staged = staged.join(expected, on=expected_keys, how="left").join(
-            precise_rows, on=cursor_keys, how="left"
+        _require(precise, [*TOPIC_KEY, "cursor_name", "backlog_entries"], "precise")
+        precise_keys = [k for k in cursor_keys if k in precise.columns]
+        given_expected = "expected_backlog_entries" in precise.columns
+        precise_rows = precise.select(
+            *precise_keys,
+            F.col("backlog_entries").alias("_precise"),
+            *([F.col("expected_backlog_entries").alias("_expected")] if given_expected else []),
         )
+        staged = staged.join(precise_rows, on=precise_keys, how="left")
+        if not given_expected:
+            slim = base.select(
+                *cursor_keys,
+                "_lower",
+                F.col("_eb_lac").alias("_upper"),
+                F.when(F.col("_ranges").isNull(), F.array()).otherwise(F.col("_ranges")).alias("_ranges"),
+            )
+            expected = _expected_entries(slim, ledgers, managed_ledgers, cursor_keys)
+            staged = staged.join(expected, on=cursor_keys, how="left")
         expected_col = F.when(
             F.col("_eb_lac").isNotNull() & F.col("_lower").isNotNull(),
             F.coalesce(F.col("_expected"), F.lit(0).cast("long")),
@@ -624,15 +677,12 @@ def exact_backlog(
     age = F.floor(
         (F.col("_eb_exported_ms") - F.col("oldest_unacked_publish_time_ms")) / F.lit(_MS_PER_SECOND)
     )
-    out = staged.select(
+    return staged.select(
         *cursor_keys,
-        *[c for c in totals.columns if c not in cursor_keys],
+        *totals_columns,
         age.cast("long").alias("oldest_unacked_age_seconds"),
         F.col("_exp").alias("expected_backlog_entries"),
         (F.col("backlog_entries_exported") == F.col("_exp")).alias("exported_entries_complete"),
         F.col("_prec").alias("precise_backlog_entries"),
         non_precise.cast("long").alias("non_precise_backlog_entries"),
     )
-    added = [c for c in out.columns if c not in cursor_keys]
-    left = cursors.select(*[_q(c) for c in cursors.columns if c not in added])
-    return left.join(out, on=cursor_keys, how="left")

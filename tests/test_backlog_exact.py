@@ -406,7 +406,7 @@ def golden_exact(spark: SparkSession) -> dict[tuple[str, str, str], dict[str, An
     # the backlog stage's call: precise and expected counts from its grouped pass
     numbers = backlog_numbers(mls, ledgers, cursors, "4.1.3")
     pass_counts = exact_backlog(
-        cursors, entries, mls, "4.1.3", ledgers=ledgers, precise=numbers.cursors, expected=numbers.expected
+        cursors, entries, mls, "4.1.3", ledgers=ledgers, precise=numbers.ledger_counts
     )
     runs = [
         exact_backlog(cursors, entries, mls, "4.1.3", ledgers=ledgers).withColumn("_run", F.lit("4.1.3")),

@@ -14,7 +14,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from pulsar_model.backlog import BacklogNumbers, backlog_numbers
-from pulsar_model.backlog_exact import KINDS, MEASURES, exact_backlog
+from pulsar_model.backlog_exact import KINDS, MEASURES, exact_backlog_measures
 from pulsar_model.engine.entry_coverage import COLUMN as COMPLETE
 from pulsar_model.engine.entry_coverage import topic_entries_complete
 from pulsar_model.pinning import pinning_report, unmoved_cursors
@@ -59,14 +59,13 @@ def cursor_backlog(
         numbers = backlog_numbers(managed_ledgers, ledgers, cursors, pulsar_version)
     out = cursors.join(numbers.cursors, [*_TOPIC, "cursor_name"], "left")
     if entries is not None:
-        exact = exact_backlog(
+        exact = exact_backlog_measures(
             cursors,
             entries,
             managed_ledgers,
             pulsar_version=pulsar_version,
             ledgers=ledgers,
-            precise=out,
-            expected=numbers.expected,
+            precise=numbers.ledger_counts,
         ).select(*_TOPIC, "cursor_name", *EXACT_COLUMNS)
         out = out.join(exact, [*_TOPIC, "cursor_name"], "left")
         # the export's own word on the topic (cap, failed fetches, --entries none: ingest's coverage), and
