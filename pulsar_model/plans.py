@@ -25,7 +25,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from pulsar_model.backlog_exact import unacked_entry_totals
+from pulsar_model.backlog_exact import request_totals
 from pulsar_model.domain.plan_requests import (
     ACTION_CLEAR_BACKLOG,
     ACTION_READER_START,
@@ -77,8 +77,10 @@ def _entry_totals(
     """Add ``{prefix}_entries``/``_messages``/``_bytes`` per ``(prefix, lower, upper, acked ranges)``:
     exported, not-acked entries in ``(lower, upper]`` (null bounds: no row, so the measures stay null).
 
-    All intervals go through ONE :func:`unacked_entry_totals` call (stacked, keyed by request and prefix)
-    and one join back, so the request lineage appears twice in the plan, not twice per interval.
+    All intervals go through ONE :func:`request_totals` call (stacked, keyed by request and prefix) and
+    one join back onto ``df``, so the request lineage appears twice in the plan, not twice per interval;
+    :func:`~pulsar_model.backlog_exact.unacked_entry_totals`' rule (zeros for a known interval without
+    entries) is applied after it.
     """
     stacked = functools.reduce(
         DataFrame.unionByName,
@@ -93,16 +95,29 @@ def _entry_totals(
             for prefix, lower, upper, ranges in intervals
         ],
     )
-    totals = unacked_entry_totals(stacked, entries, key="_totals_key")
+    totals = request_totals(stacked, entries, key="_totals_key")
     measures = ("entries", "messages", "bytes")
-    wide = totals.groupBy(*_TOPIC, F.split(F.col("_totals_key"), "\u0000")[0].alias("request_id")).agg(
+    wide = totals.groupBy(*_TOPIC, F.split(F.col("_k"), "\u0000")[0].alias("request_id")).agg(
         *[
-            F.max(F.when(F.col("_totals_key").endswith("\u0000" + prefix), F.col(m))).alias(f"{prefix}_{m}")
+            F.max(F.when(F.col("_k").endswith("\u0000" + prefix), F.col(m))).alias(f"_wt{prefix}_{m}")
             for prefix, _, _, _ in intervals
             for m in measures
         ]
     )
-    return df.join(wide, [*_TOPIC, "request_id"], "left")
+    joined = df.join(wide, [*_TOPIC, "request_id"], "left")
+    keyed = F.col("cluster").isNotNull() & F.col("topic").isNotNull() & F.col("request_id").isNotNull()
+    zero = F.lit(0).cast("long")
+    return joined.select(
+        *[F.col(f"`{c}`") for c in df.columns],
+        *[
+            F.when(
+                keyed & F.col(lower).isNotNull() & F.col(upper).isNotNull(),
+                F.coalesce(F.col(f"_wt{prefix}_{m}"), zero),
+            ).alias(f"{prefix}_{m}")
+            for prefix, lower, upper, _ in intervals
+            for m in measures
+        ],
+    )
 
 
 # --- skip, clear_backlog and reset in one grouped pass per topic ------------------------------------------
