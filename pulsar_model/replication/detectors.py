@@ -107,7 +107,6 @@ DEFAULT_SNAPSHOT_TIMEOUT_SECONDS: Final = 30
 MARKER_SHARE_WARNING: Final = 0.5
 #: Name of the compaction cursor (docs §1.11, §10.2).
 COMPACTION_CURSOR: Final = "__compaction"
-_RANGES_SQL_TYPE: Final = f"array<struct<lower:{POSITION_SQL_TYPE},upper:{POSITION_SQL_TYPE}>>"
 
 FINDING_COLUMNS: Final = (
     "kind",
@@ -168,47 +167,15 @@ def _ack_holes(
             else F.lit(None).cast("timestamp")
         ).alias("_moved_at"),
     )
-    # acked entries past the mark-delete = entries in (md, last acked] minus the unacked ones among them;
-    # both counts in one pass over the ledger list: one request per (cursor, count)
-    requests = holes.select("cluster", "topic", "cursor_name", "lower", "upper", "acked").select(
-        "*", F.lit("_unacked").alias("_count_kind")
+    # acked entries past the mark-delete: the listed entries inside the acked ranges, counted in
+    # (md, last acked] in one pass over the ledger list, straight onto the cursor rows
+    counted = existing_entries_between(
+        holes, ledgers, managed_ledgers, ["cursor_name"], out="_unacked", acked_out="_acked_past"
     )
-    requests = requests.unionByName(
-        requests.select(
-            "cluster",
-            "topic",
-            "cursor_name",
-            "lower",
-            "upper",
-            F.lit(None).cast(_RANGES_SQL_TYPE).alias("acked"),
-            F.lit("_whole").alias("_count_kind"),
-        )
+    whole = counted.join(
+        managed_ledgers.select("cluster", "topic", "exported_at"), ["cluster", "topic"], "left"
     )
-    counted = (
-        existing_entries_between(requests, ledgers, managed_ledgers, ["cursor_name", "_count_kind"], out="_n")
-        .groupBy(
-            F.col("cluster").alias("_k_cluster"),
-            F.col("topic").alias("_k_topic"),
-            F.col("cursor_name").alias("_k_cursor"),
-        )
-        .agg(
-            *[F.max(F.when(F.col("_count_kind") == k, F.col("_n"))).alias(k) for k in ("_unacked", "_whole")]
-        )
-    )
-    whole = (
-        holes.join(
-            counted,
-            [
-                F.col("cluster").eqNullSafe(F.col("_k_cluster")),
-                F.col("topic").eqNullSafe(F.col("_k_topic")),
-                F.col("cursor_name").eqNullSafe(F.col("_k_cursor")),
-            ],
-            "left",
-        )
-        .drop("_k_cluster", "_k_topic", "_k_cursor")
-        .join(managed_ledgers.select("cluster", "topic", "exported_at"), ["cluster", "topic"], "left")
-    )
-    acked_past = F.col("_whole") - F.col("_unacked")
+    acked_past = F.col("_acked_past")
     stuck_seconds = (F.unix_millis(F.col("exported_at")) - F.unix_millis(F.col("_moved_at"))) / 1000.0
     severity = F.when(
         F.coalesce(stuck_seconds > F.lit(stall_after_seconds), F.lit(False)), F.lit(SEVERITY_CRITICAL)
@@ -229,31 +196,40 @@ def _snapshot_findings(
     markers: DataFrame, managed_ledgers: DataFrame, timeout_seconds: int
 ) -> tuple[DataFrame, DataFrame]:
     local = markers.where(F.col("replicated_from").isNull())
-    requests = (
-        local.where(F.col("marker_type") == MARKER_SNAPSHOT_REQUEST)
-        .groupBy("cluster", "topic", "snapshot_id")
-        .agg(F.min(F.col("publish_time_ms").cast("long")).alias("_requested_ms"))
+    keys = ["cluster", "topic", "snapshot_id"]
+    is_request = F.col("marker_type") == MARKER_SNAPSHOT_REQUEST
+    is_snapshot = F.col("marker_type") == MARKER_SNAPSHOT
+    # requests and SNAPSHOT markers meet in one aggregate per snapshot id (not an aggregate, a distinct
+    # and a join); a SNAPSHOT completes a request only under equal, known keys, as an equality join would
+    known = F.col("cluster").isNotNull() & F.col("topic").isNotNull()
+    per_id = (
+        local.where(is_request | is_snapshot)
+        .groupBy(*keys)
+        .agg(
+            F.bool_or(is_request).alias("_is_request"),
+            F.min(F.when(is_request, F.col("publish_time_ms").cast("long"))).alias("_requested_ms"),
+            F.bool_or(is_snapshot & known).alias("_is_snapshot"),
+            F.bool_or(is_snapshot & known & F.col("snapshot_id").isNotNull()).alias("_done"),
+        )
+        .join(managed_ledgers.select("cluster", "topic", "exported_at"), ["cluster", "topic"], "left")
     )
-    snapshots = (
-        local.where(F.col("marker_type") == MARKER_SNAPSHOT)
-        .select("cluster", "topic", "snapshot_id", F.lit(True).alias("_done"))
-        .distinct()
-    )
-    ml = managed_ledgers.select("cluster", "topic", "exported_at")
-    per_id = requests.join(snapshots, ["cluster", "topic", "snapshot_id"], "left").join(
-        ml, ["cluster", "topic"], "left"
-    )
-    timed_out = F.coalesce(F.col("_done"), F.lit(False)) == F.lit(False)
+    requested = F.col("_is_request")
+    timed_out = requested & ~F.col("_done")
     timed_out = timed_out & (
         F.col("_requested_ms") + F.lit(timeout_seconds * 1000) < F.unix_millis(F.col("exported_at"))
     )
-    per_topic = per_id.groupBy("cluster", "topic").agg(
-        F.count(F.lit(1)).alias("_requested"),
-        F.sum(F.coalesce(F.col("_done").cast("long"), F.lit(0).cast("long"))).alias("_completed"),
-        F.sum(timed_out.cast("long")).alias("_timed_out"),
+    per_topic = (
+        per_id.groupBy("cluster", "topic")
+        .agg(
+            F.count(F.when(requested, F.lit(1))).alias("_requested"),
+            F.sum(F.when(requested & F.col("_done"), F.lit(1)).otherwise(F.lit(0)).cast("long")).alias(
+                "_completed"
+            ),
+            F.sum(timed_out.cast("long")).alias("_timed_out"),
+            F.count(F.when(F.col("_is_snapshot"), F.lit(1))).alias("_any_done"),
+        )
+        .where(F.col("_requested") > 0)
     )
-    completed_any = snapshots.groupBy("cluster", "topic").agg(F.count(F.lit(1)).alias("_any_done"))
-    per_topic = per_topic.join(completed_any, ["cluster", "topic"], "left")
     never = per_topic.where(F.coalesce(F.col("_any_done"), F.lit(0)) == 0).select(
         *_finding(
             KIND_SNAPSHOTS_NEVER_COMPLETE,

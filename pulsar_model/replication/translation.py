@@ -151,8 +151,10 @@ def existing_entries_between(
     keys: Sequence[str],
     *,
     out: str = "entries",
+    acked_out: str | None = None,
 ) -> DataFrame:
-    """Add ``out``: entries the ledger list says exist in ``(lower, upper]`` minus those inside ``acked``.
+    """Add ``out``: entries the ledger list says exist in ``(lower, upper]`` minus those inside ``acked``
+    (and ``acked_out``, when named: those inside ``acked``, each range counted on its own).
 
     One row per request (every request column kept). ``requests`` needs ``cluster, topic``, the unique
     request ``keys``, ``lower`` and ``upper`` (positions) and ``acked`` (``array<struct<lower, upper>>`` of
@@ -201,7 +203,7 @@ def existing_entries_between(
         ),
     )
     counts = pieces.groupBy("cluster", "topic", *[f"_k_{k}" for k in keys]).agg(
-        F.sum(_entries_in(lid, n, lo, hi) - acked).alias("_count")
+        F.sum(_entries_in(lid, n, lo, hi) - acked).alias("_count"), F.sum(acked).alias("_acked_count")
     )
     joined = requests.join(
         counts.withColumnsRenamed({"cluster": "_k_cluster", "topic": "_k_topic"}),
@@ -210,9 +212,11 @@ def existing_entries_between(
         "left",
     )
     known = F.col("lower").isNotNull() & F.col("upper").isNotNull()
+    zero = F.lit(0).cast("long")
     return joined.select(
-        *[F.col(f"`{c}`") for c in requests.columns if c != out],
-        F.when(known, F.coalesce(F.col("_count"), F.lit(0).cast("long"))).alias(out),
+        *[F.col(f"`{c}`") for c in requests.columns if c not in (out, acked_out)],
+        F.when(known, F.coalesce(F.col("_count"), zero)).alias(out),
+        *([F.when(known, F.coalesce(F.col("_acked_count"), zero)).alias(acked_out)] if acked_out else []),
     )
 
 
