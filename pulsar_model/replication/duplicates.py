@@ -29,7 +29,6 @@ Bounds from the ledgers and the snapshot markers alone (every row, also without 
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable
 from typing import Final
 
@@ -151,31 +150,34 @@ def failover_duplicates(
         with_passed = pairs.join(passed, list(PAIR_KEY), "left")
     else:
         with_passed = pairs.withColumn("_passed_position", null_position())
+    pkeys = [f"_p_{k}" for k in PAIR_KEY]
     md, lac = F.col("target_mark_delete_position"), F.col("target_last_confirmed_entry")
     target_acked = F.col("target_individually_deleted").cast(ranges_type)
-    # both bounds of a pair in one pass over the ledger list, counted straight onto the pair rows
-    requests = with_passed.select(
-        "*",
-        F.col("target_cluster").alias("cluster"),
-        md.alias("lower"),
-        lac.alias("upper"),
-        F.least(F.greatest(md, F.col("_passed_position")), lac).alias("_low_upper"),
-        target_acked.alias("acked"),
-    )
+    bound_requests = [
+        with_passed.select(
+            F.col("target_cluster").alias("cluster"),
+            "topic",
+            *[F.col(k).alias(f"_p_{k}") for k in PAIR_KEY],
+            F.lit(kind).alias("_p_bound"),
+            md.alias("lower"),
+            upper.alias("upper"),
+            target_acked.alias("acked"),
+        )
+        for kind, upper in (("low", F.least(F.greatest(md, F.col("_passed_position")), lac)), ("high", lac))
+    ]
+    # both bounds of a pair in one pass over the ledger list: one request per (pair, bound)
     counted = existing_entries_between(
-        requests,
+        bound_requests[0].unionByName(bound_requests[1]),
         ledgers,
         managed_ledgers,
-        [k for k in PAIR_KEY if k != "topic"],  # the request's topic is the pair's
-        out="_high",
-        extra_uppers={"_low": "_low_upper"},
+        [*pkeys, "_p_bound"],
+        out="_n",
     )
-    # a pair whose key is not known matches no count (as a join on the pair key would not)
-    pair_known = functools.reduce(lambda a, b: a & b, [F.col(k).isNotNull() for k in PAIR_KEY])
-    bounded = counted.select(
-        *with_passed.columns,
-        *[F.when(pair_known, F.col(c)).alias(c) for c in ("_low", "_high")],
+    bounds = counted.groupBy(*pkeys).agg(
+        *[F.max(F.when(F.col("_p_bound") == k, F.col("_n"))).alias(f"_{k}") for k in ("low", "high")]
     )
+    on = [F.col(k) == F.col(f"_p_{k}") for k in PAIR_KEY]
+    bounded = with_passed.join(bounds, on, "left").drop(*pkeys)
 
     # --- exact, from the exported entries -------------------------------------------------------------------
     if entries is None:

@@ -19,8 +19,7 @@ Every input holds one export per (cluster, topic) (a run date); extra columns ar
 
 from __future__ import annotations
 
-import functools
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from typing import Final
 
 from pyspark.sql import Column, DataFrame
@@ -153,7 +152,6 @@ def existing_entries_between(
     *,
     out: str = "entries",
     acked_out: str | None = None,
-    extra_uppers: Mapping[str, str] | None = None,
 ) -> DataFrame:
     """Add ``out``: entries the ledger list says exist in ``(lower, upper]`` minus those inside ``acked``
     (and ``acked_out``, when named: those inside ``acked``, each range counted on its own).
@@ -162,11 +160,9 @@ def existing_entries_between(
     request ``keys``, ``lower`` and ``upper`` (positions) and ``acked`` (``array<struct<lower, upper>>`` of
     disjoint open-closed ranges, null = none). The open ledger holds ``current_ledger_entries`` (it is listed
     0/0, docs §0.2); trimmed ledgers hold nothing. 0 when ``lower >= upper``; null when a bound is null.
-    ``extra_uppers`` (output name -> a column of ``requests``) adds the same count up to another upper
-    bound, in the same pass over the ledger list (one request row instead of one per bound). Pure and lazy.
+    Pure and lazy.
     """
-    extras = dict(extra_uppers or {})
-    require(requests, ["cluster", "topic", *keys, "lower", "upper", "acked", *extras.values()], "requests")
+    require(requests, ["cluster", "topic", *keys, "lower", "upper", "acked"], "requests")
     require(ledgers, LEDGER_COLUMNS, "ledgers")
     ml = managed_ledgers.select(
         "cluster",
@@ -192,42 +188,22 @@ def existing_entries_between(
         *[F.col(k).alias(f"_k_{k}") for k in keys],
         as_position(F.col("lower")).alias("_lo"),
         as_position(F.col("upper")).alias("_hi"),
-        *[as_position(F.col(c)).alias(f"_hi_{i}") for i, c in enumerate(extras.values())],
         F.coalesce(F.col("acked"), F.array()).alias("_acked"),
+    ).where(F.col("_lo").isNotNull() & F.col("_hi").isNotNull() & (F.col("_lo") < F.col("_hi")))
+    lo, hi, lid, n = F.col("_lo"), F.col("_hi"), F.col("_lid"), F.col("_n")
+    pieces = slim.join(led, ["cluster", "topic"]).where((lid >= lo["ledger_id"]) & (lid <= hi["ledger_id"]))
+    acked = F.aggregate(
+        F.filter(F.col("_acked"), lambda r: r["lower"].isNotNull() & r["upper"].isNotNull()),
+        F.lit(0).cast("long"),
+        lambda acc, r: (
+            acc
+            + _entries_in(
+                lid, n, F.greatest(lo, as_position(r["lower"])), F.least(hi, as_position(r["upper"]))
+            )
+        ),
     )
-    lo, lid, n = F.col("_lo"), F.col("_lid"), F.col("_n")
-    uppers = [F.col("_hi"), *[F.col(f"_hi_{i}") for i in range(len(extras))]]
-
-    def valid(hi: Column) -> Column:
-        return hi.isNotNull() & (lo < hi)
-
-    any_valid = functools.reduce(lambda a, b: a | b, [valid(hi) for hi in uppers])
-    slim = slim.where(lo.isNotNull() & any_valid)
-    widest = F.greatest(*uppers) if extras else uppers[0]
-    pieces = slim.join(led, ["cluster", "topic"]).where(
-        (lid >= lo["ledger_id"]) & (lid <= widest["ledger_id"])
-    )
-
-    def acked_to(hi: Column) -> Column:
-        return F.aggregate(
-            F.filter(F.col("_acked"), lambda r: r["lower"].isNotNull() & r["upper"].isNotNull()),
-            F.lit(0).cast("long"),
-            lambda acc, r: (
-                acc
-                + _entries_in(
-                    lid, n, F.greatest(lo, as_position(r["lower"])), F.least(hi, as_position(r["upper"]))
-                )
-            ),
-        )
-
-    def unacked_to(hi: Column) -> Column:
-        count = _entries_in(lid, n, lo, hi) - acked_to(hi)
-        return F.when(valid(hi), count) if extras else count
-
     counts = pieces.groupBy("cluster", "topic", *[f"_k_{k}" for k in keys]).agg(
-        F.sum(unacked_to(uppers[0])).alias("_count"),
-        F.sum(F.when(valid(uppers[0]), acked_to(uppers[0]))).alias("_acked_count"),
-        *[F.sum(unacked_to(hi)).alias(f"_count_{i}") for i, hi in enumerate(uppers[1:])],
+        F.sum(_entries_in(lid, n, lo, hi) - acked).alias("_count"), F.sum(acked).alias("_acked_count")
     )
     joined = requests.join(
         counts.withColumnsRenamed({"cluster": "_k_cluster", "topic": "_k_topic"}),
@@ -238,16 +214,9 @@ def existing_entries_between(
     known = F.col("lower").isNotNull() & F.col("upper").isNotNull()
     zero = F.lit(0).cast("long")
     return joined.select(
-        *[F.col(f"`{c}`") for c in requests.columns if c not in (out, acked_out, *extras)],
+        *[F.col(f"`{c}`") for c in requests.columns if c not in (out, acked_out)],
         F.when(known, F.coalesce(F.col("_count"), zero)).alias(out),
         *([F.when(known, F.coalesce(F.col("_acked_count"), zero)).alias(acked_out)] if acked_out else []),
-        *[
-            F.when(
-                F.col("lower").isNotNull() & F.col(f"`{column}`").isNotNull(),
-                F.coalesce(F.col(f"_count_{i}"), zero),
-            ).alias(name)
-            for i, (name, column) in enumerate(extras.items())
-        ],
     )
 
 
