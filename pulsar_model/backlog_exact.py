@@ -372,10 +372,30 @@ def unacked_entry_totals(
     totals = request_totals(requests, entries, transactions, key)
 
     known = F.col("lower").isNotNull() & F.col("upper").isNotNull()
-    zero = F.lit(0).cast("long")
-    counted = [c for c in TOTAL_COLUMNS if c not in _NOT_COUNTS]
-    # the totals side gets private names: request columns may share names with keys or outputs
+    joined, measures = _joined_totals(requests, totals, keys, key, known, null_safe_keys=True)
+    if "expected_entries" in requests.columns:
+        complete = F.col("_rt_entries_or_0") == _q("expected_entries").cast("long")
+    else:
+        complete = F.lit(None).cast("boolean")
+    staged = joined.select("*", measures["entries"].alias("_rt_entries_or_0"))
+    return staged.select(
+        *[_q(c) for c in requests.columns if c not in TOTAL_COLUMNS],
+        *[measures[c].alias(c) for c in TOTAL_COLUMNS if c != "exported_entries_complete"],
+        complete.alias("exported_entries_complete"),
+    )
+
+
+def _joined_totals(
+    left: DataFrame, totals: DataFrame, keys: list[str], key: str, known: Column, *, null_safe_keys: bool
+) -> tuple[DataFrame, dict[str, Column]]:
+    """``left`` joined with the :func:`request_totals` rows of its requests (on ``keys`` and request key
+    ``key``), and the measures as :func:`unacked_entry_totals` defines them, by output name: the counts
+    are zero for a ``known`` interval without a totals row and null for an unknown one, ``oldest_position``
+    / ``oldest_publish_time_ms`` null without a counted entry. The totals side gets private names (left
+    columns may share names with keys or outputs); ``null_safe_keys`` matches null keys with each other.
+    """
     right_keys = {k: f"_rk_{k}" for k in keys}
+    counted = [c for c in TOTAL_COLUMNS if c not in _NOT_COUNTS]
     right = totals.select(
         *[F.col(k).alias(v) for k, v in right_keys.items()],
         F.col("_k").alias("_rk"),
@@ -383,22 +403,14 @@ def unacked_entry_totals(
         F.col("_oldest.p").alias("_rt_oldest_p"),
         F.col("_oldest.t").alias("_rt_oldest_t"),
     )
-    cond = [_q(k).eqNullSafe(F.col(v)) for k, v in right_keys.items()] + [_q(key) == F.col("_rk")]
-    joined = requests.join(right, on=cond, how="left")
-    if "expected_entries" in requests.columns:
-        complete = F.col("_rt_entries_or_0") == _q("expected_entries").cast("long")
-    else:
-        complete = F.lit(None).cast("boolean")
-    staged = joined.select(
-        "*", F.when(known, F.coalesce(F.col("_rt_entries"), zero)).alias("_rt_entries_or_0")
-    )
-    return staged.select(
-        *[_q(c) for c in requests.columns if c not in TOTAL_COLUMNS],
-        *[F.when(known, F.coalesce(F.col(f"_rt_{c}"), zero)).alias(c) for c in counted],
-        F.col("_rt_oldest_p").alias("oldest_position"),
-        F.col("_rt_oldest_t").alias("oldest_publish_time_ms"),
-        complete.alias("exported_entries_complete"),
-    )
+    cond = [
+        _q(k).eqNullSafe(F.col(v)) if null_safe_keys else _q(k) == F.col(v) for k, v in right_keys.items()
+    ] + [_q(key) == F.col("_rk")]
+    zero = F.lit(0).cast("long")
+    measures = {c: F.when(known, F.coalesce(F.col(f"_rt_{c}"), zero)) for c in counted}
+    measures["oldest_position"] = F.col("_rt_oldest_p")
+    measures["oldest_publish_time_ms"] = F.col("_rt_oldest_t")
+    return left.join(right, on=cond, how="left"), measures
 
 
 # --- per cursor -------------------------------------------------------------------------------------------
@@ -605,43 +617,22 @@ def exact_backlog_measures(
         F.col("_eb_lac").alias("upper"),
         F.col("_ranges").alias("acked_ranges"),
     )
-    # the totals joined straight onto ``base`` (unacked_entry_totals' own join back would be a second):
-    # its rules - zeros for a known empty interval, nulls for an unknown one - written out here
+    # the totals joined straight onto ``base`` (unacked_entry_totals' own join back would be a second)
     totals = request_totals(requests, entries, transactions, key="cursor_name")
-    right_keys = {k: f"_rk_{k}" for k in _keys(requests, entries)}
-    right = totals.select(
-        *[F.col(k).alias(v) for k, v in right_keys.items()],
-        F.col("_k").alias("_rk"),
-        *[F.col(c).alias(f"_rt_{c}") for c in TOTAL_COLUMNS if c not in _NOT_COUNTS],
-        F.col("_oldest"),
-    )
-    cond = [F.col(k) == F.col(v) for k, v in right_keys.items()] + [F.col("cursor_name") == F.col("_rk")]
     known = F.col("_lower").isNotNull() & F.col("_eb_lac").isNotNull()
     for k in cursor_keys:
         known = known & F.col(k).isNotNull()  # a key that matches nothing leaves the measures null
-    zero = F.lit(0).cast("long")
-    measures = [
-        F.when(known, F.coalesce(F.col(f"_rt_{c}"), zero)).alias(
-            "backlog_entries_exported" if c == "entries" else f"backlog_{c}"
-        )
-        for c in TOTAL_COLUMNS
-        if c not in _NOT_COUNTS
-    ]
-    staged = base.join(right, on=cond, how="left").select(
-        *[c for c in base.columns],
-        *measures,
-        F.col("_oldest.p").alias("oldest_unacked_position"),
-        F.col("_oldest.t").alias("oldest_unacked_publish_time_ms"),
+    joined, measures = _joined_totals(
+        base, totals, _keys(requests, entries), "cursor_name", known, null_safe_keys=False
     )
-    totals_columns = [
-        *[
-            ("backlog_entries_exported" if c == "entries" else f"backlog_{c}")
-            for c in TOTAL_COLUMNS
-            if c not in _NOT_COUNTS
-        ],
-        "oldest_unacked_position",
-        "oldest_unacked_publish_time_ms",
-    ]
+    renamed = {
+        **{c: f"backlog_{c}" for c in measures},
+        "entries": "backlog_entries_exported",
+        "oldest_position": "oldest_unacked_position",
+        "oldest_publish_time_ms": "oldest_unacked_publish_time_ms",
+    }
+    totals_columns = [renamed[c] for c in measures]
+    staged = joined.select(*base.columns, *[measures[c].alias(renamed[c]) for c in measures])
     if ledgers is not None:
         if precise is None:
             precise = precise_backlog(cursors, ledgers, managed_ledgers, pulsar_version=pulsar_version)
