@@ -15,11 +15,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from chispa import assert_df_equality
 from hypothesis import assume, given
 from hypothesis import strategies as st
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from pulsar_model.errors import ContractError
 from pulsar_model.ingest.parsers import RecordContext, name_hint_from_file_name, parse_file, parse_jsonl_line
 from pulsar_model.quota import policy as quota_policy
 from pulsar_model.quota.policy import (
@@ -793,6 +795,40 @@ def test_quota_breaches_exact_view_uses_durable_cursors(frames: Frames) -> None:
         False,
     )
     assert pick(b(frames, "g3_l1_end", TIME), "exact_backlog_bytes", "exact_exceeded") == (None, None)
+
+
+def test_quota_breaches_keep_carries_effective_columns_and_exact_completeness(spark: SparkSession) -> None:
+    """``keep``: the rows equal the breaches joined back onto ``effective`` and onto the completeness of
+    the durable cursors' exact backlogs (the non-durable ``reader-9`` does not count; null is incomplete)."""
+    complete = {"sub": True, "reader-9": False, "sub1": True, "sub2": None}
+    exact = spark.createDataFrame(
+        [(*r, complete[r[2]]) for r in EXACT_ROWS], f"{EXACT}, exported_entries_complete boolean"
+    )
+    effective = spark.createDataFrame(EFFECTIVE_ROWS, EFFECTIVE)
+    inputs = (
+        effective,
+        spark.createDataFrame(ML_ROWS, ML),
+        spark.createDataFrame(LEDGER_ROWS, LEDGERS),
+        spark.createDataFrame(CURSOR_ROWS, CURSORS),
+        spark.createDataFrame(ENTRY_ROWS, ENTRIES),
+        exact,
+    )
+    kept = quota_breaches(*inputs, pulsar_version=NEW, keep=["precise_time_check", "exact_backlog_complete"])
+    completeness = spark.createDataFrame(
+        [("c", t("size_equal"), True), ("c", t("g3_start"), False)],
+        "cluster string, topic string, exact_backlog_complete boolean",
+    )
+    keys = ["cluster", "topic", "quota_type"]
+    joined = (
+        quota_breaches(*inputs, pulsar_version=NEW)
+        .join(effective.select(*keys, "precise_time_check"), keys, "left")
+        .join(completeness, ["cluster", "topic"], "left")
+        .select(*kept.columns)
+    )
+    assert kept.columns[-2:] == ["precise_time_check", "exact_backlog_complete"]
+    assert_df_equality(kept, joined, ignore_row_order=True)
+    with pytest.raises(ContractError, match="no_such_column"):
+        quota_breaches(*inputs, pulsar_version=NEW, keep=["no_such_column"])
 
 
 def test_exact_view_names_the_smallest_cursor_among_equal_backlogs(spark: SparkSession) -> None:

@@ -47,7 +47,7 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, Final
 
 import pandas as pd
@@ -773,6 +773,10 @@ def _exact_view(exact_backlog: DataFrame | None, cursors: DataFrame) -> DataFram
         durable = F.col("_durable")
     rows = rows.where(F.coalesce(durable, F.lit(False)))
     bytes_ = F.col("backlog_bytes").cast("long")
+    complete = []
+    if "exported_entries_complete" in rows.columns:
+        entries_complete = F.coalesce(F.col("exported_entries_complete").cast("boolean"), F.lit(False))
+        complete.append(F.bool_and(entries_complete).alias(EXACT_COMPLETE))
     return rows.groupBy(*KEY).agg(
         F.max(F.col("backlog_bytes").cast("long")).alias("exact_backlog_bytes"),
         # among equal backlogs the smallest name: the row order of the input must not decide
@@ -781,6 +785,7 @@ def _exact_view(exact_backlog: DataFrame | None, cursors: DataFrame) -> DataFram
         ).alias("exact_backlog_cursor_name"),
         F.min(F.col("oldest_unacked_publish_time_ms").cast("long")).alias("_oldest_ms"),
         F.lit(True).alias("_exact_known"),
+        *complete,
     )
 
 
@@ -792,6 +797,7 @@ def quota_breaches(
     entries: DataFrame | None = None,
     exact_backlog: DataFrame | None = None,
     pulsar_version: str | None = DEFAULT_PULSAR_VERSION,
+    keep: Sequence[str] = (),
 ) -> DataFrame:
     """Is each backlog quota exceeded at export time? One row per ``(cluster, topic, quota_type)`` (§3.4).
 
@@ -828,9 +834,21 @@ def quota_breaches(
     cursor (the exact counterpart of the slowest-cursor estimate), ``true_oldest_unacked_age_seconds`` the
     age of the oldest unacknowledged entry of any durable cursor, ``exact_exceeded`` the same quota rule
     applied to them. Without it these columns are null. ``pulsar_version=None``: each topic's own
-    ``managed_ledgers.pulsar_version``. Pure and lazy.
+    ``managed_ledgers.pulsar_version``.
+
+    ``keep``: further columns appended to each row, for a caller that wants the whole effective quota beside
+    the decision without joining ``effective`` back (which would plan it twice): any column of
+    ``effective``, and ``exact_backlog_complete`` - every durable cursor's exact backlog is complete
+    (``exact_backlog.exported_entries_complete`` all true; null without a durable cursor or without that
+    column). Pure and lazy.
     """
     version = None if pulsar_version is None else str(PulsarVersion.parse(pulsar_version))
+    unknown = [c for c in keep if c not in effective.columns and c != EXACT_COMPLETE]
+    if unknown:
+        raise ContractError(
+            f"quota_breaches(keep=...) names {unknown}: keep takes columns of effective "
+            f"({', '.join(effective.columns)}) or {EXACT_COMPLETE!r}"
+        )
     state = _topic_state(managed_ledgers, ledgers, cursors, entries, version)
     exact = _exact_view(exact_backlog, cursors)
     if exact is not None:
@@ -843,6 +861,9 @@ def quota_breaches(
             F.lit(None).cast("long").alias("_oldest_ms"),
             F.lit(None).cast("boolean").alias("_exact_known"),
         )
+    if EXACT_COMPLETE not in state.columns:
+        state = state.select("*", F.lit(None).cast("boolean").alias(EXACT_COMPLETE))
+    carried = {c: f"_keep_{c}" for c in keep}
     state = state.select("*", F.lit(True).alias("_known"))
     rows = effective.select(
         *KEY,
@@ -857,7 +878,10 @@ def quota_breaches(
         F.coalesce(F.col("check_enabled").cast("boolean"), F.lit(DEFAULT_CHECK_ENABLED)).alias(
             "check_enabled"
         ),
+        *[F.col(c).alias(carried[c]) for c in keep if c != EXACT_COMPLETE],
     ).join(state, on=list(KEY), how="left")
+    if EXACT_COMPLETE in carried:
+        rows = rows.withColumnRenamed(EXACT_COMPLETE, carried[EXACT_COMPLETE])
 
     # stage 1: the per-row inputs of both checks, materialised once (keeps the optimised plan small)
     precise = F.col("_precise")
@@ -956,6 +980,7 @@ def quota_breaches(
         "checked_at",
         reason.alias("reason"),
         time_ok.alias("_time_ok"),  # kept for is_handled below (dropped by the last select)
+        *carried.values(),
     )
     # §3.4 periodic check: size first, time only when size is not exceeded (three-valued logic: an
     # undecidable time check leaves the time row's is_handled null)
@@ -975,10 +1000,16 @@ def quota_breaches(
     )
     staged = staged.select("*", is_handled.alias("is_handled"))
     handled_type = F.first(F.when(F.col("is_handled"), F.col("quota_type")), ignorenulls=True).over(by_topic)
-    return staged.select(*_BREACH_COLUMNS[:-2], handled_type.alias("handled_type"), *_BREACH_COLUMNS[-2:])
+    return staged.select(
+        *[handled_type.alias(c) if c == "handled_type" else F.col(c) for c in BREACH_COLUMNS],
+        *[F.col(carried[c]).alias(c) for c in keep],
+    )
 
 
-_BREACH_COLUMNS: Final = (
+#: ``quota_breaches(keep=...)``'s completeness of the exact-data view (per topic, from ``exact_backlog``).
+EXACT_COMPLETE: Final = "exact_backlog_complete"
+#: The columns of :func:`quota_breaches`, in order (``keep`` columns follow them).
+BREACH_COLUMNS: Final = (
     "cluster",
     "topic",
     "quota_type",
@@ -1002,6 +1033,7 @@ _BREACH_COLUMNS: Final = (
     "exceeded",
     "percent_of_quota",
     "is_handled",
+    "handled_type",
     "exact_backlog_bytes",
     "exact_backlog_cursor_name",
     "true_oldest_unacked_age_seconds",

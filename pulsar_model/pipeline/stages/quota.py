@@ -39,6 +39,8 @@ from pulsar_model.pipeline.stages.cluster_versions import day_cluster_versions, 
 from pulsar_model.quota import drop_backlog_for_size_limit, drop_backlog_for_time_limit
 from pulsar_model.quota.eviction import DEFAULT_TRACE_MAX_ITERATIONS, eviction_losses
 from pulsar_model.quota.policy import (
+    BREACH_COLUMNS,
+    EXACT_COMPLETE,
     POLICY_CONSUMER_BACKLOG_EVICTION,
     QUOTA_TYPE_SIZE,
     QUOTA_TYPE_TIME,
@@ -64,6 +66,7 @@ _EXACT_COLUMNS = (
     "is_durable",
     "backlog_bytes",
     "oldest_unacked_publish_time_ms",
+    "exported_entries_complete",
 )
 #: Columns of ``entries`` the eviction transforms read (entry timestamps for §3.7 precise expiry, and the
 #: lost messages/bytes); an empty frame of these stands in when the run date has no entries export.
@@ -128,29 +131,40 @@ def enabled_limit(quota_type: str) -> Column:
     return (F.col("quota_type") == QUOTA_TYPE_TIME) & (F.col("limit_time_seconds") > 0)
 
 
-def quota_status(effective: DataFrame, breaches: DataFrame) -> DataFrame:
-    """One row per (cluster, topic, quota_type): :func:`effective_quotas` beside :func:`quota_breaches`.
+def quota_status(
+    effective: DataFrame,
+    managed_ledgers: DataFrame,
+    ledgers: DataFrame,
+    cursors: DataFrame,
+    entries: DataFrame | None,
+    exact_backlog: DataFrame | None,
+) -> DataFrame:
+    """One row per (cluster, topic, quota_type): :func:`effective_quotas` beside :func:`quota_breaches`
+    (``pulsar_version=None``: each topic's own), and with ``exact_backlog`` (the backlog stage's
+    ``cursor_backlog``) ``exact_backlog_complete``: the entries export covers the whole backlog of every
+    durable cursor (``exported_entries_complete``), so the exact-data view is exact; null when the topic
+    has no durable cursor.
 
-    The quota columns both frames carry (policy, limits, ``check_enabled``, ``is_system_topic``,
-    ``source_level``) are taken from ``effective``. Pure and lazy.
+    The quota columns both carry (policy, limits, ``check_enabled``, ``is_system_topic``,
+    ``source_level``) are the breach rows', equal to ``effective``'s: the other effective columns ride
+    through :func:`quota_breaches` (``keep``) instead of a join back, so the effective quotas are planned
+    once. Pure and lazy.
     """
-    keys = [*_TOPIC, "quota_type"]
-    extra = [c for c in breaches.columns if c not in effective.columns or c in keys]
-    return effective.join(breaches.select(*extra), keys, "left")
-
-
-def exact_completeness(cursor_backlog: DataFrame) -> DataFrame:
-    """One row per topic: ``exact_backlog_complete`` - the entries export covers the whole backlog of every
-    durable cursor (``cursor_backlog.exported_entries_complete``), so the exact-data view is exact.
-
-    Null when the topic has no durable cursor. Pure and lazy.
-    """
-    durable = cursor_backlog.where(F.coalesce(F.col("is_durable"), F.lit(False)))
-    return durable.groupBy(*_TOPIC).agg(
-        F.bool_and(F.coalesce(F.col("exported_entries_complete"), F.lit(False))).alias(
-            "exact_backlog_complete"
-        )
+    completeness = [EXACT_COMPLETE] if exact_backlog is not None else []
+    exact = exact_backlog.select(*_EXACT_COLUMNS) if exact_backlog is not None else None
+    keep = [c for c in effective.columns if c not in BREACH_COLUMNS]
+    rows = quota_breaches(
+        effective,
+        managed_ledgers,
+        ledgers,
+        cursors,
+        entries=entries,
+        exact_backlog=exact,
+        pulsar_version=None,
+        keep=[*keep, *completeness],
     )
+    extra = [c for c in BREACH_COLUMNS if c not in effective.columns]
+    return rows.select(*effective.columns, *extra, *completeness)
 
 
 def _trace_step(step: Column, fields: tuple[str, ...]) -> Column:
@@ -337,18 +351,7 @@ def run_quota_stage(
         entries = entries.join(scope, _TOPIC, "left_semi")
     exact = backlog.join(scope, _TOPIC, "left_semi") if backlog is not None else None
     effective = effective_quotas(quotas, managed, None)
-    breaches = quota_breaches(
-        effective,
-        managed,
-        ledgers,
-        cursors,
-        entries=entries,
-        exact_backlog=exact.select(*_EXACT_COLUMNS) if exact is not None else None,
-        pulsar_version=None,
-    )
-    status = quota_status(effective, breaches)
-    if exact is not None:
-        status = status.join(exact_completeness(exact), _TOPIC, "left")
+    status = quota_status(effective, managed, ledgers, cursors, entries, exact)
     # status feeds all three tables and the choice of eviction runs: materialised once (eager) with its
     # lineage cut - the breach plan is large, and re-planning it under every later operator costs far more
     # than the data. The blocks live on the executors and are cleaned up once unreferenced.
