@@ -35,6 +35,7 @@ from pulsar_model.quota.eviction import (
     SUBSCRIPTION_MAP_KINDS,
     drop_backlog_for_size_limit,
     drop_backlog_for_time_limit,
+    drop_backlog_what_ifs,
     expiry_checks_ledger_close_time,
     expiry_skips_unclosed_ledgers,
     size_eviction_uses_long_target,
@@ -300,6 +301,46 @@ def _run(transform: Any) -> list[dict[str, Any]]:
     return [r.asDict(recursive=True) for r in union.collect()]
 
 
+def what_if_limits(limits: DataFrame) -> DataFrame:
+    """Each topic's limits as the three rows of :func:`drop_backlog_what_ifs`: size, time, precise time."""
+    runs = [("destination_storage", None), ("message_age", False), ("message_age", True)]
+    run = F.explode(
+        F.array(
+            *[
+                F.struct(F.lit(t).alias("quota_type"), F.lit(p).cast("boolean").alias("precise"))
+                for t, p in runs
+            ]
+        )
+    )
+    return limits.select("*", run.alias("_r")).select("*", "_r.quota_type", "_r.precise").drop("_r")
+
+
+def assert_what_ifs_equal_single_calls(
+    what_ifs: list[dict[str, Any]], single: dict[str, list[dict[str, Any]]]
+) -> None:
+    """Every row of each single call has its twin in the one-pass rows: equal on every column the single
+    call has (the losses aside: only the precise call was given entries), steps included; the columns
+    of the other call are null."""
+
+    def run(r: dict[str, Any]) -> str:
+        return "size" if r["quota_type"] == "destination_storage" else "precise" if r["precise"] else "time"
+
+    twins = {(r["_version"], r["topic"], r["cursor_name"], run(r)): r for r in what_ifs}
+    losses = {"lost_entries", "lost_messages", "lost_bytes"}
+    for name, result in single.items():
+        for r in result:
+            twin = twins[(r["_version"], r["topic"], r["cursor_name"], name)]
+            for field, value in r.items():
+                if field in losses:
+                    continue
+                got = twin[field]
+                if field == "iterations":
+                    got = [{k: step[k] for k in mine} for step, mine in zip(got, value, strict=True)]
+                assert got == value, (name, r["_version"], r["topic"], r["cursor_name"], field, value, got)
+            others = set(twin) - set(r) - {"quota_type", "precise"}
+            assert all(twin[f] is None for f in others), (name, {f: twin[f] for f in others})
+
+
 @SPARK_SETTINGS
 @given(
     cases=st.lists(quota_cases(), min_size=25, max_size=35),
@@ -329,14 +370,21 @@ def test_drop_backlog_matches_oracle(
             precise=True,
             pulsar_version=v,
         ),
+        # the three evictions of every topic in one grouped pass: must equal the single calls row for row
+        "what_ifs": lambda v: drop_backlog_what_ifs(
+            d["mls"], d["ledgers"], d["cursors"], what_if_limits(d["limits"]), d["entries"], pulsar_version=v
+        ),
     }
-    with session_conf(spark), ThreadPoolExecutor(max_workers=3) as pool:
+    with session_conf(spark), ThreadPoolExecutor(max_workers=4) as pool:
         futures = {name: pool.submit(_run, fn) for name, fn in jobs.items()}
         rows = {name: f.result() for name, f in futures.items()}
+    what_ifs = rows.pop("what_ifs")
     mismatches: list[S.Mismatch] = []
     n_cursors = sum(len(qc.case.cursors) for qc in cases)
     for name, result in rows.items():
         assert len(result) == len(VERSIONS) * n_cursors, f"{name}: one row per cursor and version expected"
+    assert len(what_ifs) == 3 * len(VERSIONS) * n_cursors
+    assert_what_ifs_equal_single_calls(what_ifs, rows)
     by_key = {
         name: {(r["_version"], r["topic"], r["cursor_name"]): r for r in result}
         for name, result in rows.items()

@@ -866,6 +866,23 @@ def o_row(frames: Frames, name: str, version: str = "4.1.3") -> dict[str, Any]:
 BLOCK = ("new_producers_blocked", "blocking_quota_type", "new_producer_error_code", "new_producer_error_name")
 
 
+def test_producer_outcomes_on_one_frame_with_breaches_and_policies_equals_the_join(
+    spark: SparkSession,
+) -> None:
+    """The quota stage passes one frame as both arguments: read once, it gives what the two frames give."""
+    version = F.when(F.length("topic") % 2 == 0, F.lit("4.1.3")).otherwise(F.lit("2.7.0"))
+    breaches = spark.createDataFrame(OUT_BREACHES, BREACHES)
+    effective = spark.createDataFrame(OUT_EFFECTIVE_ROWS, OUT_EFFECTIVE).select(
+        "*", version.alias("pulsar_version")
+    )
+    both = breaches.join(effective, ["cluster", "topic", "quota_type"], "left")
+    assert_df_equality(
+        producer_outcomes(both, both, pulsar_version=None),
+        producer_outcomes(breaches, effective, pulsar_version=None),
+        ignore_row_order=True,
+    )
+
+
 def test_producer_outcomes_hold_and_exception_codes(frames: Frames) -> None:
     hold = o_row(frames, "o_hold")
     assert pick(hold, "producers_disconnected", *BLOCK) == (

@@ -45,6 +45,7 @@ from pulsar_model.domain.versions import Behaviour, VersionLike, behaviour, flag
 from pulsar_model.engine import topic_engine as eng
 from pulsar_model.engine.topic_rows import acked_ranges_struct, engine_position, position_struct
 from pulsar_model.errors import ConfigError
+from pulsar_model.quota.policy import QUOTA_TYPE_SIZE, QUOTA_TYPE_TIME
 
 __all__ = [
     "COUNTER_AUTO",
@@ -195,10 +196,13 @@ _PACKED_FIELDS: list[tuple[str, T.DataType]] = [
     ("c_idm", IDM),
     ("c_mcc", T.LongType()),
     ("q_limit", T.LongType()),
+    ("q_run", T.IntegerType()),  # which eviction a limit row asks for (one pass, several runs)
     ("e_pos", POSITION),
     ("e_ts", T.LongType()),
 ]
 _K_ML, _K_LEDGER, _K_CURSOR, _K_LIMIT, _K_ENTRY = 0, 1, 2, 3, 4
+#: The evictions one grouped pass can run per topic (``q_run`` of a limit row), in evaluation order.
+_RUN_SIZE, _RUN_TIME, _RUN_TIME_PRECISE = 0, 1, 2
 
 
 def _f(name: str, dtype: T.DataType) -> T.StructField:
@@ -289,6 +293,39 @@ TIME_SCHEMA = T.StructType(
     ]
 )
 
+#: A step of either loop: the fields of both :data:`SIZE_STEP` and :data:`TIME_STEP` (the other loop's
+#: null), in the order of ``quota_eviction_trace``.
+STEP = T.StructType(
+    [
+        next(f for f in (*SIZE_STEP.fields, *TIME_STEP.fields) if f.name == name)
+        for name in (
+            "iteration",
+            "cursor_name",
+            "slowest_tie",
+            "mark_delete_before",
+            "mark_delete_after",
+            "skipped_entries",
+            "error",
+            "backlog_before",
+            "entries_counter",
+            "entries_source",
+            "to_skip",
+            "backlog_after",
+            "ledger_id",
+            "ledger_closed_at",
+            "action",
+        )
+    ]
+)
+WHAT_IF_SCHEMA = T.StructType(
+    [
+        _f("quota_type", T.StringType()),
+        *SIZE_SCHEMA.fields[:-1],
+        *[f for f in TIME_SCHEMA.fields[:-1] if f.name not in SIZE_SCHEMA.fieldNames()],
+        _f("iterations", T.ArrayType(STEP)),
+    ]
+)
+
 
 # --- input packing -------------------------------------------------------------------------------------
 
@@ -328,9 +365,11 @@ def _pack(
     entries: DataFrame | None,
     now: Column,
     per_row_version: bool = False,
+    run: Column | None = None,
 ) -> DataFrame:
     """One union of tagged rows (managed ledger, ledgers, cursors, limit, entry timestamps) per topic; with
-    ``per_row_version`` the managed-ledger row carries its ``pulsar_version`` (``m_ver``)."""
+    ``per_row_version`` the managed-ledger row carries its ``pulsar_version`` (``m_ver``); ``run`` tags each
+    limit row with the eviction it asks for (``q_run``, :func:`drop_backlog_what_ifs`)."""
     for name, df, needed in (
         (
             "managed_ledgers",
@@ -382,7 +421,11 @@ def _pack(
                 "c_mcc": _opt(cursors, "messages_consumed_counter", "long"),
             },
         ),
-        _tagged(limits, _K_LIMIT, {"q_limit": F.col(f"`{limit_col}`")}),
+        _tagged(
+            limits,
+            _K_LIMIT,
+            {"q_limit": F.col(f"`{limit_col}`"), "q_run": F.lit(None) if run is None else run},
+        ),
     ]
     if entries is not None:
         if "publish_time_ms" in entries.columns:
@@ -426,7 +469,8 @@ def _ms_to_dt(ms: int | None) -> dt.datetime | None:
 class _Topic:
     """The rows of one topic, decoded from the packed Arrow table."""
 
-    def __init__(self, cols: dict[str, list[Any]]) -> None:
+    def __init__(self, cols: dict[str, list[Any]], run: int | None = None) -> None:
+        """``run``: keep only the limit rows of that eviction (``q_run``); :attr:`runs` lists them all."""
         self.cluster = cols["cluster"][0]
         self.topic = cols["topic"][0]
         self.ml_rows: list[int] = []
@@ -435,6 +479,7 @@ class _Topic:
         self.cursors: list[eng.Cursor] = []
         self.limits: list[int | None] = []
         self.timestamps: list[tuple[eng.Position, int]] = []
+        self.runs: set[int | None] = set()
         for i, k in enumerate(cols["k"]):
             if k == _K_ML:
                 self.ml_rows.append(i)
@@ -445,7 +490,9 @@ class _Topic:
             elif k == _K_CURSOR:
                 self.cursors.append(self._cursor(cols, i))
             elif k == _K_LIMIT:
-                self.limits.append(cols["q_limit"][i])
+                self.runs.add(cols["q_run"][i])
+                if run is None or cols["q_run"][i] == run:
+                    self.limits.append(cols["q_limit"][i])
             elif k == _K_ENTRY:
                 p, ts = engine_position(cols["e_pos"][i]), cols["e_ts"][i]
                 if p is not None and ts is not None:
@@ -834,7 +881,7 @@ def eviction_losses(
     not a join of every entry with every moved cursor of its topic). ``result`` is read twice (the moved
     cursors, and the join back): materialise it first when it is an expensive plan, as the quota stage
     does. ``scope_entries``: read only the entries of the topics where a cursor moves (a broadcast semi
-    join, one row per moved topic: metadata-sized) instead of sweeping every topic's entries (tier l: 7.4M
+    join, one row per moved cursor: metadata-sized) instead of sweeping every topic's entries (tier l: 7.4M
     of 26M); it reads ``result`` a third time, so pass it only for a materialised ``result``. Pure and lazy.
     """
     lost_columns = ("lost_entries", "lost_messages", "lost_bytes")
@@ -848,8 +895,8 @@ def eviction_losses(
         F.col(after).alias("upper"),
         F.col("individually_deleted_before").alias("acked_ranges"),
     )
-    if scope_entries:
-        entries = entries.join(F.broadcast(moved.select(*KEY).distinct()), list(KEY), "left_semi")
+    if scope_entries:  # a semi join: a topic moving several cursors needs no distinct (one shuffle less)
+        entries = entries.join(F.broadcast(moved.select(*KEY)), list(KEY), "left_semi")
     e = entries.select(
         F.col("cluster").cast("string").alias("cluster"),
         F.col("topic").cast("string").alias("topic"),
@@ -877,7 +924,8 @@ def eviction_losses(
         F.col("messages").alias("_msgs"),
         F.col("bytes").alias("_bytes"),
     )
-    out = base.join(totals, on=[*KEY, *by], how="left")
+    # one totals row per moved cursor (metadata-sized): broadcast, the eviction rows are not shuffled
+    out = base.join(F.broadcast(totals), on=[*KEY, *by], how="left")
     return out.select(
         *[F.col(f"`{c}`") for c in base.columns],
         F.coalesce(F.col("_n"), F.lit(0)).cast("long").alias("lost_entries"),
@@ -1031,22 +1079,104 @@ def drop_backlog_for_time_limit(
     )
 
     def per_topic(topic: _Topic) -> list[dict[str, Any]]:
-        beh, flags = rules or _topic_rules(topic)
-        return _time_topic(
-            topic,
-            beh,
-            precise,
-            now_ms,
-            flags["time_limit_millis_int_overflow"],
-            flags["expiry_checks_ledger_close_time"],
-            flags["expiry_skips_unclosed_ledgers"],
-            flags["size_eviction_long_target"],
-            trace_limit,
-            flags["time_limit_compared_as_millis"],
-        )
+        return _time_rows(topic, rules or _topic_rules(topic), precise, now_ms, trace_limit)
 
     result = _grouped(packed, TIME_SCHEMA, per_topic)
     return _with_losses(result, entries if losses else None)
+
+
+def _time_rows(
+    topic: _Topic, rules: Rules, precise: bool, now_ms: int | None, trace_limit: int
+) -> list[dict[str, Any]]:
+    beh, flags = rules
+    return _time_topic(
+        topic,
+        beh,
+        precise,
+        now_ms,
+        flags["time_limit_millis_int_overflow"],
+        flags["expiry_checks_ledger_close_time"],
+        flags["expiry_skips_unclosed_ledgers"],
+        flags["size_eviction_long_target"],
+        trace_limit,
+        flags["time_limit_compared_as_millis"],
+    )
+
+
+def drop_backlog_what_ifs(
+    managed_ledgers: DataFrame,
+    ledgers: DataFrame,
+    cursors: DataFrame,
+    limits: DataFrame,
+    entries: DataFrame | None = None,
+    pulsar_version: str | None = DEFAULT_PULSAR_VERSION,
+    trace_max_iterations: int = DEFAULT_TRACE_MAX_ITERATIONS,
+) -> DataFrame:
+    """Several evictions per topic in one grouped pass: what :func:`drop_backlog_for_size_limit` and
+    :func:`drop_backlog_for_time_limit` (non-precise and precise) would each do to the topic as exported
+    (every eviction starts from the exported state; none sees another's moves). Docs §3.6, §3.7.
+
+    ``limits``: one row per (cluster, topic, quota_type, precise) wanted. ``quota_type``
+    ``destination_storage`` (size) reads ``limit_size_bytes``; ``message_age`` (time) reads
+    ``limit_time_seconds`` and ``precise`` (null reads as false). Only the entries of topics with a precise
+    row are read (a broadcast semi join); without ``entries`` a precise row finds no entry timestamps, so its
+    probes are undecidable (``error``), as with an entries export that misses them.
+
+    Output, in :data:`WHAT_IF_SCHEMA`: for each limit row, the cursor rows the single call gives
+    (``counter="auto"``, ``now`` = ``managed_ledgers.exported_at``) with ``quota_type`` and, from the time
+    call, ``precise`` (null on size rows); the columns of the other call are null, ``iterations`` are
+    :data:`STEP` structs and ``lost_*`` are null (:func:`eviction_losses` adds them; with one time row per
+    topic ``by=("quota_type", "cursor_name")`` identifies a row). Equal to the separate calls row for row
+    (property-tested on random managed ledgers); each topic's rows are shuffled once for all its evictions
+    instead of once per call. ``pulsar_version=None``: each topic's own ``managed_ledgers.pulsar_version``.
+    Pure and lazy.
+    """
+    missing = [c for c in ("quota_type", "limit_size_bytes", "limit_time_seconds") if c not in limits.columns]
+    if missing:
+        raise ConfigError(
+            f"limits lacks the column(s) {missing}: one row per eviction wanted, with quota_type "
+            f"({QUOTA_TYPE_SIZE!r} or {QUOTA_TYPE_TIME!r}), limit_size_bytes, limit_time_seconds [, precise]"
+        )
+    trace_limit = _trace_limit(trace_max_iterations)
+    rules = _rules_of(pulsar_version, managed_ledgers)
+    is_size = F.col("quota_type") == F.lit(QUOTA_TYPE_SIZE)
+    precise = F.coalesce(_opt(limits, "precise", "boolean"), F.lit(False))
+    runs = limits.where(is_size | (F.col("quota_type") == F.lit(QUOTA_TYPE_TIME))).select(
+        *KEY,
+        F.when(is_size, F.lit(_RUN_SIZE))
+        .when(precise, F.lit(_RUN_TIME_PRECISE))
+        .otherwise(F.lit(_RUN_TIME))
+        .alias("_run"),
+        F.when(is_size, F.col("limit_size_bytes")).otherwise(F.col("limit_time_seconds")).alias("_limit"),
+    )
+    probed = None
+    if entries is not None:
+        precise_topics = runs.where(F.col("_run") == F.lit(_RUN_TIME_PRECISE)).select(*KEY)
+        probed = entries.join(F.broadcast(precise_topics), list(KEY), "left_semi")
+    exported = (
+        _millis(F.col("exported_at"))
+        if "exported_at" in managed_ledgers.columns
+        else F.lit(None).cast("long")
+    )
+    packed = _pack(
+        managed_ledgers, ledgers, cursors, runs, "_limit", probed, exported, rules is None, F.col("_run")
+    )
+
+    def per_topic(topic: _Topic) -> list[dict[str, Any]]:
+        rows: list[dict[str, Any]] = []
+        for run in sorted(r for r in topic.runs if r is not None):
+            alone = _Topic(topic.cols, run)  # fresh cursors: each eviction starts from the export
+            topic_rules = rules or _topic_rules(alone)
+            if run == _RUN_SIZE:
+                beh, flags = topic_rules
+                part = _size_topic(alone, beh, True, flags["size_eviction_long_target"], trace_limit)
+            else:
+                part = _time_rows(alone, topic_rules, run == _RUN_TIME_PRECISE, None, trace_limit)
+            quota_type = QUOTA_TYPE_SIZE if run == _RUN_SIZE else QUOTA_TYPE_TIME
+            rows.extend({**row, "quota_type": quota_type} for row in part)
+        return rows
+
+    return _with_losses(_grouped(packed, WHAT_IF_SCHEMA, per_topic), None)
 
 
 _EVICTION_FLAGS = (

@@ -733,7 +733,7 @@ def _topic_state(
     entry_ts = F.coalesce(_millis(entries, "broker_timestamp"), F.col("publish_time_ms").cast("long"))
     # the entry key is unique within one export: at most one entry per topic. The probed positions (one
     # per topic, metadata-sized) are broadcast into a scan of the entries, so the entry dump is not
-    # shuffled; the few entries found are joined back to the topics.
+    # shuffled; the few entries found are broadcast back to the topics.
     probe = staged.select("*", F.col("_p_pos.ledger_id").alias("_el"), F.col("_p_pos.entry_id").alias("_ee"))
     probed = probe.select(*KEY, "_el", "_ee").where(F.col("_el").isNotNull() & F.col("_ee").isNotNull())
     found = entries.select(
@@ -742,7 +742,7 @@ def _topic_state(
         F.col("entry_id").cast("long").alias("_ee"),
         entry_ts.alias("_p_ref_ms"),
     ).join(F.broadcast(probed), on=[*KEY, "_el", "_ee"], how="inner")
-    with_ref = probe.join(found, on=[*KEY, "_el", "_ee"], how="left").drop("_el", "_ee")
+    with_ref = probe.join(F.broadcast(found), on=[*KEY, "_el", "_ee"], how="left").drop("_el", "_ee")
     return with_ref.select(
         "*",
         F.when(F.col("_p_ref_ms").isNull(), F.lit("entry_missing")).otherwise(F.lit("ok")).alias("_p_status"),
@@ -1075,23 +1075,21 @@ def producer_outcomes(
       the topic over its quota (null when no quota is exceeded).
 
     ``breaches`` is :func:`quota_breaches` output; policies and ``check_enabled`` are read from
-    ``effective``. An undecidable time check makes the affected outcome null (``reason`` says why).
+    ``effective`` (which may be the very frame ``breaches`` is, when it carries both, e.g. the breaches
+    with ``keep``: then it is read once, not joined with itself). An undecidable time check makes the
+    affected outcome null (``reason`` says why).
     ``pulsar_version`` must be the one ``breaches`` was computed with; ``None`` reads each topic's version
     from the ``pulsar_version`` column of ``effective`` (which :func:`effective_quotas` adds then). Pure and
     lazy.
     """
     flags = _flags(pulsar_version, effective)
     source = with_flags(effective) if flags.per_row else effective
-    policies = source.select(
-        *KEY,
-        F.col("quota_type"),
+    policy_columns = [
         F.col("policy").alias("_policy"),
         F.coalesce(F.col("check_enabled").cast("boolean"), F.lit(DEFAULT_CHECK_ENABLED)).alias("_enabled"),
         *([F.col(FLAGS_COLUMN).alias("_fl")] if flags.per_row else []),
-    )
-    rows = breaches.select(
-        *KEY,
-        "quota_type",
+    ]
+    breach_columns = [
         "exceeded",
         "is_handled",
         "is_system_topic",
@@ -1100,7 +1098,14 @@ def producer_outcomes(
         "slowest_cursor_tie",
         "dedup_at_slowest",
         "reason",
-    ).join(policies, on=[*KEY, "quota_type"], how="left")
+    ]
+    if breaches is effective:  # one frame with both (the quota stage's status): no join with itself
+        rows = source.select(*KEY, "quota_type", *breach_columns, *policy_columns)
+    else:
+        policies = source.select(*KEY, "quota_type", *policy_columns)
+        rows = breaches.select(*KEY, "quota_type", *breach_columns).join(
+            policies, on=[*KEY, "quota_type"], how="left"
+        )
 
     def of(kind: str, value: Column) -> Column:
         return F.first(F.when(F.col("quota_type") == kind, value), ignorenulls=True)

@@ -31,13 +31,16 @@ import logging
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
-from pyspark.sql import types as T
 
 from pulsar_model.engine.entry_coverage import topic_entries_complete, with_entries_complete
 from pulsar_model.engine.flags import FLAGS_COLUMN, with_flags
 from pulsar_model.pipeline.stages.cluster_versions import day_cluster_versions, with_cluster_version
-from pulsar_model.quota import drop_backlog_for_size_limit, drop_backlog_for_time_limit
-from pulsar_model.quota.eviction import DEFAULT_TRACE_MAX_ITERATIONS, eviction_losses
+from pulsar_model.quota.eviction import (
+    DEFAULT_TRACE_MAX_ITERATIONS,
+    STEP,
+    drop_backlog_what_ifs,
+    eviction_losses,
+)
 from pulsar_model.quota.policy import (
     BREACH_COLUMNS,
     EXACT_COMPLETE,
@@ -47,7 +50,6 @@ from pulsar_model.quota.policy import (
     effective_quotas,
     producer_outcomes,
     quota_breaches,
-    time_quota_supported,
 )
 from pulsar_model.tables.contracts import contract
 from pulsar_model.tables.delta_io import DeltaTables
@@ -68,54 +70,6 @@ _EXACT_COLUMNS = (
     "oldest_unacked_publish_time_ms",
     "exported_entries_complete",
 )
-#: Columns of ``entries`` the eviction transforms read (entry timestamps for §3.7 precise expiry, and the
-#: lost messages/bytes); an empty frame of these stands in when the run date has no entries export.
-_ENTRY_FIELDS = T.StructType(
-    [
-        T.StructField("cluster", T.StringType()),
-        T.StructField("topic", T.StringType()),
-        T.StructField("ledger_id", T.LongType()),
-        T.StructField("entry_id", T.LongType()),
-        T.StructField("publish_time_ms", T.LongType()),
-        T.StructField("broker_timestamp", T.TimestampType()),
-        T.StructField("message_count", T.IntegerType()),
-        T.StructField("entry_size_bytes", T.LongType()),
-    ]
-)
-#: Every eviction call: size, time non-precise, time precise.
-ALL_EVICTION_RUNS: frozenset[tuple[str, bool | None]] = frozenset(
-    {(QUOTA_TYPE_SIZE, None), (QUOTA_TYPE_TIME, False), (QUOTA_TYPE_TIME, True)}
-)
-#: Fields of a trace step (``quota_eviction_trace``): those of both loops, the size loop's, the time loop's.
-_STEP_COMMON = (
-    "iteration",
-    "cursor_name",
-    "slowest_tie",
-    "mark_delete_before",
-    "mark_delete_after",
-    "skipped_entries",
-    "error",
-)
-_STEP_SIZE = ("backlog_before", "entries_counter", "entries_source", "to_skip", "backlog_after")
-_STEP_TIME = ("ledger_id", "ledger_closed_at", "action")
-_POSITION = T.StructType([T.StructField("ledger_id", T.LongType()), T.StructField("entry_id", T.LongType())])
-_STEP_TYPES: dict[str, T.DataType] = {
-    "iteration": T.IntegerType(),
-    "cursor_name": T.StringType(),
-    "slowest_tie": T.BooleanType(),
-    "mark_delete_before": _POSITION,
-    "mark_delete_after": _POSITION,
-    "skipped_entries": T.LongType(),
-    "error": T.StringType(),
-    "backlog_before": T.LongType(),
-    "entries_counter": T.LongType(),
-    "entries_source": T.StringType(),
-    "to_skip": T.LongType(),
-    "backlog_after": T.LongType(),
-    "ledger_id": T.LongType(),
-    "ledger_closed_at": T.TimestampType(),
-    "action": T.StringType(),
-}
 #: Eviction output columns renamed so that every before/after pair reads alike in ``quota_evictions``.
 _AFTER_RENAMES = {
     "mark_delete_position": "mark_delete_position_after",
@@ -167,27 +121,9 @@ def quota_status(
     return rows.select(*effective.columns, *extra, *completeness)
 
 
-def _trace_step(step: Column, fields: tuple[str, ...]) -> Column:
-    """One loop step (a size or time step struct) as the struct of every trace field, the others null."""
-    return F.struct(
-        *[
-            (step[name] if name in fields else F.lit(None)).cast(dtype).alias(name)
-            for name, dtype in _STEP_TYPES.items()
-        ]
-    )
-
-
-def _eviction_columns(result: DataFrame, quota_type: str) -> DataFrame:
-    """Eviction output with ``quota_type``, the ``_after`` names and each cursor's trace steps as
-    ``iterations`` of one struct type for both loops (size and time steps differ; see ``_STEP_TYPES``)."""
-    fields = (*_STEP_COMMON, *(_STEP_SIZE if quota_type == QUOTA_TYPE_SIZE else _STEP_TIME))
-    cols: list[Column] = [F.lit(quota_type).alias("quota_type")]
-    for name in result.columns:
-        if name == "iterations":
-            cols.append(F.transform("iterations", lambda s: _trace_step(s, fields)).alias("iterations"))
-        else:
-            cols.append(F.col(f"`{name}`").alias(_AFTER_RENAMES.get(name, name)))
-    return result.select(*cols)
+def _eviction_columns(result: DataFrame) -> DataFrame:
+    """Eviction output with the ``_after`` names, so that every before/after pair reads alike."""
+    return result.select(*[F.col(f"`{c}`").alias(_AFTER_RENAMES.get(c, c)) for c in result.columns])
 
 
 def eviction_trace(evictions: DataFrame) -> DataFrame:
@@ -204,7 +140,9 @@ def eviction_trace(evictions: DataFrame) -> DataFrame:
         if c in evictions.columns
     ]
     steps = evictions.select(*keep, "quota_type", F.explode("iterations").alias("_step"))
-    return steps.select(*keep, "quota_type", *[F.col("_step")[name].alias(name) for name in _STEP_TYPES])
+    return steps.select(
+        *keep, "quota_type", *[F.col("_step")[name].alias(name) for name in STEP.fieldNames()]
+    )
 
 
 def quota_evictions(
@@ -213,81 +151,46 @@ def quota_evictions(
     ledgers: DataFrame,
     cursors: DataFrame,
     entries: DataFrame | None,
-    pulsar_version: str | None,
-    runs: frozenset[tuple[str, bool | None]] = ALL_EVICTION_RUNS,
     trace_max_iterations: int = DEFAULT_TRACE_MAX_ITERATIONS,
     losses: bool = True,
-) -> DataFrame | None:
+) -> DataFrame:
     """One row per (cluster, topic, quota_type, cursor): what-if ``consumer_backlog_eviction`` (§3.6, §3.7).
 
-    ``status`` is :func:`quota_status` output. Every topic with an enabled limit of a type is evaluated
-    whatever its configured policy: size when ``limit_size_bytes >= 0`` (§3.4: ``limit < 0`` disables),
-    time when ``limit_time_seconds > 0`` and the version checks time quotas (2.8.0+, flag
-    ``time_quota_supported``; ``pulsar_version=None``: each topic's own, from the ``pulsar_version`` column
-    :func:`~pulsar_model.quota.policy.effective_quotas` adds to ``status`` then); time eviction is
-    precise or not as the effective broker setting ``precise_time_check`` says (§3.7). ``configured_policy``
-    is the effective policy and ``handled_now`` says whether the broker runs this eviction at its next check
-    (the policy is ``consumer_backlog_eviction`` and this type is the one the periodic check handles; null
-    when that check is undecidable). Without ``entries`` the precise time rows are undecidable (no entry
-    timestamps) and the ``lost_*`` columns are null.
+    ``status`` is :func:`quota_status` output (with each topic's ``pulsar_version``). Every topic with an
+    enabled limit of a type is evaluated whatever its configured policy: size when ``limit_size_bytes >= 0``
+    (§3.4: ``limit < 0`` disables), time when ``limit_time_seconds > 0`` and the topic's version checks time
+    quotas (2.8.0+, flag ``time_quota_supported``); time eviction is precise or not as the effective broker
+    setting ``precise_time_check`` says (§3.7). All of a topic's evictions come from one grouped pass
+    (:func:`~pulsar_model.quota.eviction.drop_backlog_what_ifs`). ``configured_policy`` is the effective
+    policy and ``handled_now`` says whether the broker runs this eviction at its next check (the policy is
+    ``consumer_backlog_eviction`` and this type is the one the periodic check handles; null when that check
+    is undecidable). Without ``entries`` the precise time rows are undecidable (no entry timestamps) and the
+    ``lost_*`` columns are null.
 
-    ``runs`` limits the eviction calls to those with topics (see :func:`eviction_kinds`): each call is a
-    grouped Arrow pass over the topics' state, worth skipping when empty; None when no run is left.
     ``iterations``: this cursor's steps among the first ``trace_max_iterations`` of its topic's loop (one
     struct type for both loops; :func:`eviction_trace` turns them into ``quota_eviction_trace`` rows).
     ``losses=False`` leaves the ``lost_*`` columns null, for
     :func:`~pulsar_model.quota.eviction.eviction_losses` (``by=("quota_type", "cursor_name")``,
-    ``after="mark_delete_position_after"``) to add them after the grouped passes are materialised (the
-    losses read the eviction rows twice). Pure and lazy.
+    ``after="mark_delete_position_after"``) to add them after the grouped pass is materialised (the losses
+    read the eviction rows twice). Pure and lazy.
     """
-    spark = managed_ledgers.sparkSession
-    parts: list[DataFrame] = []
-    if (QUOTA_TYPE_SIZE, None) in runs:
-        size_limits = status.where(enabled_limit(QUOTA_TYPE_SIZE)).select(*_TOPIC, "limit_size_bytes")
-        size = drop_backlog_for_size_limit(
-            managed_ledgers,
-            ledgers,
-            cursors,
-            size_limits,
-            pulsar_version,
-            entries=entries,
-            trace_max_iterations=trace_max_iterations,
-            losses=False,
+    supported = F.coalesce(F.col(FLAGS_COLUMN)["time_quota_supported"], F.lit(False))
+    limits = (
+        with_flags(status)
+        .where(enabled_limit(QUOTA_TYPE_SIZE) | (enabled_limit(QUOTA_TYPE_TIME) & supported))
+        .select(
+            *_TOPIC,
+            "quota_type",
+            F.col("precise_time_check").alias("precise"),
+            "limit_size_bytes",
+            "limit_time_seconds",
         )
-        parts.append(_eviction_columns(size, QUOTA_TYPE_SIZE))
-    time_rows = status.where(enabled_limit(QUOTA_TYPE_TIME))
-    if pulsar_version is None:
-        supported = F.coalesce(F.col(FLAGS_COLUMN)["time_quota_supported"], F.lit(False))
-        time_rows = with_flags(time_rows).where(supported).drop(FLAGS_COLUMN)
-    for precise in (False, True):
-        if (QUOTA_TYPE_TIME, precise) not in runs:
-            continue
-        if pulsar_version is not None and not time_quota_supported(pulsar_version):
-            continue
-        limits = time_rows.where(F.col("precise_time_check") == F.lit(precise)).select(
-            *_TOPIC, "limit_time_seconds"
-        )
-        probe = entries
-        if precise and entries is None:  # no entry timestamps: every probe is undecidable (§3.7)
-            probe = spark.createDataFrame([], _ENTRY_FIELDS)
-        result = drop_backlog_for_time_limit(
-            managed_ledgers,
-            ledgers,
-            cursors,
-            limits,
-            entries=probe,
-            precise=precise,
-            pulsar_version=pulsar_version,
-            trace_max_iterations=trace_max_iterations,
-            losses=False,
-        )
-        parts.append(_eviction_columns(result, QUOTA_TYPE_TIME))
-    if not parts:
-        return None
-    out = parts[0]
-    for part in parts[1:]:
-        out = out.unionByName(part, allowMissingColumns=True)
-    if losses:  # null without entries (the empty stand-in frame of the precise probe knows nothing)
+    )
+    what_ifs = drop_backlog_what_ifs(
+        managed_ledgers, ledgers, cursors, limits, entries, None, trace_max_iterations
+    )
+    out = _eviction_columns(what_ifs)
+    if losses:
         out = eviction_losses(
             out, entries, by=("quota_type", "cursor_name"), after="mark_delete_position_after"
         )
@@ -304,20 +207,6 @@ def quota_evictions(
         .alias("handled_now"),
     )
     return out.join(policy, [*_TOPIC, "quota_type"], "left")
-
-
-def eviction_kinds(status: DataFrame) -> DataFrame:
-    """One row per enabled limit of ``status``: ``quota_type`` and ``precise`` (time rows; null for size)."""
-    return status.where(enabled_limit(QUOTA_TYPE_SIZE) | enabled_limit(QUOTA_TYPE_TIME)).select(
-        "quota_type",
-        F.when(F.col("quota_type") == QUOTA_TYPE_TIME, F.col("precise_time_check")).alias("precise"),
-    )
-
-
-def eviction_runs(status: DataFrame) -> frozenset[tuple[str, bool | None]]:
-    """The eviction calls ``status`` needs: ``(quota_type, precise)`` of the enabled limits present
-    (``precise`` None for size), from one driver query on a tiny result (at most three rows)."""
-    return frozenset((row[0], row[1]) for row in eviction_kinds(status).distinct().collect())
 
 
 def run_quota_stage(
@@ -364,30 +253,21 @@ def run_quota_stage(
         return with_cluster_version(df.join(ids, _TOPIC, "inner"), versions, default_version)
 
     evictions = quota_evictions(
-        status,
-        managed,
-        ledgers,
-        cursors,
-        entries,
-        None,
-        eviction_runs(status),
-        trace_max_iterations,
-        losses=False,
+        status, managed, ledgers, cursors, entries, trace_max_iterations, losses=False
     )
-    if evictions is not None:
-        # both eviction tables and the losses read the grouped eviction passes (the expensive part of
-        # the stage): run them once, materialised on the executors, instead of once per reference
-        evictions = identified(evictions).localCheckpoint()
-        with_losses = eviction_losses(
-            evictions,
-            entries,
-            by=("quota_type", "cursor_name"),
-            after="mark_delete_position_after",
-            scope_entries=True,
-        )
-        complete = topic_entries_complete(managed)
-        outputs["quota_evictions"].append(with_entries_complete(with_losses, complete))
-        outputs["quota_eviction_trace"].append(eviction_trace(evictions))
+    # both eviction tables and the losses read the grouped eviction pass (the expensive part of the
+    # stage): run it once, materialised on the executors, instead of once per reference
+    evictions = identified(evictions).localCheckpoint()
+    with_losses = eviction_losses(
+        evictions,
+        entries,
+        by=("quota_type", "cursor_name"),
+        after="mark_delete_position_after",
+        scope_entries=True,
+    )
+    complete = topic_entries_complete(managed)
+    outputs["quota_evictions"].append(with_entries_complete(with_losses, complete))
+    outputs["quota_eviction_trace"].append(eviction_trace(evictions))
     for name, part in (
         ("quota_status", status),
         ("quota_producer_outcomes", producer_outcomes(status, status, None)),
