@@ -104,7 +104,8 @@ def _entry_totals(
             for m in measures
         ]
     )
-    joined = df.join(wide, [*_TOPIC, "request_id"], "left")
+    # one row per request (operator requests are few): broadcast, the plan rows are not shuffled
+    joined = df.join(F.broadcast(wide), [*_TOPIC, "request_id"], "left")
     keyed = F.col("cluster").isNotNull() & F.col("topic").isNotNull() & F.col("request_id").isNotNull()
     zero = F.lit(0).cast("long")
     return joined.select(

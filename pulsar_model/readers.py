@@ -1188,8 +1188,8 @@ def _first_delivered(df: DataFrame, messages: DataFrame, requests: DataFrame) ->
     before it only happens for a start beyond LAC, whose entry is not in the export.
     """
     # the requested topics are few next to the messages: broadcast (a sort-merge semi join shuffled the
-    # whole message dump first, tier l: 48M messages for 2.3M kept)
-    view = _messages_view(messages, F.broadcast(requests.select(*KEY).distinct()))
+    # whole message dump first, tier l: 48M messages for 2.3M kept); a semi join needs no distinct
+    view = _messages_view(messages, F.broadcast(requests.select(*KEY)))
     df = _with_start_entry_batched(df, view, requests)
     rp, sid = ref("_pa_rp"), ref("_pa_sid")
     at_start = (
@@ -1223,8 +1223,7 @@ def _with_start_entry_batched(df: DataFrame, view: DataFrame, requests: DataFram
         requests.where(F.col("start_kind").cast("string") == START_MESSAGE_ID)
         .select(*KEY, sid["ledger_id"].alias("_pa_bl"), sid["entry_id"].alias("_pa_be"))
         .where(F.col("_pa_bl").isNotNull() & F.col("_pa_be").isNotNull())
-        .distinct()
-    )
+    )  # only a semi join reads them: repeated start entries need no distinct (a shuffle)
     entries = (
         view.select(
             *KEY,

@@ -147,7 +147,8 @@ def failover_duplicates(
     if markers is not None:
         require(markers, MARKER_COLUMNS, "markers")
         passed = _passed_snapshot_positions(markers, pairs)
-        with_passed = pairs.join(passed, list(PAIR_KEY), "left")
+        # at most one row per pair (metadata-sized): broadcast, the pairs are not shuffled for it
+        with_passed = pairs.join(F.broadcast(passed), list(PAIR_KEY), "left")
     else:
         with_passed = pairs.withColumn("_passed_position", null_position())
     pkeys = [f"_p_{k}" for k in PAIR_KEY]
@@ -172,12 +173,13 @@ def failover_duplicates(
         managed_ledgers,
         [*pkeys, "_p_bound"],
         out="_n",
+        few_requests=True,
     )
     bounds = counted.groupBy(*pkeys).agg(
         *[F.max(F.when(F.col("_p_bound") == k, F.col("_n"))).alias(f"_{k}") for k in ("low", "high")]
     )
     on = [F.col(k) == F.col(f"_p_{k}") for k in PAIR_KEY]
-    bounded = with_passed.join(bounds, on, "left").drop(*pkeys)
+    bounded = with_passed.join(F.broadcast(bounds), on, "left").drop(*pkeys)
 
     # --- exact, from the exported entries -------------------------------------------------------------------
     if entries is None:
@@ -284,7 +286,7 @@ def failover_duplicates(
         bounded = (
             bounded.join(src_exported, ["source_cluster", "topic"], "left")
             .join(tgt_exported, ["target_cluster", "topic"], "left")
-            .join(exact, list(PAIR_KEY), "left")
+            .join(F.broadcast(exact), list(PAIR_KEY), "left")
         )
     if exact is None:
         bounded = bounded.select(

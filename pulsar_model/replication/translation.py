@@ -152,9 +152,13 @@ def existing_entries_between(
     *,
     out: str = "entries",
     acked_out: str | None = None,
+    few_requests: bool = False,
 ) -> DataFrame:
     """Add ``out``: entries the ledger list says exist in ``(lower, upper]`` minus those inside ``acked``
     (and ``acked_out``, when named: those inside ``acked``, each range counted on its own).
+
+    ``few_requests``: the requests are metadata-sized (e.g. two per replicated pair), so their counts are
+    broadcast back onto them instead of a join that shuffles the requests first.
 
     One row per request (every request column kept). ``requests`` needs ``cluster, topic``, the unique
     request ``keys``, ``lower`` and ``upper`` (positions) and ``acked`` (``array<struct<lower, upper>>`` of
@@ -205,8 +209,9 @@ def existing_entries_between(
     counts = pieces.groupBy("cluster", "topic", *[f"_k_{k}" for k in keys]).agg(
         F.sum(_entries_in(lid, n, lo, hi) - acked).alias("_count"), F.sum(acked).alias("_acked_count")
     )
+    renamed = counts.withColumnsRenamed({"cluster": "_k_cluster", "topic": "_k_topic"})
     joined = requests.join(
-        counts.withColumnsRenamed({"cluster": "_k_cluster", "topic": "_k_topic"}),
+        F.broadcast(renamed) if few_requests else renamed,
         [F.col("cluster") == F.col("_k_cluster"), F.col("topic") == F.col("_k_topic")]
         + [F.col(k).eqNullSafe(F.col(f"_k_{k}")) for k in keys],
         "left",
@@ -511,12 +516,14 @@ def position_translation(
     pkeys = [f"_p_{k}" for k in PAIR_KEY]
     # both counts of a pair in one pass over the ledger list: one request per (pair, count)
     counted = existing_entries_between(
-        lead.unionByName(behind), ledgers, managed_ledgers, [*pkeys, "_p_count"], out="_n"
+        lead.unionByName(behind), ledgers, managed_ledgers, [*pkeys, "_p_count"], out="_n", few_requests=True
     )
     counts = counted.groupBy(*pkeys).agg(
         *[F.max(F.when(F.col("_p_count") == k, F.col("_n"))).alias(f"_{k}") for k in ("lead", "behind")]
     )
-    joined = staged.join(counts, [F.col(k) == F.col(f"_p_{k}") for k in PAIR_KEY], "left").drop(*pkeys)
+    # one row per pair (metadata-sized): broadcast, the staged pairs are not shuffled for it
+    on = [F.col(k) == F.col(f"_p_{k}") for k in PAIR_KEY]
+    joined = staged.join(F.broadcast(counts), on, "left").drop(*pkeys)
     expected, actual = F.col("expected_remote_mark_delete"), F.col("actual_remote_mark_delete")
     delivered = F.col("update_delivered_position").isNotNull()
     since_update = _seconds_between(F.col("source_exported_at"), F.col("last_update_publish_time_ms"))
