@@ -1,7 +1,7 @@
 """The nightly ``quota`` stage: effective backlog quotas, breaches, what-if eviction, producer outcomes.
 
-Driver-side orchestration only (reads, one materialised status, one tiny query choosing the eviction runs,
-one materialised eviction result feeding both eviction tables, writes); the logic is the pure transforms
+Driver-side orchestration only (reads, one materialised status, one materialised eviction pass feeding
+both eviction tables, writes); the logic is the pure transforms
 of :mod:`pulsar_model.quota`, called once with ``pulsar_version=None``: every topic carries its cluster's
 version (:mod:`pulsar_model.pipeline.stages.cluster_versions`) and the transforms branch on its flags, so
 one plan serves every cluster whatever mix of versions the export has (docs §0.3, §3). Output tables,
@@ -241,7 +241,7 @@ def run_quota_stage(
     exact = backlog.join(scope, _TOPIC, "left_semi") if backlog is not None else None
     effective = effective_quotas(quotas, managed, None)
     status = quota_status(effective, managed, ledgers, cursors, entries, exact)
-    # status feeds all three tables and the choice of eviction runs: materialised once (eager) with its
+    # status feeds every table and the evictions' limits: materialised once (eager) with its
     # lineage cut - the breach plan is large, and re-planning it under every later operator costs far more
     # than the data. The blocks live on the executors and are cleaned up once unreferenced.
     status = status.localCheckpoint()
