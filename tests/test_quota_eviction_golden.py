@@ -20,7 +20,11 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from pulsar_model.errors import ConfigError
-from pulsar_model.quota.eviction import drop_backlog_for_size_limit, drop_backlog_for_time_limit
+from pulsar_model.quota.eviction import (
+    drop_backlog_for_size_limit,
+    drop_backlog_for_time_limit,
+    drop_backlog_what_ifs,
+)
 from tests.contract_frames import CURSOR_STATE, MANAGED_LEDGER_STATE, contract_schema
 from tests.spark_conf import FAST_CONF, session_conf
 
@@ -607,6 +611,13 @@ def test_drop_backlog_for_size_limit_rejects_unknown_counter(spark: SparkSession
     d = frames(spark, {"x": SIZE["s6_one_sub"]}, "limit_size_bytes")
     with pytest.raises(ConfigError, match="counter must be"):
         drop_backlog_for_size_limit(d["ml"], d["ledgers"], d["cursors"], d["limits"], counter="exact")
+
+
+def test_drop_backlog_what_ifs_names_the_missing_limit_columns(spark: SparkSession) -> None:
+    """A ``limits`` frame of the single calls' shape (no ``quota_type``) is refused with what it needs."""
+    d = frames(spark, {"x": SIZE["s6_one_sub"]}, "limit_size_bytes")
+    with pytest.raises(ConfigError, match=r"\['quota_type', 'limit_time_seconds'\].*one row per eviction"):
+        drop_backlog_what_ifs(d["ml"], d["ledgers"], d["cursors"], d["limits"])
 
 
 @pytest.mark.parametrize("version", VERSIONS)

@@ -1118,9 +1118,10 @@ def drop_backlog_what_ifs(
 
     ``limits``: one row per (cluster, topic, quota_type, precise) wanted. ``quota_type``
     ``destination_storage`` (size) reads ``limit_size_bytes``; ``message_age`` (time) reads
-    ``limit_time_seconds`` and ``precise`` (null reads as false). Only the entries of topics with a precise
-    row are read (a broadcast semi join); without ``entries`` a precise row finds no entry timestamps, so its
-    probes are undecidable (``error``), as with an entries export that misses them.
+    ``limit_time_seconds`` and ``precise`` (null reads as false); rows of any other ``quota_type`` ask for
+    nothing. Only the entries of topics with a precise row are read (a broadcast semi join); without
+    ``entries`` a precise row finds no entry timestamps, so its probes are undecidable (``error``), as with
+    an entries export that misses them.
 
     Output, in :data:`WHAT_IF_SCHEMA`: for each limit row, the cursor rows the single call gives
     (``counter="auto"``, ``now`` = ``managed_ledgers.exported_at``) with ``quota_type`` and, from the time
