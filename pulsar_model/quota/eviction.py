@@ -881,7 +881,7 @@ def eviction_losses(
     not a join of every entry with every moved cursor of its topic). ``result`` is read twice (the moved
     cursors, and the join back): materialise it first when it is an expensive plan, as the quota stage
     does. ``scope_entries``: read only the entries of the topics where a cursor moves (a broadcast semi
-    join, one row per moved cursor: metadata-sized) instead of sweeping every topic's entries (tier l: 7.4M
+    join, one row per moved topic: metadata-sized) instead of sweeping every topic's entries (tier l: 7.4M
     of 26M); it reads ``result`` a third time, so pass it only for a materialised ``result``. Pure and lazy.
     """
     lost_columns = ("lost_entries", "lost_messages", "lost_bytes")
@@ -895,8 +895,8 @@ def eviction_losses(
         F.col(after).alias("upper"),
         F.col("individually_deleted_before").alias("acked_ranges"),
     )
-    if scope_entries:  # a semi join: a topic moving several cursors needs no distinct (one shuffle less)
-        entries = entries.join(F.broadcast(moved.select(*KEY)), list(KEY), "left_semi")
+    if scope_entries:  # one row per moved topic: a broadcast of per-cursor rows would not stay small
+        entries = entries.join(F.broadcast(moved.select(*KEY).distinct()), list(KEY), "left_semi")
     e = entries.select(
         F.col("cluster").cast("string").alias("cluster"),
         F.col("topic").cast("string").alias("topic"),
@@ -924,8 +924,7 @@ def eviction_losses(
         F.col("messages").alias("_msgs"),
         F.col("bytes").alias("_bytes"),
     )
-    # one totals row per moved cursor (metadata-sized): broadcast, the eviction rows are not shuffled
-    out = base.join(F.broadcast(totals), on=[*KEY, *by], how="left")
+    out = base.join(totals, on=[*KEY, *by], how="left")
     return out.select(
         *[F.col(f"`{c}`") for c in base.columns],
         F.coalesce(F.col("_n"), F.lit(0)).cast("long").alias("lost_entries"),

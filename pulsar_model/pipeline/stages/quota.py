@@ -1,11 +1,11 @@
 """The nightly ``quota`` stage: effective backlog quotas, breaches, what-if eviction, producer outcomes.
 
 Driver-side orchestration only (reads, one materialised status, one materialised eviction pass feeding
-both eviction tables, writes); the logic is the pure transforms
-of :mod:`pulsar_model.quota`, called once with ``pulsar_version=None``: every topic carries its cluster's
-version (:mod:`pulsar_model.pipeline.stages.cluster_versions`) and the transforms branch on its flags, so
-one plan serves every cluster whatever mix of versions the export has (docs §0.3, §3). Output tables,
-partitioned by ``export_date``:
+both eviction tables, writes); the logic is the pure transforms of :mod:`pulsar_model.quota`, called once
+with ``pulsar_version=None``: every topic carries its cluster's version
+(:mod:`pulsar_model.pipeline.stages.cluster_versions`) and the transforms branch on its flags, so one plan
+serves every cluster whatever mix of versions the export has (docs §0.3, §3). Output tables, partitioned
+by ``export_date``:
 
 * ``quota_status`` - one row per (cluster, topic, export, quota_type): the effective quota (§3.2) beside
   the broker's breach decision at export time and the exact-data view (§3.4);
