@@ -171,6 +171,14 @@ def main(argv: list[str] | None = None) -> int:
         "the file and line), most first; what the 12-jobs-per-stage target counts",
     )
     parser.add_argument(
+        "--plans",
+        type=int,
+        default=0,
+        metavar="N",
+        help="also print the final (adaptive) physical plan of the N SQL executions that ran the most Spark "
+        "jobs: each exchange and broadcast in it is one job",
+    )
+    parser.add_argument(
         "--conf",
         action="append",
         default=[],
@@ -249,6 +257,12 @@ def main(argv: list[str] | None = None) -> int:
         print("\ncostliest plan operators (timing metrics summed over tasks; rows out)")
         for line in _operator_costs(detailed)[: args.operators]:
             print(f"  {line}")
+    if args.plans:
+        detailed = _get(f"{api}/sql?details=true&planDescription=true&length=1000")
+        busiest = sorted(detailed, key=lambda q: -len(q.get("successJobIds", [])))[: args.plans]
+        for q in busiest:
+            print(f"\nplan of SQL execution {q['id']} ({len(q.get('successJobIds', []))} jobs): {q['description']}")
+            print(q.get("planDescription", ""))
     spark.stop()
     return 0
 

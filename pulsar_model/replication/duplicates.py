@@ -34,6 +34,7 @@ from typing import Final
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
+from pyspark.sql.window import Window
 
 from pulsar_model.engine.columns import POSITION_SQL_TYPE, as_position, null_position
 from pulsar_model.replication.translation import (
@@ -71,22 +72,142 @@ def _in_ranges(pos: Column, ranges: Column) -> Column:
     )
 
 
-def _data_messages(entries: DataFrame) -> DataFrame:
-    """One row per data message of the exported entries: ``cluster, topic, _pos, _bytes, _msgs, producer,
-    _seq`` (batch slot ``i`` has ``sequence_id + i``); marker entries are left out."""
-    data = entries.where(F.col("marker_type").isNull()).select(
+def _exact_counts(entries: DataFrame, pairs: DataFrame) -> DataFrame:
+    """Per pair of ``pairs``: the exact columns of :func:`failover_duplicates`, from the exported entries.
+
+    One row per pair whose source or target topic has exported entries: ``_src_x`` / ``_tgt_x`` (that side
+    has any), ``_x_exported`` (target entries of any kind in ``(target md, target LAC]`` outside the
+    target's individually-deleted ranges), ``_x_entries`` / ``_x_messages`` (the data entries and messages
+    among them), ``_x_dup_messages`` / ``_x_dup_entries`` / ``_x_dup_bytes`` (those acknowledged on the
+    source, module docstring). Every source message and every target entry is tagged with its pair (both
+    joins broadcast the pairs: metadata-sized) and the tagged rows are distributed once by pair: the
+    per-producer first sequence id, the per-message "acked on the source" and the per-entry and per-pair
+    counts all read that one distribution (a pair's rows share a partition).
+    """
+    is_data = F.col("marker_type").isNull()
+    rows = entries.select(
         "cluster",
         "topic",
         as_position(F.col("position")).alias("_pos"),
+        is_data.alias("_data"),
         F.col("entry_size_bytes").cast("long").alias("_bytes"),
         F.greatest(F.coalesce(F.col("message_count").cast("long"), F.lit(1).cast("long")), F.lit(1)).alias(
             "_msgs"
         ),
-        F.col("producer_name").alias("_producer"),
-        F.col("sequence_id").cast("long").alias("_seq0"),
+        F.when(is_data, F.col("producer_name")).alias("_producer"),
+        F.when(is_data, F.col("sequence_id").cast("long")).alias("_seq0"),
     )
-    slots = data.select("*", F.explode(F.sequence(F.lit(0).cast("long"), F.col("_msgs") - 1)).alias("_slot"))
-    return slots.select(*data.columns, (F.col("_seq0") + F.col("_slot")).alias("_seq"))
+    pos = F.col("_pos")
+    source = rows.join(
+        F.broadcast(
+            pairs.select(
+                *PAIR_KEY,
+                F.col("source_cluster").alias("cluster"),
+                "source_mark_delete_position",
+                "source_individually_deleted",
+            )
+        ),
+        ["cluster", "topic"],
+        "inner",
+    ).select(
+        *PAIR_KEY,
+        "_pos",
+        "_data",
+        "_bytes",
+        "_msgs",
+        "_producer",
+        "_seq0",
+        F.lit(True).alias("_is_src"),
+        F.lit(False).alias("_in_range"),
+        F.coalesce(
+            (pos <= F.col("source_mark_delete_position"))
+            | _in_ranges(pos, F.col("source_individually_deleted")),
+            F.lit(False),
+        ).alias("_acked"),
+    )
+    target = rows.join(
+        F.broadcast(
+            pairs.select(
+                *PAIR_KEY,
+                F.col("target_cluster").alias("cluster"),
+                "target_cursor_exists",
+                "target_mark_delete_position",
+                "target_individually_deleted",
+                "target_last_confirmed_entry",
+            )
+        ),
+        ["cluster", "topic"],
+        "inner",
+    ).select(
+        *PAIR_KEY,
+        "_pos",
+        "_data",
+        "_bytes",
+        "_msgs",
+        "_producer",
+        "_seq0",
+        F.lit(False).alias("_is_src"),
+        F.coalesce(
+            F.col("target_cursor_exists")
+            & (pos > F.col("target_mark_delete_position"))
+            & (pos <= F.col("target_last_confirmed_entry"))
+            & ~_in_ranges(pos, F.col("target_individually_deleted")),
+            F.lit(False),
+        ).alias("_in_range"),
+        F.lit(False).alias("_acked"),
+    )
+    # a data entry holds one message per batch slot (sequence ids _seq0 .. _seq0 + n - 1); a target entry
+    # outside the range only says that the target has entries: it stays one row
+    expand = F.col("_data") & (F.col("_is_src") | F.col("_in_range"))
+    slot = F.explode(
+        F.when(expand, F.sequence(F.lit(0).cast("long"), F.col("_msgs") - 1)).otherwise(
+            F.array(F.lit(None).cast("long"))
+        )
+    ).alias("_slot")
+    tagged = (
+        source.unionByName(target)
+        .select("*", slot)
+        .select(
+            "*",
+            F.when(F.col("_slot").isNotNull(), F.col("_seq0") + F.col("_slot")).alias("_seq"),
+        )
+        .repartition(*PAIR_KEY)
+    )
+    by_producer = Window.partitionBy(*PAIR_KEY, "_producer")
+    by_message = Window.partitionBy(*PAIR_KEY, "_producer", "_seq")
+    first_seq = F.min(F.when(F.col("_is_src") & F.col("_slot").isNotNull(), F.col("_seq"))).over(by_producer)
+    acked_on_source = F.max(F.col("_is_src") & F.col("_acked") & F.col("_slot").isNotNull()).over(by_message)
+    # a message is named by (producer, sequence id): one without either is never matched
+    named = F.col("_producer").isNotNull() & F.col("_seq").isNotNull()
+    dup = named & (
+        F.coalesce(acked_on_source, F.lit(False)) | F.coalesce(F.col("_seq") < first_seq, F.lit(False))
+    )
+    counted = F.col("_in_range") & F.col("_data")
+    per_entry = (
+        tagged.select(
+            *PAIR_KEY, "_is_src", "_pos", "_in_range", "_data", "_bytes", counted.alias("_c"), dup.alias("_d")
+        )
+        .groupBy(*PAIR_KEY, "_is_src", "_pos")
+        .agg(
+            F.max("_in_range").alias("_in_range"),
+            F.max("_data").alias("_data"),
+            F.first("_bytes").alias("_bytes"),
+            F.sum(F.col("_c").cast("long")).alias("_n"),
+            F.sum((F.col("_c") & F.col("_d")).cast("long")).alias("_dups"),
+        )
+    )
+    zero = F.lit(0).cast("long")
+    in_target = ~F.col("_is_src") & F.col("_in_range")
+    return per_entry.groupBy(*PAIR_KEY).agg(
+        F.max("_is_src").alias("_src_x"),
+        F.max(~F.col("_is_src")).alias("_tgt_x"),
+        F.sum(in_target.cast("long")).alias("_x_exported"),
+        F.sum((in_target & F.col("_data")).cast("long")).alias("_x_entries"),
+        F.sum("_n").alias("_x_messages"),
+        F.sum("_dups").alias("_x_dup_messages"),
+        F.sum((F.col("_dups") > 0).cast("long")).alias("_x_dup_entries"),
+        F.sum(F.when(F.col("_dups") > 0, F.col("_bytes")).otherwise(zero)).alias("_x_dup_bytes"),
+    )
 
 
 def _passed_snapshot_positions(markers: DataFrame, pairs: DataFrame) -> DataFrame:
@@ -186,108 +307,14 @@ def failover_duplicates(
         exact = None
     else:
         require(entries, ENTRY_COLUMNS, "entries")
-        # only the pairs' topics (on either side) are read: scope the dump before exploding the batches and
-        # joining by topic (the topics with a replicated subscription are usually few; broadcast: one row
-        # per (cluster, topic) of a pair, metadata-sized)
-        pair_topics = (
-            pairs.select(F.col("source_cluster").alias("cluster"), "topic")
-            .union(pairs.select(F.col("target_cluster").alias("cluster"), "topic"))
-            .distinct()
+        # only the pairs' topics (on either side) are read: scope the dump first (the topics with a
+        # replicated subscription are usually few; broadcast: at most two rows per pair, metadata-sized)
+        pair_topics = pairs.select(F.col("source_cluster").alias("cluster"), "topic").union(
+            pairs.select(F.col("target_cluster").alias("cluster"), "topic")
         )
         entries = entries.join(F.broadcast(pair_topics), ["cluster", "topic"], "left_semi")
-        messages = _data_messages(entries)
-        exported = entries.select("cluster", "topic").distinct()
-        src_cursor = pairs.select(
-            "source_cluster",
-            "topic",
-            "subscription",
-            "source_mark_delete_position",
-            "source_individually_deleted",
-        ).distinct()
-        src_msgs = messages.withColumnRenamed("cluster", "source_cluster")
-        acked = (
-            src_msgs.join(src_cursor, ["source_cluster", "topic"], "inner")
-            .where(
-                (F.col("_pos") <= F.col("source_mark_delete_position"))
-                | _in_ranges(F.col("_pos"), F.col("source_individually_deleted"))
-            )
-            .select("source_cluster", "topic", "subscription", "_producer", "_seq")
-            .distinct()
-            .withColumn("_acked", F.lit(True))
-        )
-        first_seq = src_msgs.groupBy("source_cluster", "topic", "_producer").agg(
-            F.min("_seq").alias("_first_seq")
-        )
-        tgt_msgs = messages.withColumnRenamed("cluster", "target_cluster")
-        cand = (
-            tgt_msgs.join(
-                pairs.where(F.col("target_cursor_exists")).select(
-                    *PAIR_KEY,
-                    "target_mark_delete_position",
-                    "target_individually_deleted",
-                    "target_last_confirmed_entry",
-                ),
-                ["target_cluster", "topic"],
-                "inner",
-            )
-            .where(
-                (F.col("_pos") > F.col("target_mark_delete_position"))
-                & (F.col("_pos") <= F.col("target_last_confirmed_entry"))
-                & ~_in_ranges(F.col("_pos"), F.col("target_individually_deleted"))
-            )
-            .join(acked, ["source_cluster", "topic", "subscription", "_producer", "_seq"], "left")
-            .join(first_seq, ["source_cluster", "topic", "_producer"], "left")
-        )
-        dup = F.coalesce(F.col("_acked"), F.lit(False)) | F.coalesce(
-            F.col("_seq") < F.col("_first_seq"), F.lit(False)
-        )
-        per_entry = cand.groupBy(*PAIR_KEY, "_pos").agg(
-            F.count(F.lit(1)).alias("_n"),
-            F.sum(dup.cast("long")).alias("_dups"),
-            F.first("_bytes").alias("_bytes"),
-        )
-        exact = per_entry.groupBy(*PAIR_KEY).agg(
-            F.count(F.lit(1)).alias("_x_entries"),
-            F.sum("_n").alias("_x_messages"),
-            F.sum("_dups").alias("_x_dup_messages"),
-            F.sum((F.col("_dups") > 0).cast("long")).alias("_x_dup_entries"),
-            F.sum(F.when(F.col("_dups") > 0, F.col("_bytes")).otherwise(zero)).alias("_x_dup_bytes"),
-        )
-        # completeness of the target range: exported entries (any kind) vs the ledger list
-        tgt_entries = entries.select(
-            F.col("cluster").alias("target_cluster"), "topic", as_position(F.col("position")).alias("_pos")
-        ).distinct()
-        got = (
-            tgt_entries.join(
-                pairs.where(F.col("target_cursor_exists")).select(
-                    *PAIR_KEY,
-                    "target_mark_delete_position",
-                    "target_individually_deleted",
-                    "target_last_confirmed_entry",
-                ),
-                ["target_cluster", "topic"],
-                "inner",
-            )
-            .where(
-                (F.col("_pos") > F.col("target_mark_delete_position"))
-                & (F.col("_pos") <= F.col("target_last_confirmed_entry"))
-                & ~_in_ranges(F.col("_pos"), F.col("target_individually_deleted"))
-            )
-            .groupBy(*PAIR_KEY)
-            .agg(F.count(F.lit(1)).alias("_x_exported"))
-        )
-        exact = exact.join(got, list(PAIR_KEY), "full")
-        src_exported = exported.select(
-            F.col("cluster").alias("source_cluster"), "topic", F.lit(True).alias("_src_x")
-        )
-        tgt_exported = exported.select(
-            F.col("cluster").alias("target_cluster"), "topic", F.lit(True).alias("_tgt_x")
-        )
-        bounded = (
-            bounded.join(src_exported, ["source_cluster", "topic"], "left")
-            .join(tgt_exported, ["target_cluster", "topic"], "left")
-            .join(F.broadcast(exact), list(PAIR_KEY), "left")
-        )
+        exact = _exact_counts(entries, pairs)
+        bounded = bounded.join(F.broadcast(exact), list(PAIR_KEY), "left")
     if exact is None:
         bounded = bounded.select(
             "*",
