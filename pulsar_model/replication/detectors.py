@@ -45,6 +45,7 @@ import pandas as pd
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
+from pyspark.sql.window import Window
 
 from pulsar_model.backlog_exact import unacked_entry_totals
 from pulsar_model.engine.columns import POSITION_SQL_TYPE, POSITION_TYPE, as_position
@@ -122,7 +123,7 @@ FINDING_COLUMNS: Final = (
 
 
 def _finding(
-    kind: str,
+    kind: str | Column,
     severity: Column,
     subscription: Column | None,
     related: Column | None,
@@ -130,9 +131,10 @@ def _finding(
     position: Column | None,
     detail: Column,
 ) -> list[Column]:
-    """The output columns of one finding kind (``cluster``/``topic`` taken from the frame)."""
+    """The output columns of one finding kind, or of the kind a column names (``cluster``/``topic`` taken
+    from the frame)."""
     return [
-        F.lit(kind).alias("kind"),
+        (F.lit(kind) if isinstance(kind, str) else kind).alias("kind"),
         severity.alias("severity"),
         F.col("cluster"),
         F.col("topic"),
@@ -192,9 +194,7 @@ def _ack_holes(
     )
 
 
-def _snapshot_findings(
-    markers: DataFrame, managed_ledgers: DataFrame, timeout_seconds: int
-) -> tuple[DataFrame, DataFrame]:
+def _snapshot_findings(markers: DataFrame, managed_ledgers: DataFrame, timeout_seconds: int) -> DataFrame:
     local = markers.where(F.col("replicated_from").isNull())
     keys = ["cluster", "topic", "snapshot_id"]
     is_request = F.col("marker_type") == MARKER_SNAPSHOT_REQUEST
@@ -230,39 +230,41 @@ def _snapshot_findings(
         )
         .where(F.col("_requested") > 0)
     )
-    never = per_topic.where(F.coalesce(F.col("_any_done"), F.lit(0)) == 0).select(
+    # both kinds from the one per-topic aggregate: a topic gives a row per kind that applies
+    kinds = F.filter(
+        F.array(
+            F.when(F.coalesce(F.col("_any_done"), F.lit(0)) == 0, F.lit(KIND_SNAPSHOTS_NEVER_COMPLETE)),
+            F.when(F.col("_timed_out") > 0, F.lit(KIND_SNAPSHOTS_TIMING_OUT)),
+        ),
+        lambda k: k.isNotNull(),
+    )
+    never = F.col("kind") == KIND_SNAPSHOTS_NEVER_COMPLETE
+    return per_topic.select("*", F.explode(kinds).alias("kind")).select(
         *_finding(
-            KIND_SNAPSHOTS_NEVER_COMPLETE,
-            F.lit(SEVERITY_CRITICAL),
+            F.col("kind"),
+            F.when(never, F.lit(SEVERITY_CRITICAL)).otherwise(F.lit(SEVERITY_WARNING)),
             None,
             None,
-            F.col("_requested"),
+            F.when(never, F.col("_requested")).otherwise(F.col("_timed_out")),
             None,
-            F.format_string(
-                "%d snapshot(s) requested, none completed (no SNAPSHOT marker written): no UPDATE can be "
-                "written for any replicated subscription of the topic (docs §4.4, §4.5)",
-                F.col("_requested"),
+            F.when(
+                never,
+                F.format_string(
+                    "%d snapshot(s) requested, none completed (no SNAPSHOT marker written): no UPDATE can be "
+                    "written for any replicated subscription of the topic (docs §4.4, §4.5)",
+                    F.col("_requested"),
+                ),
+            ).otherwise(
+                F.format_string(
+                    "%d of %d snapshot(s) requested more than %d s before the export have no SNAPSHOT marker "
+                    "(timed out, docs §4.5); a slow or disconnected replicator delays the remote cursors",
+                    F.col("_timed_out"),
+                    F.col("_requested"),
+                    F.lit(timeout_seconds),
+                )
             ),
         )
     )
-    timing_out = per_topic.where(F.col("_timed_out") > 0).select(
-        *_finding(
-            KIND_SNAPSHOTS_TIMING_OUT,
-            F.lit(SEVERITY_WARNING),
-            None,
-            None,
-            F.col("_timed_out"),
-            None,
-            F.format_string(
-                "%d of %d snapshot(s) requested more than %d s before the export have no SNAPSHOT marker "
-                "(timed out, docs §4.5); a slow or disconnected replicator delays the remote cursors",
-                F.col("_timed_out"),
-                F.col("_requested"),
-                F.lit(timeout_seconds),
-            ),
-        )
-    )
-    return never, timing_out
 
 
 def _replicators(cursors: DataFrame) -> DataFrame:
@@ -324,19 +326,21 @@ def _multi_cluster_consumers(cursors: DataFrame, consumers: DataFrame) -> DataFr
     replicated = cursors.where(
         (F.col("cursor_kind") == CURSOR_KIND_SUBSCRIPTION) & F.coalesce(F.col("is_replicated"), F.lit(False))
     ).select("cluster", "topic", F.col("cursor_name").alias("subscription"))
+    # the consumers are distributed once by (topic, subscription): the per-cluster count and the spread
+    # over clusters (a window, not an aggregate joined back) both read that distribution
     per_cluster = (
-        consumers.groupBy("cluster", "topic", "subscription")
+        consumers.repartition("topic", "subscription")
+        .groupBy("cluster", "topic", "subscription")
         .agg(F.count(F.lit(1)).alias("_consumers"))
-        .join(replicated, ["cluster", "topic", "subscription"], "inner")
+        .join(F.broadcast(replicated), ["cluster", "topic", "subscription"], "inner")
     )
-    spread = per_cluster.groupBy("topic", "subscription").agg(
-        F.count(F.lit(1)).alias("_clusters"),
-        F.array_join(
-            F.array_sort(F.collect_list(F.format_string("%s (%d)", F.col("cluster"), F.col("_consumers")))),
-            ", ",
-        ).alias("_where"),
-    )
-    rows = per_cluster.join(spread.where(F.col("_clusters") > 1), ["topic", "subscription"], "inner")
+    spread = Window.partitionBy("topic", "subscription")
+    listed = F.format_string("%s (%d)", F.col("cluster"), F.col("_consumers"))
+    rows = per_cluster.select(
+        "*",
+        F.count(F.lit(1)).over(spread).alias("_clusters"),
+        F.array_join(F.array_sort(F.collect_list(listed).over(spread)), ", ").alias("_where"),
+    ).where(F.col("_clusters") > 1)
     return rows.select(
         *_finding(
             KIND_MULTI_CLUSTER_CONSUMERS,
@@ -366,10 +370,9 @@ def _marker_backlog(
         F.broadcast(with_markers), ["cluster", "topic"], "left_semi"
     )
     if consumers is not None:
-        with_consumers = consumers.select(
-            "cluster", "topic", F.col("subscription").alias("cursor_name")
-        ).distinct()
-        subs = subs.join(with_consumers, ["cluster", "topic", "cursor_name"], "left_anti")
+        # an anti join needs no distinct; broadcast: one row per consumer, metadata-sized
+        with_consumers = consumers.select("cluster", "topic", F.col("subscription").alias("cursor_name"))
+        subs = subs.join(F.broadcast(with_consumers), ["cluster", "topic", "cursor_name"], "left_anti")
     if "stats_consumer_count" in cursors.columns:
         subs = subs.where(F.coalesce(F.col("stats_consumer_count"), F.lit(0)) == 0)
     lac = managed_ledgers.select(
@@ -431,7 +434,7 @@ def replication_findings(
     ]
     if markers is not None:
         require(markers, MARKER_COLUMNS, "markers")
-        parts.extend(_snapshot_findings(markers, managed_ledgers, snapshot_timeout_seconds))
+        parts.append(_snapshot_findings(markers, managed_ledgers, snapshot_timeout_seconds))
     if consumers is not None:
         parts.append(_multi_cluster_consumers(cursors, consumers))
     if entries is not None:
@@ -495,12 +498,18 @@ def _position_out(p: tuple[int, int] | None) -> dict[str, int] | None:
     return None if p is None else {"ledger_id": p[0], "entry_id": p[1]}
 
 
-def _evicted_useful_fn() -> Callable[[pd.DataFrame], list[dict[str, Any]]]:
-    """One subscription's events with the replay's answers -> its finding rows, without the keys."""
+def _evicted_useful_fn(summary: bool) -> Callable[[pd.DataFrame], list[dict[str, Any]]]:
+    """One subscription's cache events and replayed advances (rows with ``_replayed``) -> its rows, without
+    the keys: one per advance that got an evicted useful snapshot, or with ``summary`` at most one per
+    subscription that has such advances (``_hits``, the ``_latest`` of them, ``_generation`` and the
+    ``_advances`` the replay made)."""
 
     def fn(pdf: pd.DataFrame) -> list[dict[str, Any]]:
-        rows = sorted(pdf.to_dict("records"), key=lambda r: int(r["seq"]))
-        generation = next((r["_gen"] for r in rows if isinstance(r["_gen"], str)), None)
+        records = pdf.to_dict("records")
+        applied = {int(r["seq"]): r for r in records if r["_replayed"]}
+        rows = sorted((r for r in records if not r["_replayed"]), key=lambda r: int(r["seq"]))
+        answers = [applied.get(int(r["seq"])) for r in rows]
+        generation = next((a["_gen"] for a in answers if a is not None and isinstance(a["_gen"], str)), None)
         if generation is None:  # no replayed advance: nothing was asked of the cache
             return []
         reference: OldSnapshotCache | NewSnapshotCache
@@ -510,7 +519,7 @@ def _evicted_useful_fn() -> Callable[[pd.DataFrame], list[dict[str, Any]]]:
             reference = OldSnapshotCache(_UNBOUNDED)
         evicted: list[str | None] = []
         out: list[dict[str, Any]] = []
-        for r in rows:
+        for r, a in zip(rows, answers, strict=True):
             op = str(r["op"]).lower()
             if op == OP_ADD:
                 p = _position(r["_pl"], r["_pe"])
@@ -519,20 +528,22 @@ def _evicted_useful_fn() -> Callable[[pd.DataFrame], list[dict[str, Any]]]:
                 continue
             if op != OP_ADVANCE:
                 continue
-            evicted.extend(list(r["_evicted"]) if r["_evicted"] is not None else [])
+            if a is not None and a["_evicted"] is not None:
+                evicted.extend(list(a["_evicted"]))
             md = _position(r["_ml"], r["_me"])
             if md is None:  # the replay reports the error; the cache was left alone
                 continue
             useful = reference.advanced(md)
-            applied = _position(r["_al"], r["_ae"])
-            if useful is None or (applied is not None and applied >= useful.position):
+            applied_at = None if a is None else _position(a["_al"], a["_ae"])
+            if useful is None or (applied_at is not None and applied_at >= useful.position):
                 continue
+            applied_id = None if a is None else a["_aid"]
             out.append(
                 dict(
                     seq=int(r["seq"]),
                     mark_delete_position=_position_out(md),
-                    applied_snapshot_id=r["_aid"] if isinstance(r["_aid"], str) else None,
-                    applied_local_position=_position_out(applied),
+                    applied_snapshot_id=applied_id if isinstance(applied_id, str) else None,
+                    applied_local_position=_position_out(applied_at),
                     useful_snapshot_id=useful.snapshot_id,
                     useful_local_position=_position_out(useful.position),
                     useful_was_evicted=useful.snapshot_id is not None and useful.snapshot_id in evicted,
@@ -540,9 +551,69 @@ def _evicted_useful_fn() -> Callable[[pd.DataFrame], list[dict[str, Any]]]:
                     cache_generation=generation,
                 )
             )
-        return out
+        if not summary or not out:
+            return out
+        latest = out[-1]  # the rows are in seq order
+        return [
+            dict(
+                _hits=len(out),
+                _latest=dict(
+                    md=latest["mark_delete_position"],
+                    useful_id=latest["useful_snapshot_id"],
+                    useful_pos=latest["useful_local_position"],
+                    applied_id=latest["applied_snapshot_id"],
+                    applied_pos=latest["applied_local_position"],
+                ),
+                _generation=generation,
+                _advances=len(applied),
+            )
+        ]
 
     return fn
+
+
+def _events_with_answers(events: DataFrame, replay: DataFrame) -> tuple[DataFrame, list[str]]:
+    """(the cache events and the replay's answers as one frame, the subscription keys).
+
+    One row per event and one per replayed advance (``_replayed``), paired by ``seq`` inside the group
+    function: a union distributed once by :func:`map_groups`, not a join that distributes both sides first.
+    """
+    require(events, EVENT_COLUMNS, "events")
+    require(replay, REPLAY_COLUMNS, "replay")
+    export_keys = [k for k in EXPORT_KEYS if k in events.columns and k in replay.columns]
+    keys = ["cluster", "topic", "subscription", *export_keys]
+    long_null = F.lit(None).cast("long")
+    string_null = F.lit(None).cast("string")
+    answers = replay.select(
+        *keys,
+        F.col("seq").cast("long").alias("seq"),
+        F.lit(True).alias("_replayed"),
+        string_null.alias("op"),
+        string_null.alias("snapshot_id"),
+        *[long_null.alias(c) for c in ("_pl", "_pe", "_ml", "_me")],
+        F.col("snapshot_id").cast("string").alias("_aid"),
+        F.col("snapshot_local_position.ledger_id").cast("long").alias("_al"),
+        F.col("snapshot_local_position.entry_id").cast("long").alias("_ae"),
+        F.col("evicted_since_previous_advance").cast(T.ArrayType(T.StringType())).alias("_evicted"),
+        F.col("cache_generation").cast("string").alias("_gen"),
+    )
+    asked = events.select(
+        *keys,
+        F.col("seq").cast("long").alias("seq"),
+        F.lit(False).alias("_replayed"),
+        F.col("op").cast("string").alias("op"),
+        F.col("snapshot_id").cast("string").alias("snapshot_id"),
+        F.col("local_position.ledger_id").cast("long").alias("_pl"),
+        F.col("local_position.entry_id").cast("long").alias("_pe"),
+        F.col("mark_delete_position.ledger_id").cast("long").alias("_ml"),
+        F.col("mark_delete_position.entry_id").cast("long").alias("_me"),
+        string_null.alias("_aid"),
+        long_null.alias("_al"),
+        long_null.alias("_ae"),
+        F.lit(None).cast(T.ArrayType(T.StringType())).alias("_evicted"),
+        string_null.alias("_gen"),
+    )
+    return asked.unionByName(answers), keys
 
 
 def evicted_useful_snapshots(events: DataFrame, replay: DataFrame) -> DataFrame:
@@ -566,32 +637,10 @@ def evicted_useful_snapshots(events: DataFrame, replay: DataFrame) -> DataFrame:
     ``evicted_before_advance`` (every id evicted up to this advance) and ``cache_generation``. Advances
     without a mark-delete are skipped (the replay reports them). Pure and lazy.
     """
-    require(events, EVENT_COLUMNS, "events")
-    require(replay, REPLAY_COLUMNS, "replay")
-    export_keys = [k for k in EXPORT_KEYS if k in events.columns and k in replay.columns]
-    keys = ["cluster", "topic", "subscription", *export_keys]
-    applied = replay.select(
-        *keys,
-        F.col("seq").cast("long").alias("seq"),
-        F.col("snapshot_id").cast("string").alias("_aid"),
-        F.col("snapshot_local_position.ledger_id").cast("long").alias("_al"),
-        F.col("snapshot_local_position.entry_id").cast("long").alias("_ae"),
-        F.col("evicted_since_previous_advance").cast(T.ArrayType(T.StringType())).alias("_evicted"),
-        F.col("cache_generation").alias("_gen"),
-    )
-    flat = events.select(
-        *keys,
-        F.col("seq").cast("long").alias("seq"),
-        F.col("op").cast("string").alias("op"),
-        F.col("snapshot_id").cast("string").alias("snapshot_id"),
-        F.col("local_position.ledger_id").cast("long").alias("_pl"),
-        F.col("local_position.entry_id").cast("long").alias("_pe"),
-        F.col("mark_delete_position.ledger_id").cast("long").alias("_ml"),
-        F.col("mark_delete_position.entry_id").cast("long").alias("_me"),
-    ).join(applied, [*keys, "seq"], "left")
+    flat, keys = _events_with_answers(events, replay)
     key_fields = [f for f in flat.schema.fields if f.name in keys]
     schema = T.StructType([*key_fields, *_EVICTED_FIELDS])
-    return map_groups(flat, keys, _evicted_useful_fn(), schema, order=["seq"])
+    return map_groups(flat, keys, _evicted_useful_fn(summary=False), schema, order=["seq"])
 
 
 def _position_text(col: Column) -> Column:
@@ -607,24 +656,28 @@ def snapshot_cache_evicted_useful(events: DataFrame, replay: DataFrame) -> DataF
     Columns: :data:`FINDING_COLUMNS` (no export keys: the caller attaches the export identity, one export
     per (cluster, topic)). Pure and lazy.
     """
-    hits = evicted_useful_snapshots(events, replay)
-    advances = replay.groupBy("cluster", "topic", "subscription").agg(F.count(F.lit(1)).alias("_advances"))
-    latest = F.struct(
-        F.col("mark_delete_position").alias("md"),
-        F.col("useful_snapshot_id").alias("useful_id"),
-        F.col("useful_local_position").alias("useful_pos"),
-        F.col("applied_snapshot_id").alias("applied_id"),
-        F.col("applied_local_position").alias("applied_pos"),
+    # one grouped pass gives each subscription's count, latest hit and advances (no aggregate of the hits
+    # and of the replay joined together afterwards)
+    flat, keys = _events_with_answers(events, replay)
+    latest = T.StructType(
+        [
+            T.StructField("md", POSITION_TYPE, True),
+            T.StructField("useful_id", T.StringType(), True),
+            T.StructField("useful_pos", POSITION_TYPE, True),
+            T.StructField("applied_id", T.StringType(), True),
+            T.StructField("applied_pos", POSITION_TYPE, True),
+        ]
     )
-    per_sub = (
-        hits.groupBy("cluster", "topic", "subscription")
-        .agg(
-            F.count(F.lit(1)).alias("_hits"),
-            F.max_by(latest, F.col("seq")).alias("_latest"),
-            F.first("cache_generation").alias("_generation"),
-        )
-        .join(advances, ["cluster", "topic", "subscription"], "left")
+    schema = T.StructType(
+        [
+            *[f for f in flat.schema.fields if f.name in keys],
+            T.StructField("_hits", T.LongType(), False),
+            T.StructField("_latest", latest, False),
+            T.StructField("_generation", T.StringType(), False),
+            T.StructField("_advances", T.LongType(), False),
+        ]
     )
+    per_sub = map_groups(flat, keys, _evicted_useful_fn(summary=True), schema, order=["seq"])
     returned = F.when(
         F.col("_latest.applied_pos").isNull(), F.lit("no snapshot (no UPDATE written)")
     ).otherwise(
