@@ -13,6 +13,7 @@ import datetime as dt
 from typing import Any
 
 import pytest
+from chispa import assert_df_equality
 from pyspark.sql import DataFrame, SparkSession
 
 from pulsar_model.replication.cache import replay_snapshot_cache
@@ -22,7 +23,7 @@ from pulsar_model.replication.detectors import (
     snapshot_cache_evicted_useful,
 )
 from pulsar_model.replication.duplicates import failover_duplicates
-from pulsar_model.replication.translation import position_translation
+from pulsar_model.replication.translation import position_translation, replicated_pairs
 
 POS = "struct<ledger_id:bigint,entry_id:bigint>"
 RANGES = f"array<struct<lower:{POS},upper:{POS}>>"
@@ -327,6 +328,23 @@ def worked_example(spark: SparkSession) -> dict[str, Any]:
     dups = failover_duplicates(f["cursors"], f["entries"], f["markers"], f["ledgers"], f["managed_ledgers"])
     key = ("source_cluster", "target_cluster")
     return {"translation": _rows(translation, key), "duplicates": _rows(dups, key)}
+
+
+def test_given_pairs_give_the_same_tables(spark: SparkSession):
+    """``pairs=`` (computed once by the stage for both tables) changes nothing but where they come from."""
+    f = _worked_example().frames(spark)
+    pairs = replicated_pairs(f["cursors"], f["managed_ledgers"]).localCheckpoint()
+    args = (f["ledgers"], f["managed_ledgers"])
+    assert_df_equality(
+        position_translation(f["markers"], f["cursors"], *args, f["consumers"], pairs=pairs),
+        position_translation(f["markers"], f["cursors"], *args, f["consumers"]),
+        ignore_row_order=True,
+    )
+    assert_df_equality(
+        failover_duplicates(f["cursors"], f["entries"], f["markers"], *args, pairs=pairs),
+        failover_duplicates(f["cursors"], f["entries"], f["markers"], *args),
+        ignore_row_order=True,
+    )
 
 
 def test_position_translation_spec_4_8_remote_positions(worked_example):

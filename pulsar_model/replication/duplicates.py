@@ -241,6 +241,7 @@ def failover_duplicates(
     managed_ledgers: DataFrame,
     *,
     materialise: Callable[[DataFrame], DataFrame] | None = None,
+    pairs: DataFrame | None = None,
 ) -> DataFrame:
     """Messages a failover from source to target would redeliver although the source acked them (docs §4.8).
 
@@ -256,11 +257,14 @@ def failover_duplicates(
     ``consumed_on_source_entries_lower_bound``, ``consumed_on_source_entries_upper_bound``. Every count is
     null when the target has no cursor for the subscription (it would be created at its initial position).
     ``materialise`` (e.g. the driver's ``localCheckpoint``) is applied to the pairs, which every part
-    reads; default: as they are. Pure and lazy (with the default).
+    reads; default: as they are. ``pairs``: the :func:`replicated_pairs` of ``cursors`` and
+    ``managed_ledgers`` when the caller has them already (used as given, not materialised again); default:
+    computed here. Pure and lazy (with the defaults).
     """
-    pairs = replicated_pairs(cursors, managed_ledgers)
-    if materialise is not None:
-        pairs = materialise(pairs)
+    if pairs is None:
+        pairs = replicated_pairs(cursors, managed_ledgers)
+        if materialise is not None:
+            pairs = materialise(pairs)
     zero = F.lit(0).cast("long")
     ranges_type = f"array<struct<lower:{POSITION_SQL_TYPE},upper:{POSITION_SQL_TYPE}>>"
 

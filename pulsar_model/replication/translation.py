@@ -430,6 +430,7 @@ def position_translation(
     stall_after_seconds: int = DEFAULT_STALL_AFTER_SECONDS,
     stall_lead_entries: int = DEFAULT_STALL_LEAD_ENTRIES,
     materialise: Callable[[DataFrame], DataFrame] | None = None,
+    pairs: DataFrame | None = None,
 ) -> DataFrame:
     """Expected vs actual remote mark-delete per (topic, subscription, source, target) (docs §4.4-§4.8).
 
@@ -457,11 +458,14 @@ def position_translation(
     * ``in_sync`` - actual >= expected (a target consumer may have acked further).
 
     ``materialise`` (e.g. the driver's ``localCheckpoint``) is applied to the pairs with their UPDATEs and
-    snapshots, which the result and both entry counts read; default: as they are. Pure and lazy (with the
-    default).
+    snapshots, which the result and both entry counts read; default: as they are. ``pairs``: the
+    :func:`replicated_pairs` of ``cursors`` and ``managed_ledgers`` when the caller has them already (e.g.
+    computed once for this and :func:`~pulsar_model.replication.duplicates.failover_duplicates`); default:
+    computed here. Pure and lazy (with the defaults).
     """
     require(markers, MARKER_COLUMNS, "markers")
-    pairs = replicated_pairs(cursors, managed_ledgers)
+    if pairs is None:
+        pairs = replicated_pairs(cursors, managed_ledgers)
     per_pair, per_source = _last_updates(markers)
     src_key = ["source_cluster", "topic", "subscription"]
     pair_cols = [*src_key, "target_cluster"]

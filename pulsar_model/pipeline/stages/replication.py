@@ -56,7 +56,7 @@ from pulsar_model.replication.cache import (
 from pulsar_model.replication.detectors import replication_findings, snapshot_cache_evicted_useful
 from pulsar_model.replication.duplicates import failover_duplicates
 from pulsar_model.replication.snapshots import snapshot_assembly
-from pulsar_model.replication.translation import position_translation
+from pulsar_model.replication.translation import position_translation, replicated_pairs
 from pulsar_model.tables.contracts import contract
 from pulsar_model.tables.delta_io import DeltaTables
 from pulsar_model.tables.stage_io import read_day, write_day_outputs
@@ -145,9 +145,9 @@ def replication_outputs(
     ``exported_at`` is each topic's export time). Without ``markers`` an
     empty marker frame stands in for the translation (no UPDATE was exported, so every active pair reads
     ``stalled``: nothing can be said about its translation) and the snapshot and cache tables are empty.
-    ``reuse`` receives the intermediates read more than once - by several tables (the cache events and
-    replay, see :func:`cache_replay`) or several times by one (the translation's pairs with their UPDATEs,
-    the duplicates' pairs) - and returns what to read them from; the stage passes ``localCheckpoint`` so
+    ``reuse`` receives the intermediates read more than once - by several tables (the replicated pairs,
+    the cache events and replay, see :func:`cache_replay`) or several times by one (the translation's
+    pairs with their UPDATEs) - and returns what to read them from; the stage passes ``localCheckpoint`` so
     each is computed once and the plans built on it stay small. Default: as they are (pure and lazy).
     """
     spark = managed_ledgers.sparkSession
@@ -157,10 +157,16 @@ def replication_outputs(
     ids = managed_ledgers.select("cluster", "topic", "export_id", "export_date")
     source_ids = ids.withColumnRenamed("cluster", "source_cluster")
     complete = topic_entries_complete(managed_ledgers)
+    # the replicated pairs, which both per-pair tables start from, are computed once
+    pairs = replicated_pairs(cursors, managed_ledgers)
+    if reuse is not None:
+        pairs = reuse(pairs)
     positions = position_translation(
-        marker_frame, cursors, ledgers, managed_ledgers, consumers, materialise=reuse
+        marker_frame, cursors, ledgers, managed_ledgers, consumers, materialise=reuse, pairs=pairs
     )
-    duplicates = failover_duplicates(cursors, entries, markers, ledgers, managed_ledgers, materialise=reuse)
+    duplicates = failover_duplicates(
+        cursors, entries, markers, ledgers, managed_ledgers, materialise=reuse, pairs=pairs
+    )
     findings = replication_findings(markers, cursors, entries, ledgers, managed_ledgers, consumers)
     snapshots = None
     replay_table = None
