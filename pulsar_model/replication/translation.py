@@ -275,9 +275,10 @@ def replicated_pairs(cursors: DataFrame, managed_ledgers: DataFrame) -> DataFram
             "target_last_mark_delete_advanced_at"
         ),
     )
+    # the managed-ledger sides are one row per topic (metadata-sized): broadcast
     pairs = (
-        source.join(source_ml, ["source_cluster", "topic"], "inner")
-        .join(target_ml, ["topic"], "inner")
+        source.join(F.broadcast(source_ml), ["source_cluster", "topic"], "inner")
+        .join(F.broadcast(target_ml), ["topic"], "inner")
         .where(F.col("source_cluster") != F.col("target_cluster"))
         .join(target_cursor, ["topic", "subscription", "target_cluster"], "left")
     )
@@ -392,14 +393,16 @@ def _snapshots(markers: DataFrame) -> DataFrame:
 def _applied_snapshots(per_pair: DataFrame, snapshots: DataFrame) -> DataFrame:
     """Per pair with an UPDATE: the snapshot it came from - the newest SNAPSHOT of the source written
     before the UPDATE with the same cluster positions (§4.6: the UPDATE copies the snapshot's clusters)."""
-    cand = per_pair.select(
+    # the pairs' side is metadata-sized (one row per pair): broadcast it, the snapshots stream through
+    asked = per_pair.select(
         "source_cluster",
         "topic",
         "subscription",
         "target_cluster",
         "applied_update_position",
         "_clusters_key",
-    ).join(snapshots, ["source_cluster", "topic", "_clusters_key"], "inner")
+    )
+    cand = F.broadcast(asked).join(snapshots, ["source_cluster", "topic", "_clusters_key"], "inner")
     cand = cand.where(F.col("snapshot_position") < F.col("applied_update_position"))
     return cand.groupBy("source_cluster", "topic", "subscription", "target_cluster").agg(
         F.max_by(F.struct("snapshot_id", "snapshot_local_position"), F.col("snapshot_position")).alias("_s")
@@ -470,15 +473,18 @@ def position_translation(
     src_key = ["source_cluster", "topic", "subscription"]
     pair_cols = [*src_key, "target_cluster"]
     applied = _applied_snapshots(per_pair, _snapshots(markers))
+    # per_source, per_pair, applied and listed have at most one row per replicated subscription or pair
+    # (metadata-sized): broadcast, the pairs are not shuffled for each of them; the delivered UPDATEs are
+    # one row per distinct payload that arrived (as many as UPDATEs) and keep adaptive execution
     df = (
-        pairs.join(per_source, src_key, "left")
-        .join(per_pair, pair_cols, "left")
+        pairs.join(F.broadcast(per_source), src_key, "left")
+        .join(F.broadcast(per_pair), pair_cols, "left")
         .join(_delivered_updates(markers), [*pair_cols, "_clusters_key"], "left")
-        .join(applied, pair_cols, "left")
+        .join(F.broadcast(applied), pair_cols, "left")
     )
     listed = _consumer_counts(consumers)
     if listed is not None:
-        df = df.join(listed, src_key, "left")
+        df = df.join(F.broadcast(listed), src_key, "left")
     else:
         df = df.withColumn("_listed_consumers", F.lit(None).cast("int"))
     source_consumers = F.greatest(
