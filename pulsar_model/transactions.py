@@ -368,8 +368,13 @@ def max_read_positions(
     e = _normalised(entries, keys, per_row=pulsar_version is None)
     txns = transaction_states(entries)
     summary = _limits(e, keys, txns, ledgers, managed_ledgers, pulsar_version)
-    visible = _classify(e, keys, summary.select(*keys, "max_read_position"), txns)
-    counts = visible.groupBy(*keys).agg(
+    # the topic's summary rides on its entries through the classification and out of the aggregate (one
+    # value per topic): the summary is planned once, not once for the classification and once more for a
+    # join back (every topic of the summary has entries, so none is lost)
+    carried = [c for c in summary.columns if c not in keys]
+    visible = _classify(e, keys, summary, txns)
+    return visible.groupBy(*keys).agg(
+        *[F.max(c).alias(c) for c in carried],  # one value per topic: max is that value
         F.count(F.when(F.col("dispatch") == DISPATCH_HELD_BACK, 1)).alias("held_back_entries"),
         F.coalesce(F.sum(F.when(F.col("dispatch") == DISPATCH_HELD_BACK, F.col("message_count"))), F.lit(0))
         .cast("long")
@@ -382,7 +387,6 @@ def max_read_positions(
         .alias("aborted_messages_skipped"),
         F.count(F.when(F.col("_is_txn_marker"), 1)).alias("txn_marker_entries"),
     )
-    return summary.join(counts, on=keys, how="left")
 
 
 def _classify(e: DataFrame, keys: list[str], limits: DataFrame, txns: DataFrame) -> DataFrame:
