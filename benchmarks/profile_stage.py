@@ -261,7 +261,8 @@ def main(argv: list[str] | None = None) -> int:
         detailed = _get(f"{api}/sql?details=true&planDescription=true&length=1000")
         busiest = sorted(detailed, key=lambda q: -len(q.get("successJobIds", [])))[: args.plans]
         for q in busiest:
-            print(f"\nplan of SQL execution {q['id']} ({len(q.get('successJobIds', []))} jobs): {q['description']}")
+            jobs = len(q.get("successJobIds", []))
+            print(f"\nplan of SQL execution {q['id']} ({jobs} jobs): {q['description']}")
             print(q.get("planDescription", ""))
     spark.stop()
     return 0
