@@ -725,7 +725,9 @@ def snapshot_cache_events(markers: DataFrame, cursors: DataFrame) -> DataFrame:
         .join(subs.select(*tkeys, "subscription"), on=[*tkeys, "subscription"])
     )
     skeys = [*tkeys, "subscription"]
-    matches = (
+    # each UPDATE with its newest matching snapshot in one left join and aggregate (an UPDATE is one row
+    # per (subscription, position): the aggregate keeps every UPDATE, matched or not, without a join back)
+    matched = (
         updates.alias("u")
         .join(
             adds.alias("a"),
@@ -735,14 +737,17 @@ def snapshot_cache_events(markers: DataFrame, cursors: DataFrame) -> DataFrame:
                 _sorted_clusters_key(F.col("u.update_clusters"))
                 == _sorted_clusters_key(F.col("a.snapshot_clusters")),
             ],
+            how="left",
         )
         .groupBy(
-            *[F.col(f"u.{k}").alias(k) for k in skeys], F.col("u.event_position").alias("event_position")
+            *[F.col(f"u.{k}").alias(k) for k in skeys],
+            F.col("u.event_position").alias("event_position"),
+            F.col("u.update_clusters").alias("update_clusters"),
         )
         .agg(F.max_by(F.col("a.local_position"), F.col("a.event_position")).alias("_matched_md"))
     )
     before_update = position(F.col("event_position.ledger_id"), F.col("event_position.entry_id") - 1)
-    advance_updates = updates.join(matches, on=[*skeys, "event_position"], how="left").select(
+    advance_updates = matched.select(
         *skeys,
         F.lit(OP_ADVANCE).alias("op"),
         F.lit(None).cast("string").alias("snapshot_id"),
