@@ -98,25 +98,18 @@ def _exact_counts(entries: DataFrame, pairs: DataFrame) -> DataFrame:
         F.when(is_data, F.col("sequence_id").cast("long")).alias("_seq0"),
     )
     pos = F.col("_pos")
-    source = rows.join(
-        F.broadcast(
-            pairs.select(
-                *PAIR_KEY,
-                F.col("source_cluster").alias("cluster"),
-                "source_mark_delete_position",
-                "source_individually_deleted",
-            )
-        ),
-        ["cluster", "topic"],
-        "inner",
-    ).select(
-        *PAIR_KEY,
-        "_pos",
-        "_data",
-        "_bytes",
-        "_msgs",
-        "_producer",
-        "_seq0",
+    entry_cols = [c for c in rows.columns if c not in ("cluster", "topic")]
+
+    def per_pair(side: str, cursor_cols: list[str], *tags: Column) -> DataFrame:
+        """``rows`` of the pairs' ``side`` cluster, one copy per pair, with that side's ``tags``."""
+        side_pairs = pairs.select(*PAIR_KEY, F.col(f"{side}_cluster").alias("cluster"), *cursor_cols)
+        return rows.join(F.broadcast(side_pairs), ["cluster", "topic"], "inner").select(
+            *PAIR_KEY, *entry_cols, *tags
+        )
+
+    source = per_pair(
+        "source",
+        ["source_mark_delete_position", "source_individually_deleted"],
         F.lit(True).alias("_is_src"),
         F.lit(False).alias("_in_range"),
         F.coalesce(
@@ -125,27 +118,14 @@ def _exact_counts(entries: DataFrame, pairs: DataFrame) -> DataFrame:
             F.lit(False),
         ).alias("_acked"),
     )
-    target = rows.join(
-        F.broadcast(
-            pairs.select(
-                *PAIR_KEY,
-                F.col("target_cluster").alias("cluster"),
-                "target_cursor_exists",
-                "target_mark_delete_position",
-                "target_individually_deleted",
-                "target_last_confirmed_entry",
-            )
-        ),
-        ["cluster", "topic"],
-        "inner",
-    ).select(
-        *PAIR_KEY,
-        "_pos",
-        "_data",
-        "_bytes",
-        "_msgs",
-        "_producer",
-        "_seq0",
+    target = per_pair(
+        "target",
+        [
+            "target_cursor_exists",
+            "target_mark_delete_position",
+            "target_individually_deleted",
+            "target_last_confirmed_entry",
+        ],
         F.lit(False).alias("_is_src"),
         F.coalesce(
             F.col("target_cursor_exists")
