@@ -4,18 +4,23 @@
         --code before=/tmp/base-tree --code after=. --out benchmarks/results/compare_s.json
     .venv/bin/python benchmarks/compare_outputs.py --demo --code before=/tmp/base-tree --code after=. \
         --out benchmarks/results/compare_demo.json
+    .venv/bin/python benchmarks/compare_outputs.py --ingest demo-export --repeat 3 \
+        --code before=/tmp/base-tree --code after=. --out benchmarks/results/compare_ingest.json
 
 ``--inputs`` is a warehouse holding the input tables (``benchmarks/run.py --tier s --generate-only`` keeps
 one under ``benchmarks/.work/s``); ``--demo`` generates the demo export and ingests it once (with the
-first code state) instead. Each code state (``LABEL=PATH``, a source tree: a worktree, or ``git archive``
-of a commit) runs in its own Python process with ``PYTHONPATH`` = that tree, on its own copy of the input
-tables, every stage of ``--stages`` through :func:`pulsar_model.pipeline.nightly.run_nightly`; the child
-records per stage its wall time, CPU seconds and the Spark jobs it ran (like ``benchmarks/run.py``).
-``--cluster-versions c1=2.10.6,c2=3.0.7`` rewrites ``managed_ledgers.pulsar_version`` of the copied inputs
-(a tier generated with one version becomes a mixed-version export). Each state's measurements are kept in
-``<work>/state-<label>.json``: ``--run-only LABEL`` runs that state alone (two states can then run side by
-side, each in its own process) and ``--reuse`` compares the states whose file and warehouse exist without
-running them again.
+first code state) instead. ``--ingest EXPORT_DIR`` measures ingestion itself: each code state ingests that
+export into an empty warehouse of its own (``--repeat N`` times, each in a fresh process and warehouse,
+the states taking turns), then runs ``--stages`` (none by default) on what it ingested, and the input
+tables are compared too (their ``run_id`` columns left out: every run has its own). Each code state
+(``LABEL=PATH``, a source tree: a worktree, or ``git archive`` of a commit) runs in its own Python process
+with ``PYTHONPATH`` = that tree, on its own copy of the input tables, every stage of ``--stages`` through
+:func:`pulsar_model.pipeline.nightly.run_nightly`; the child records per stage its wall time, CPU seconds
+and the Spark jobs it ran (like ``benchmarks/run.py``). ``--cluster-versions c1=2.10.6,c2=3.0.7`` rewrites
+``managed_ledgers.pulsar_version`` of the copied inputs (a tier generated with one version becomes a
+mixed-version export). Each state's measurements are kept in ``<work>/state-<label>.json``: ``--run-only
+LABEL`` runs that state alone (two states can then run side by side, each in its own process) and
+``--reuse`` compares the states whose file and warehouse exist without running them again.
 
 Then every output table written by the stages (the input tables and ``run_log`` excluded) is compared row
 for row: the rows of the run date in both warehouses, as multisets (``exceptAll`` both ways, so duplicates
@@ -102,6 +107,29 @@ print("RESULT " + json.dumps(out), flush=True)
 spark.stop()
 """
 
+#: One ingestion of an export into an empty warehouse (``--ingest``), measured like a stage.
+INGEST_CHILD = r"""
+import json, shutil, sys, time
+from pulsar_model.pipeline.config import AppConfig, StorageConfig
+from pulsar_model.pipeline.nightly import run_nightly
+from pulsar_model.pipeline.session import build_session
+from benchmarks.run import SparkWork, tree_cpu_seconds
+args = json.loads(sys.argv[1])
+shutil.rmtree(args["warehouse"], ignore_errors=True)
+config = AppConfig(storage=StorageConfig(warehouse=args["warehouse"]))
+spark = build_session("compare-outputs-ingest", "local[2]", {
+    "spark.ui.retainedJobs": "100000", "spark.ui.retainedStages": "100000",
+    "spark.driver.memory": "8g", "spark.sql.shuffle.partitions": args["shuffle_partitions"]})
+work = SparkWork(spark)
+cpu0, t0 = tree_cpu_seconds(), time.monotonic()
+outcome = run_nightly(spark, config, export_dir=args["export_dir"], stages=["ingest"], echo=lambda _t: None)
+run = {"seconds": round(time.monotonic() - t0, 2), "cpu_seconds": round(tree_cpu_seconds() - cpu0, 1),
+       **work.take()}
+print(f"[{args['label']}] ingest: {run}", file=sys.stderr, flush=True)
+print("RESULT " + json.dumps({"export_date": outcome[-1].run_date.isoformat(), "ingest": run}), flush=True)
+spark.stop()
+"""
+
 #: The demo's export and ingest with the first code state (the input tables are then copied).
 DEMO_CHILD = r"""
 import json, sys
@@ -144,18 +172,68 @@ def _copy_inputs(source: Path, target: Path) -> None:
             shutil.copytree(source / name, target / name)
 
 
-def _output_tables(warehouse: Path) -> list[str]:
+def _output_tables(warehouse: Path, with_inputs: bool = False) -> list[str]:
+    skipped = ("run_log",) if with_inputs else (*INPUT_TABLES, "run_log")
     return sorted(
         p.name
         for p in warehouse.iterdir()
-        if p.is_dir() and (p / "_delta_log").is_dir() and p.name not in (*INPUT_TABLES, "run_log")
+        if p.is_dir() and (p / "_delta_log").is_dir() and p.name not in skipped
     )
 
 
+def _median(values: list[float]) -> float:
+    ordered = sorted(values)
+    middle = len(ordered) // 2
+    return ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
+
+
+def _ingest_states(
+    codes: dict[str, str], work: Path, export_dir: Path, repeat: int, shuffle_partitions: str
+) -> tuple[dict[str, Any], dict[str, Path], str]:
+    """Each state ingests ``export_dir`` ``repeat`` times (fresh process and warehouse, states in turn)."""
+    states: dict[str, Any] = {}
+    warehouses = {label: work / f"warehouse-{label}" for label in codes}
+    export_date = ""
+    for round_number in range(1, repeat + 1):
+        for label, path in codes.items():
+            tree = Path(path).resolve()
+            if label not in states:
+                commit = subprocess.run(
+                    ["git", "-C", str(tree), "rev-parse", "HEAD"], capture_output=True, text=True, check=False
+                ).stdout.strip()
+                states[label] = {"tree": str(tree), "commit": commit or None, "ingest_runs": []}
+            print(f"[{label}] ingest {export_dir}, run {round_number} of {repeat}", flush=True)
+            payload = {
+                "label": label,
+                "warehouse": str(warehouses[label]),
+                "export_dir": str(export_dir),
+                "shuffle_partitions": shuffle_partitions,
+            }
+            made = _run_child(tree, INGEST_CHILD, payload)
+            export_date = made["export_date"]
+            states[label]["ingest_runs"].append(made["ingest"])
+    for state in states.values():
+        runs = state["ingest_runs"]
+        state["stages"] = {
+            "ingest": {
+                "seconds": _median([r["seconds"] for r in runs]),
+                "cpu_seconds": _median([r["cpu_seconds"] for r in runs]),
+                "jobs": runs[-1]["jobs"],
+                "runs": len(runs),
+            }
+        }
+    return states, warehouses, export_date
+
+
 def compare(
-    warehouses: dict[str, Path], export_date: dt.date, ignore: tuple[str, ...], examples: int = 3
+    warehouses: dict[str, Path],
+    export_date: dt.date,
+    ignore: tuple[str, ...],
+    examples: int = 3,
+    with_inputs: bool = False,
 ) -> dict[str, Any]:
-    """Per output table of either warehouse: rows on each side and rows found on one side only."""
+    """Per output table of either warehouse (and input table, ``with_inputs``): rows on each side and rows
+    found on one side only."""
     sys.path.insert(0, str(ROOT))
     from pyspark.sql import DataFrame
     from pyspark.sql import functions as F
@@ -167,7 +245,7 @@ def compare(
     spark = build_session("compare-outputs", "local[2]", {"spark.driver.memory": "8g"})
     (a_label, a_dir), (b_label, b_dir) = warehouses.items()
     a_tables, b_tables = DeltaTables(spark, str(a_dir)), DeltaTables(spark, str(b_dir))
-    names = sorted(set(_output_tables(a_dir)) | set(_output_tables(b_dir)))
+    names = sorted(set(_output_tables(a_dir, with_inputs)) | set(_output_tables(b_dir, with_inputs)))
     result: dict[str, Any] = {}
 
     def day_rows(tables: DeltaTables, name: str) -> DataFrame:
@@ -214,9 +292,11 @@ def main(argv: list[str] | None = None) -> int:
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--inputs", help="warehouse holding the input tables (kept as it is)")
     source.add_argument("--demo", action="store_true", help="generate and ingest the demo export")
+    source.add_argument("--ingest", help="an export folder each code state ingests (measured, compared)")
+    parser.add_argument("--repeat", type=int, default=1, help="--ingest: ingestions per state (median)")
     parser.add_argument("--export-date", default=None, help="run date (YYYY-MM-DD); --demo finds it")
     parser.add_argument("--code", action="append", required=True, help="LABEL=PATH of a source tree (twice)")
-    parser.add_argument("--stages", default=",".join(DEFAULT_STAGES))
+    parser.add_argument("--stages", default=None, help="default: every stage (none with --ingest)")
     parser.add_argument("--cluster-versions", default="", help="c1=V1,c2=V2: rewrite the copies' versions")
     parser.add_argument("--shuffle-partitions", default="4")
     parser.add_argument("--ignore-columns", default="", help="comma-separated columns left out of the match")
@@ -230,9 +310,18 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--code LABEL=PATH exactly twice")
     work = Path(args.work or tempfile.mkdtemp(prefix="compare-outputs-"))
     versions = dict(item.split("=", 1) for item in args.cluster_versions.split(",") if item)
-    stages = [s for s in args.stages.split(",") if s]
+    stage_list = args.stages if args.stages is not None else "" if args.ingest else ",".join(DEFAULT_STAGES)
+    stages = [s for s in stage_list.split(",") if s]
     first = Path(next(iter(codes.values()))).resolve()
-    if args.demo:
+    ingested: dict[str, Any] = {}
+    if args.ingest:
+        if args.run_only or args.reuse:
+            parser.error("--ingest runs both states: no --run-only or --reuse")
+        ingested, ingest_warehouses, export_date = _ingest_states(
+            codes, work, Path(args.ingest).resolve(), max(1, args.repeat), args.shuffle_partitions
+        )
+        inputs = work / "ingested"
+    elif args.demo:
         inputs = work / "demo-inputs"
         shutil.rmtree(inputs, ignore_errors=True)
         made = _run_child(
@@ -243,7 +332,7 @@ def main(argv: list[str] | None = None) -> int:
         inputs = Path(args.inputs).resolve()
         export_date = args.export_date or parser.error("--export-date is needed with --inputs")
     report: dict[str, Any] = {
-        "inputs": "demo" if args.demo else str(inputs),
+        "inputs": "demo" if args.demo else f"ingest {args.ingest}" if args.ingest else str(inputs),
         "export_date": export_date,
         "cluster_versions": versions,
         "stages": stages,
@@ -255,6 +344,20 @@ def main(argv: list[str] | None = None) -> int:
         warehouse = work / f"warehouse-{label}"
         state_file = work / f"state-{label}.json"
         if args.run_only is not None and label != args.run_only:
+            continue
+        if args.ingest:
+            report["codes"][label] = ingested[label]
+            warehouses[label] = ingest_warehouses[label]
+            if stages:
+                payload = {
+                    "label": label,
+                    "warehouse": str(warehouse),
+                    "export_date": export_date,
+                    "stages": stages,
+                    "cluster_versions": versions,
+                    "shuffle_partitions": args.shuffle_partitions,
+                }
+                report["codes"][label]["stages"].update(_run_child(Path(path).resolve(), CHILD, payload))
             continue
         if args.reuse and state_file.is_file() and warehouse.is_dir():
             report["codes"][label] = json.loads(state_file.read_text(encoding="utf-8"))
@@ -285,8 +388,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"[{args.run_only}] measured -> {work / f'state-{args.run_only}.json'}")
         return 0
     ignore = tuple(c for c in args.ignore_columns.split(",") if c)
+    if args.ingest:
+        ignore = (*ignore, "run_id")
     report["ignored_columns"] = list(ignore)
-    report["tables"] = compare(warehouses, dt.date.fromisoformat(export_date), ignore)
+    report["tables"] = compare(
+        warehouses, dt.date.fromisoformat(export_date), ignore, with_inputs=bool(args.ingest)
+    )
     report["all_equal"] = all(t["equal"] for t in report["tables"].values())
     Path(args.out).write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
     print(f"all tables equal: {report['all_equal']} -> {args.out}")

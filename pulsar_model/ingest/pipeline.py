@@ -11,12 +11,13 @@ is checked per source before anything is written.
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import json
 import logging
 import re
 import time
 import uuid
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -233,8 +234,13 @@ class _Parsed:
         )
 
 
-def _duplicate_topics(frames: Mapping[str, DataFrame]) -> tuple[dict[str, DataFrame], list[DataFrame]]:
-    """Keep the first record per (cluster, topic) and kind; quarantine the others (whole record)."""
+def _duplicate_topics(
+    frames: Mapping[str, DataFrame], keep: Callable[[DataFrame], DataFrame]
+) -> tuple[dict[str, DataFrame], list[DataFrame]]:
+    """Keep the first record per (cluster, topic) and kind; quarantine the others (whole record).
+
+    The losing records of every kind come from one window over the records' identities, kept (``keep``)
+    because every table of a kind and the accounting read them."""
     kept = dict(frames)
     quarantined: list[DataFrame] = []
     kind_tables = {
@@ -243,14 +249,20 @@ def _duplicate_topics(frames: Mapping[str, DataFrame]) -> tuple[dict[str, DataFr
         "schemas": ["schema_versions"],
         "consumers": ["client_consumers"],
     }
+    identities = functools.reduce(
+        DataFrame.unionByName,
+        [
+            frames[_TOPIC_TABLE[kind]].select(F.lit(kind).alias("kind"), "cluster", "topic", "record_key")
+            for kind in kind_tables
+        ],
+    ).distinct()
+    all_losers = keep(
+        identities.select(
+            "*", F.min("record_key").over(Window.partitionBy("kind", "cluster", "topic")).alias("winner_key")
+        ).where(F.col("record_key") != F.col("winner_key"))
+    )
     for kind, tables in kind_tables.items():
-        identity = frames[_TOPIC_TABLE[kind]].select("cluster", "topic", "record_key").distinct()
-        w = Window.partitionBy("cluster", "topic")
-        ranked = identity.select(
-            "*",
-            F.min("record_key").over(w).alias("winner_key"),
-        )
-        losers = ranked.where(F.col("record_key") != F.col("winner_key"))
+        losers = all_losers.where(F.col("kind") == kind).drop("kind")
         loser_keys = losers.select("cluster", "topic", "record_key")
         for table in tables:
             kept[table] = kept[table].join(loser_keys, ["cluster", "topic", "record_key"], "left_anti")
@@ -305,7 +317,9 @@ def _parser_locator(number: Column) -> Column:
     return F.when(number == 0, F.lit("file")).otherwise(F.concat(F.lit("line "), number.cast("string")))
 
 
-def _duplicate_quotas(frames: Mapping[str, DataFrame]) -> tuple[dict[str, DataFrame], DataFrame]:
+def _duplicate_quotas(
+    frames: Mapping[str, DataFrame], keep: Callable[[DataFrame], DataFrame]
+) -> tuple[dict[str, DataFrame], DataFrame]:
     """Keep the first backlog-quota record per (cluster, level, scope); quarantine the others (whole record).
 
     A scope's policies are one map in Pulsar (``get-backlog-quotas`` returns all quota types at once), so a
@@ -317,7 +331,7 @@ def _duplicate_quotas(frames: Mapping[str, DataFrame]) -> tuple[dict[str, DataFr
     ranked = identity.select(
         "*", F.min("record_key").over(Window.partitionBy("cluster", "level", "scope")).alias("winner_key")
     )
-    losers = ranked.where(F.col("record_key") != F.col("winner_key"))
+    losers = keep(ranked.where(F.col("record_key") != F.col("winner_key")))
     kept["backlog_quotas"] = frames["backlog_quotas"].join(
         losers.select("cluster", "level", "scope", "record_key"),
         ["cluster", "level", "scope", "record_key"],
@@ -345,7 +359,7 @@ def _duplicate_quotas(frames: Mapping[str, DataFrame]) -> tuple[dict[str, DataFr
 
 
 def _stats_without_internal(
-    frames: Mapping[str, DataFrame],
+    frames: Mapping[str, DataFrame], keep: Callable[[DataFrame], DataFrame]
 ) -> tuple[dict[str, DataFrame], DataFrame, DataFrame]:
     """Quarantine the ``stats`` of topics that have no ``stats-internal`` row (one quarantine row per topic).
 
@@ -366,7 +380,7 @@ def _stats_without_internal(
         .select("cluster", "topic", F.lit(True).alias("_internal_quarantined"))
         .distinct()
     )
-    orphans = (
+    orphans = keep(
         frames["topic_stats"]
         .select("cluster", "topic", "record_key")
         .distinct()
@@ -644,19 +658,27 @@ def _layout_quarantine(spark: SparkSession, inv: ExportInventory) -> DataFrame:
 
 
 def _tally(df: DataFrame, source: Column, accepted: Column) -> DataFrame:
-    """Counts of newly read records per source: in, accepted (``accepted`` true), quarantined (the rest)."""
-    total = F.count(F.lit(1)).cast("bigint")
-    ok = F.sum(F.when(accepted, 1).otherwise(0)).cast("bigint")
-    return df.groupBy(source.alias("source")).agg(
-        total.alias("rows_in"), ok.alias("rows_accepted"), (total - ok).alias("rows_quarantined")
+    """Newly read records as count rows: one in, accepted (``accepted`` true) or quarantined (the rest).
+
+    Count rows are summed per source once, over all of them (:func:`build_input_tables`): one shuffle
+    for the whole accounting instead of one aggregation per part."""
+    ok = F.when(accepted, 1).otherwise(0).cast("bigint")
+    return df.select(
+        source.alias("source"),
+        F.lit(1).cast("bigint").alias("rows_in"),
+        ok.alias("rows_accepted"),
+        (1 - ok).alias("rows_quarantined"),
     )
 
 
 def _reclassified(df: DataFrame) -> DataFrame:
-    """Records first counted as accepted, then quarantined (duplicates): accepted -n, quarantined +n."""
-    n = F.count(F.lit(1)).cast("bigint")
-    return df.groupBy("source").agg(
-        F.lit(0).cast("bigint").alias("rows_in"), (-n).alias("rows_accepted"), n.alias("rows_quarantined")
+    """Records first counted as accepted, then quarantined (duplicates), as count rows: accepted -1,
+    quarantined +1."""
+    return df.select(
+        "source",
+        F.lit(0).cast("bigint").alias("rows_in"),
+        F.lit(-1).cast("bigint").alias("rows_accepted"),
+        F.lit(1).cast("bigint").alias("rows_quarantined"),
     )
 
 
@@ -675,12 +697,17 @@ def build_input_tables(
     appended to ``cached`` so that the caller unpersists them once the tables are written (a nightly runs
     its next stages in the same driver, whose storage memory they would otherwise hold).
     """
+
+    def keep(df: DataFrame) -> DataFrame:
+        kept = df.persist()
+        if cached is not None:
+            cached.append(kept)
+        return kept
+
     json_parsed = _read_json_kinds(spark, inv)
     frames: dict[str, DataFrame] = {}
     if json_parsed is not None:
-        json_parsed = json_parsed.persist()
-        if cached is not None:
-            cached.append(json_parsed)
+        json_parsed = keep(json_parsed)
         parsed = _Parsed(json_parsed)
         for table in (
             "managed_ledgers",
@@ -708,10 +735,10 @@ def build_input_tables(
             "record_key", F.lit(None).cast("string")
         )
 
-    frames, dup_quarantine = _duplicate_topics(frames)
-    frames, dup_quotas = _duplicate_quotas(frames)
+    frames, dup_quarantine = _duplicate_topics(frames, keep)
+    frames, dup_quotas = _duplicate_quotas(frames, keep)
     dup_quarantine.append(dup_quotas)
-    frames, stats_orphans, subscription_notes = _stats_without_internal(frames)
+    frames, stats_orphans, subscription_notes = _stats_without_internal(frames, keep)
     dup_quarantine.append(stats_orphans)
     frames["ingest_notes"] = (
         _ingest_notes(counts_json).unionByName(subscription_notes).withColumn("run_id", F.lit(run_id))
@@ -731,23 +758,27 @@ def build_input_tables(
     quarantine_parts.append(layout_q)
     counts = counts.unionByName(_tally(layout_q, F.col("source"), F.lit(False)))
 
-    entries_decoded = _read_entries(spark, inv)
-    if entries_decoded is not None:
-        decoded = entries_decoded.persist()
-        if cached is not None:
-            cached.append(decoded)
-        ok = decoded.where(F.col("status") == "ok")
-        dup_w = Window.partitionBy("cluster", "topic", "ledger_id", "entry_id").orderBy(
+    decoded = _read_entries(spark, inv)
+    if decoded is not None:
+        # Every entry table, the quarantine and the accounting read the entries ranked among the copies
+        # of the same entry (the first copy is kept): the ranked rows are what is kept in memory, so the
+        # ranking's shuffle runs once. Quarantined lines rank apart and are never "first".
+        is_ok = F.col("status") == "ok"
+        dup_w = Window.partitionBy(is_ok, "cluster", "topic", "ledger_id", "entry_id").orderBy(
             "source_file", "line_order"
         )
-        ranked = ok.select(
-            "*",
-            F.row_number().over(dup_w).alias("rn"),
-            F.first("data_crc32").over(dup_w).alias("first_crc32"),
-            F.first("source_file").over(dup_w).alias("first_file"),
+        ranked = keep(
+            decoded.select(
+                "*",
+                F.row_number().over(dup_w).alias("rn"),
+                F.first("data_crc32").over(dup_w).alias("first_crc32"),
+                F.first("source_file").over(dup_w).alias("first_file"),
+            )
         )
-        first = ranked.where(F.col("rn") == 1)
-        dups = ranked.where(F.col("rn") > 1).select(
+        decoded = ranked.drop("rn", "first_crc32", "first_file")
+        ok_ranked = ranked.where(is_ok)
+        first = ok_ranked.where(F.col("rn") == 1)
+        dups = ok_ranked.where(F.col("rn") > 1).select(
             "cluster",
             "topic",
             F.lit("entries").alias("source"),
