@@ -20,7 +20,9 @@ and the Spark jobs it ran (like ``benchmarks/run.py``). ``--cluster-versions c1=
 ``managed_ledgers.pulsar_version`` of the copied inputs (a tier generated with one version becomes a
 mixed-version export). Each state's measurements are kept in ``<work>/state-<label>.json``: ``--run-only
 LABEL`` runs that state alone (two states can then run side by side, each in its own process) and
-``--reuse`` compares the states whose file and warehouse exist without running them again.
+``--reuse`` compares the states whose file and warehouse exist without running them again. ``--requests
+FILE`` gives the plans stage a request file (an export's ``_requests/plan_requests.json``: with ``--inputs``
+the stages see no export folder).
 
 Then every output table written by the stages (the input tables and ``run_log`` excluded) is compared row
 for row: the rows of the run date in both warehouses, as multisets (``exceptAll`` both ways, so duplicates
@@ -99,7 +101,7 @@ out = {}
 for stage in args["stages"]:
     cpu0, t0 = tree_cpu_seconds(), time.monotonic()
     run_nightly(spark, config, export_dir=None, export_date=dt.date.fromisoformat(args["export_date"]),
-                stages=[stage], echo=lambda _t: None)
+                stages=[stage], request_files=args.get("request_files", []), echo=lambda _t: None)
     out[stage] = {"seconds": round(time.monotonic() - t0, 2),
                   "cpu_seconds": round(tree_cpu_seconds() - cpu0, 1), **work.take()}
     print(f"[{args['label']}] {stage}: {out[stage]}", file=sys.stderr, flush=True)
@@ -297,6 +299,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--export-date", default=None, help="run date (YYYY-MM-DD); --demo finds it")
     parser.add_argument("--code", action="append", required=True, help="LABEL=PATH of a source tree (twice)")
     parser.add_argument("--stages", default=None, help="default: every stage (none with --ingest)")
+    parser.add_argument("--requests", action="append", default=[], help="a plan request file (repeatable)")
     parser.add_argument("--cluster-versions", default="", help="c1=V1,c2=V2: rewrite the copies' versions")
     parser.add_argument("--shuffle-partitions", default="4")
     parser.add_argument("--ignore-columns", default="", help="comma-separated columns left out of the match")
@@ -356,6 +359,7 @@ def main(argv: list[str] | None = None) -> int:
                     "stages": stages,
                     "cluster_versions": versions,
                     "shuffle_partitions": args.shuffle_partitions,
+                    "request_files": [str(Path(f).resolve()) for f in args.requests],
                 }
                 report["codes"][label]["stages"].update(_run_child(Path(path).resolve(), CHILD, payload))
             continue
@@ -379,6 +383,7 @@ def main(argv: list[str] | None = None) -> int:
             "stages": stages,
             "cluster_versions": versions,
             "shuffle_partitions": args.shuffle_partitions,
+            "request_files": [str(Path(f).resolve()) for f in args.requests],
         }
         report["codes"][label] = {"tree": str(tree), "commit": commit or None, "stages": {}}
         report["codes"][label]["stages"] = _run_child(tree, CHILD, payload)
