@@ -82,10 +82,12 @@ class Context:
         if self._run_log_known is None:
             self._run_log_known = self.tables.exists("run_log")
             if self._run_log_known:
+                # a dozen rows per run: one task, one job (no exchange for the distinct)
                 rows = (
                     self.tables.read("run_log")
                     .where((F.col("run_date") == F.lit(self.run_date)) & (F.col("status") == "succeeded"))
                     .select("stage")
+                    .coalesce(1)
                     .distinct()
                     .collect()
                 )
@@ -143,9 +145,22 @@ class Context:
         return None
 
 
+def _one_task(df: DataFrame) -> DataFrame:
+    """``df`` in one partition: an aggregation over it needs no exchange (the distribution it requires is
+    already there), so it runs as one Spark job."""
+    return df.coalesce(1)
+
+
 def aggregate(ctx: Context, table: str, df: DataFrame, **measures: Column) -> dict[str, int]:
-    """One Spark job: the row count (kept in ``ctx.rows``) and ``measures`` (nulls read as 0)."""
-    row = df.agg(F.count(F.lit(1)).alias("_rows"), *(m.alias(k) for k, m in measures.items())).first()
+    """One Spark job: the row count (kept in ``ctx.rows``) and ``measures`` (nulls read as 0).
+
+    The table's rows go to one task (:func:`_one_task`): a report table has a row per topic or cursor at
+    most, and a global aggregate spread over tasks is two jobs (partial sums, then their exchange)."""
+    row = (
+        _one_task(df)
+        .agg(F.count(F.lit(1)).alias("_rows"), *(m.alias(k) for k, m in measures.items()))
+        .first()
+    )
     values = {} if row is None else row.asDict()
     ctx.rows[table] = int(values.get("_rows") or 0)
     return {k: int(values.get(k) or 0) for k in measures}
@@ -164,8 +179,9 @@ def top(df: DataFrame, order: Sequence[Column], limit: int, *, when: int = 1) ->
 
 
 def grouped_counts(df: DataFrame, column: str) -> dict[str, int]:
-    """Rows per value of a low-cardinality column (status, severity, verdict): one small job."""
-    rows: list[Row] = df.groupBy(column).count().limit(100).collect()
+    """Rows per value of a low-cardinality column (status, severity, verdict): one small job (one task, as
+    for :func:`aggregate`)."""
+    rows: list[Row] = _one_task(df).groupBy(column).count().limit(100).collect()
     return {str(r[column]): int(r["count"]) for r in rows}
 
 
