@@ -167,6 +167,14 @@ def _run_child(code: Path, script: str, payload: dict[str, Any]) -> dict[str, An
     return result
 
 
+def _commit_of(tree: Path) -> str | None:
+    """The commit checked out in ``tree``, None for a tree without git (e.g. ``git archive``)."""
+    commit = subprocess.run(
+        ["git", "-C", str(tree), "rev-parse", "HEAD"], capture_output=True, text=True, check=False
+    ).stdout.strip()
+    return commit or None
+
+
 def _copy_inputs(source: Path, target: Path) -> None:
     target.mkdir(parents=True, exist_ok=True)
     for name in INPUT_TABLES:
@@ -200,10 +208,7 @@ def _ingest_states(
         for label, path in codes.items():
             tree = Path(path).resolve()
             if label not in states:
-                commit = subprocess.run(
-                    ["git", "-C", str(tree), "rev-parse", "HEAD"], capture_output=True, text=True, check=False
-                ).stdout.strip()
-                states[label] = {"tree": str(tree), "commit": commit or None, "ingest_runs": []}
+                states[label] = {"tree": str(tree), "commit": _commit_of(tree), "ingest_runs": []}
             print(f"[{label}] ingest {export_dir}, run {round_number} of {repeat}", flush=True)
             payload = {
                 "label": label,
@@ -342,6 +347,19 @@ def main(argv: list[str] | None = None) -> int:
         "codes": {},
         "measured_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
     }
+    request_files = [str(Path(f).resolve()) for f in args.requests]
+
+    def stage_payload(label: str, warehouse: Path) -> dict[str, Any]:
+        return {
+            "label": label,
+            "warehouse": str(warehouse),
+            "export_date": export_date,
+            "stages": stages,
+            "cluster_versions": versions,
+            "shuffle_partitions": args.shuffle_partitions,
+            "request_files": request_files,
+        }
+
     warehouses: dict[str, Path] = {}
     for label, path in codes.items():
         warehouse = work / f"warehouse-{label}"
@@ -352,15 +370,7 @@ def main(argv: list[str] | None = None) -> int:
             report["codes"][label] = ingested[label]
             warehouses[label] = ingest_warehouses[label]
             if stages:
-                payload = {
-                    "label": label,
-                    "warehouse": str(warehouse),
-                    "export_date": export_date,
-                    "stages": stages,
-                    "cluster_versions": versions,
-                    "shuffle_partitions": args.shuffle_partitions,
-                    "request_files": [str(Path(f).resolve()) for f in args.requests],
-                }
+                payload = stage_payload(label, warehouse)
                 report["codes"][label]["stages"].update(_run_child(Path(path).resolve(), CHILD, payload))
             continue
         if args.reuse and state_file.is_file() and warehouse.is_dir():
@@ -372,21 +382,10 @@ def main(argv: list[str] | None = None) -> int:
         shutil.rmtree(warehouse, ignore_errors=True)
         _copy_inputs(inputs, warehouse)
         tree = Path(path).resolve()
-        commit = subprocess.run(
-            ["git", "-C", str(tree), "rev-parse", "HEAD"], capture_output=True, text=True, check=False
-        ).stdout.strip()
+        commit = _commit_of(tree)
         print(f"[{label}] {tree} ({commit or 'no git'}): {', '.join(stages)}", flush=True)
-        payload = {
-            "label": label,
-            "warehouse": str(warehouse),
-            "export_date": export_date,
-            "stages": stages,
-            "cluster_versions": versions,
-            "shuffle_partitions": args.shuffle_partitions,
-            "request_files": [str(Path(f).resolve()) for f in args.requests],
-        }
-        report["codes"][label] = {"tree": str(tree), "commit": commit or None, "stages": {}}
-        report["codes"][label]["stages"] = _run_child(tree, CHILD, payload)
+        report["codes"][label] = {"tree": str(tree), "commit": commit, "stages": {}}
+        report["codes"][label]["stages"] = _run_child(tree, CHILD, stage_payload(label, warehouse))
         state_file.write_text(json.dumps(report["codes"][label], indent=2) + "\n", encoding="utf-8")
         warehouses[label] = warehouse
     if args.run_only is not None:

@@ -692,9 +692,10 @@ def build_input_tables(
 ) -> tuple[dict[str, DataFrame], DataFrame]:
     """The input tables of one export as lazy DataFrames (conformed), plus the per-source counts.
 
-    The counts DataFrame has one row per (source, kind of count) to be collected by the caller. The parsed
-    JSON records and the decoded entries, which every table and count reads, are persisted; they are
-    appended to ``cached`` so that the caller unpersists them once the tables are written (a nightly runs
+    The counts DataFrame has one row per source to be collected by the caller. What every table and count
+    reads is persisted: the parsed JSON records, the decisions taken over them (losing duplicates, stats
+    without stats-internal) and the decoded entries ranked among their copies; they are appended to
+    ``cached`` so that the caller unpersists them once the tables are written (a nightly runs
     its next stages in the same driver, whose storage memory they would otherwise hold).
     """
 

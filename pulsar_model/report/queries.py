@@ -87,7 +87,7 @@ class Context:
                     self.tables.read("run_log")
                     .where((F.col("run_date") == F.lit(self.run_date)) & (F.col("status") == "succeeded"))
                     .select("stage")
-                    .coalesce(1)
+                    .transform(_one_task)
                     .distinct()
                     .collect()
                 )
