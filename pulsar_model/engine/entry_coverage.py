@@ -17,6 +17,8 @@ the first entry, which that mode does not fetch.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
@@ -31,9 +33,11 @@ def _flag(managed_ledgers: DataFrame) -> Column:
     return F.lit(True)
 
 
-def topic_entries_complete(managed_ledgers: DataFrame) -> DataFrame:
-    """``cluster, topic, exported_entries_complete`` (true when the export does not say). Pure and lazy."""
-    return managed_ledgers.select("cluster", "topic", _flag(managed_ledgers).alias(COLUMN))
+def topic_entries_complete(managed_ledgers: DataFrame, carry: Sequence[str] = ()) -> DataFrame:
+    """``cluster, topic``, the ``carry`` columns of ``managed_ledgers`` (e.g. the export identity, so that a
+    caller that needs both joins once) and ``exported_entries_complete`` (true when the export does not
+    say). One row per managed-ledger row. Pure and lazy."""
+    return managed_ledgers.select("cluster", "topic", *carry, _flag(managed_ledgers).alias(COLUMN))
 
 
 def compaction_entries_complete(managed_ledgers: DataFrame, cursors: DataFrame) -> DataFrame:

@@ -482,10 +482,11 @@ def _checked_at_ms(checked_at: int | dt.datetime | None) -> int | None:
 def _remote_sets(markers: DataFrame, cursors: DataFrame | None, export_keys: Sequence[str]) -> DataFrame:
     """Per (source, topic[, export]): ``_remotes`` from replicator cursors, else clusters in markers."""
     tkeys = ["cluster", "topic", *export_keys]
-    topics = markers.select(*tkeys).distinct()
+    # the (source, topic) rows are the clusters seen with the topic: one aggregate gives both (a marker
+    # without a cluster has no source, and the caller drops sourceless rows)
     seen = markers.groupBy("topic", *export_keys).agg(F.collect_set("cluster").alias("_seen"))
+    out = seen.select("topic", *export_keys, "_seen", F.explode(F.col("_seen")).alias("cluster"))
     fallback = F.array_sort(F.array_except(F.col("_seen"), F.array(F.col("cluster"))))
-    out = topics.join(seen, on=["topic", *export_keys], how="left")
     if cursors is not None:
         cursor_exports = [k for k in export_keys if k in cursors.columns]
         repl = (

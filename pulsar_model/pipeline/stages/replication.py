@@ -80,12 +80,12 @@ def snapshots_at_export_time(markers: DataFrame, cursors: DataFrame, managed_led
     ``isTimedOut`` compares with "now"; for an export that is the moment the cluster was exported
     (``managed_ledgers.exported_at``), not the newest marker. One :func:`snapshot_assembly` over every
     cluster's markers and cursors (the protocol spans them) with ``checked_at_by_topic`` = each (cluster,
-    topic)'s export time, keeping the rows whose (source cluster, topic) has an export. Pure and lazy.
+    topic)'s export time, keeping the rows whose (source cluster, topic) has an export, each with its
+    topic's ``exported_entries_complete`` (one join does both). Pure and lazy.
     """
-    scope = managed_ledgers.select(*_TOPIC)
     export_times = managed_ledgers.select(*_TOPIC, F.unix_millis(F.col("exported_at")).alias("checked_at_ms"))
     assembled = snapshot_assembly(markers, cursors=cursors, checked_at_by_topic=export_times)
-    return assembled.join(scope, _TOPIC, "left_semi")
+    return assembled.join(topic_entries_complete(managed_ledgers), _TOPIC, "inner")
 
 
 def cache_replay(
@@ -157,6 +157,8 @@ def replication_outputs(
     ids = managed_ledgers.select("cluster", "topic", "export_id", "export_date")
     source_ids = ids.withColumnRenamed("cluster", "source_cluster")
     complete = topic_entries_complete(managed_ledgers)
+    # a topic's export identity and entry completeness in one row: the tables that need both join once
+    identity = topic_entries_complete(managed_ledgers, carry=("export_id", "export_date"))
     # the replicated pairs, which both per-pair tables start from, are computed once
     pairs = replicated_pairs(cursors, managed_ledgers)
     if reuse is not None:
@@ -175,7 +177,7 @@ def replication_outputs(
         rows, evicted = cache_replay(
             markers, cursors, ledgers, managed_ledgers, versions, default_version, reuse
         )
-        replay_table = rows.drop("export_id", "export_date").join(ids, _TOPIC, "inner")
+        replay_table = rows.drop("export_id", "export_date", COMPLETE).join(identity, _TOPIC, "inner")
         findings = findings.unionByName(evicted)
     if snapshots is None:
         snapshots = spark.createDataFrame([], contract("replication_snapshots").spark_schema)
@@ -194,8 +196,8 @@ def replication_outputs(
             duplicates.join(source_ids, ["source_cluster", "topic"], "inner")
         ),
         "replication_findings": findings.join(ids, _TOPIC, "inner"),
-        "replication_snapshots": with_entries_complete(snapshots, complete),
-        "replication_cache_replay": with_entries_complete(replay_table, complete),
+        "replication_snapshots": snapshots,
+        "replication_cache_replay": replay_table,
     }
 
 
