@@ -537,54 +537,73 @@ def _merge_cursors(cursors: DataFrame, sub_stats: DataFrame, topic_stats: DataFr
 
 
 def _merge_consumers(stats_consumers: DataFrame, client: DataFrame) -> DataFrame:
-    """Stats give arrival order; client configs give priority levels (stats have none, docs §6.2)."""
-    occurrence = Window.partitionBy("cluster", "topic", "subscription", "consumer_name")
-    stats_ranked = stats_consumers.drop("record_key").withColumn(
-        "occurrence", F.row_number().over(occurrence.orderBy("connect_order"))
-    )
-    client_ranked = client.drop("record_key").select(
-        "cluster",
-        "topic",
-        "subscription",
-        "consumer_name",
-        F.col("subscription_type").alias("client_subscription_type"),
-        "priority_level",
-        "listed_order",
-        F.row_number().over(occurrence.orderBy("listed_order")).alias("occurrence"),
-    )
-    from_stats = stats_ranked.join(
-        client_ranked, ["cluster", "topic", "subscription", "consumer_name", "occurrence"], "left"
-    ).select(
-        "cluster",
-        "topic",
-        "subscription",
-        F.coalesce("subscription_type", "client_subscription_type").alias("subscription_type"),
-        "consumer_name",
-        F.coalesce("priority_level", F.lit(0)).alias("priority_level"),
+    """Stats give arrival order; client configs give priority levels (stats have none, docs §6.2).
+
+    Every stats consumer is kept, with the priority level and subscription type of the client-config
+    consumer of the same name and occurrence (the n-th stats consumer of a name by ``connect_order`` takes
+    the n-th client one by ``listed_order``; keys must all be known to match). A subscription only a
+    client config lists (no stats consumer under its known keys) keeps the client's consumers, its listed
+    order standing in for arrival order. Both inputs go through one distribution by subscription: the
+    windows and the per-occurrence match are partitioned by it or by a superset of it.
+    """
+    keys = ["cluster", "topic", "subscription", "consumer_name"]
+    stats_columns = [
+        "subscription_type",
         "connect_order",
-        F.when(F.col("priority_level").isNotNull(), F.lit("client_config"))
-        .otherwise(F.lit("default"))
-        .alias("priority_source"),
         "address",
         "connected_since",
         "client_version",
         "available_permits",
         "unacked_messages",
         "is_active_in_stats",
+    ]
+    client_columns = {
+        "subscription_type": "_client_type",
+        "priority_level": "_priority",
+        "listed_order": "_listed",
+    }
+    both = stats_consumers.select(*keys, F.lit(True).alias("_stats"), *stats_columns).unionByName(
+        client.select(
+            *keys, F.lit(False).alias("_stats"), *[F.col(c).alias(a) for c, a in client_columns.items()]
+        ),
+        allowMissingColumns=True,
     )
-    # Subscriptions that only a client-config export knows: its listed order stands in for arrival order.
-    stats_subs = stats_consumers.select("cluster", "topic", "subscription").distinct()
-    client_only = client_ranked.join(stats_subs, ["cluster", "topic", "subscription"], "left_anti").select(
+    subscription = Window.partitionBy("cluster", "topic", "subscription")
+    occurrence = Window.partitionBy(*keys, "_stats").orderBy(
+        F.when(F.col("_stats"), F.col("connect_order")).otherwise(F.col("_listed"))
+    )
+    ranked = both.select(
+        "*",
+        F.max(F.col("_stats").cast("int")).over(subscription).alias("_has_stats"),
+        F.row_number().over(occurrence).alias("_occurrence"),
+    )
+    # the client consumer of the same name and occurrence, as an equality join on all keys would find it
+    known = F.lit(True)
+    for k in keys:
+        known = known & F.col(k).isNotNull()
+    client_values = F.struct(F.col("_client_type").alias("t"), F.col("_priority").alias("p"))
+    matched = F.max(F.when(~F.col("_stats"), client_values)).over(Window.partitionBy(*keys, "_occurrence"))
+    paired = ranked.select("*", F.when(known, matched).alias("_client"))
+    subscription_known = F.col("cluster").isNotNull() & F.col("topic").isNotNull()
+    subscription_known = subscription_known & F.col("subscription").isNotNull()
+    kept = paired.where(F.col("_stats") | ~subscription_known | (F.col("_has_stats") == 0))
+    stats = F.col("_stats")
+    priority = F.when(stats, F.col("_client.p")).otherwise(F.col("_priority"))
+    return kept.select(
         "cluster",
         "topic",
         "subscription",
-        F.col("client_subscription_type").alias("subscription_type"),
+        F.when(stats, F.coalesce("subscription_type", "_client.t"))
+        .otherwise(F.col("_client_type"))
+        .alias("subscription_type"),
         "consumer_name",
-        F.coalesce("priority_level", F.lit(0)).alias("priority_level"),
-        F.col("listed_order").alias("connect_order"),
-        F.lit("client_config").alias("priority_source"),
+        F.coalesce(priority, F.lit(0)).alias("priority_level"),
+        F.when(stats, F.col("connect_order")).otherwise(F.col("_listed")).alias("connect_order"),
+        F.when(~stats | priority.isNotNull(), F.lit("client_config"))
+        .otherwise(F.lit("default"))
+        .alias("priority_source"),
+        *stats_columns[2:],
     )
-    return from_stats.unionByName(client_only, allowMissingColumns=True)
 
 
 _GLOB_CHARS = re.compile(r"([\\\[\]{}*?])")
