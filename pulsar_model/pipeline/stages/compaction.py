@@ -138,12 +138,18 @@ def run_compaction_stage(
     complete = compaction_entries_complete(managed, all_cursors)
     try:
         parts = _outputs(managed, ledgers, cursors, messages, entries, thresholds, retain_null_key, cached)
-        ids = managed.select(*_TOPIC, "export_id", "export_date", "pulsar_version").join(
-            complete, _TOPIC, "left"
+        # one row per topic that every table joins: computed once (the completeness reads the cursors) and
+        # broadcast, as it is metadata-sized by construction
+        ids = (
+            managed.select(*_TOPIC, "export_id", "export_date", "pulsar_version")
+            .join(complete, _TOPIC, "left")
+            .localCheckpoint()
         )
         for name, part in parts.items():
             if part is not None:
-                outputs[name].append(part.drop(COMPLETE, "pulsar_version").join(ids, _TOPIC, "inner"))
+                outputs[name].append(
+                    part.drop(COMPLETE, "pulsar_version").join(F.broadcast(ids), _TOPIC, "inner")
+                )
         return write_day_outputs(
             tables, day, {name: outputs[name] for name in OUTPUT_TABLES}, stage="compaction"
         )
