@@ -63,11 +63,12 @@ def test_precise_backlog_matches_oracle(
 ) -> None:
     assume(S.is_informative(cases))
     ledgers, mls, cursors = S.input_frames(spark, cases)
-    rows = S.run_versions(
-        lambda v: backlog.precise_backlog(cursors, ledgers, mls, pulsar_version=v).select(
-            "topic", "cursor_name", "backlog_entries"
-        ),
+    rows = S.run_versions_as_data(
+        lambda f, v: backlog.precise_backlog(
+            f["cursors"], f["ledgers"], f["managed_ledgers"], pulsar_version=v
+        ).select("cluster", "topic", "cursor_name", "backlog_entries"),
         VERSIONS,
+        {"cursors": cursors, "ledgers": ledgers, "managed_ledgers": mls},
     )
     actual = {(r["_version"], r["topic"], r["cursor_name"]): r["backlog_entries"] for r in rows}
     mismatches: list[S.Mismatch] = []
@@ -106,11 +107,12 @@ def test_estimated_backlog_size_matches_oracle(
 ) -> None:
     assume(S.is_informative(cases))
     ledgers, mls, cursors = S.input_frames(spark, cases)
-    rows = S.run_versions(
-        lambda v: backlog.estimated_backlog_size(mls, ledgers, cursors, pulsar_version=v).select(
-            "topic", "slowest_cursor_name", "estimated_backlog_size_bytes"
-        ),
+    rows = S.run_versions_as_data(
+        lambda f, v: backlog.estimated_backlog_size(
+            f["managed_ledgers"], f["ledgers"], f["cursors"], pulsar_version=v
+        ).select("cluster", "topic", "slowest_cursor_name", "estimated_backlog_size_bytes"),
         VERSIONS,
+        {"cursors": cursors, "ledgers": ledgers, "managed_ledgers": mls},
     )
     actual = {
         (r["_version"], r["topic"]): (r["slowest_cursor_name"], r["estimated_backlog_size_bytes"])
@@ -140,11 +142,12 @@ def test_estimate_backlog_from_position_matches_oracle(
     assume(S.is_informative(cases))
     ledgers, mls, _ = S.input_frames(spark, cases)
     positions = spark.createDataFrame(S.point_rows(cases), S.POINT_REQUESTS_SCHEMA)
-    rows = S.run_versions(
-        lambda v: backlog.estimate_backlog_from_position(positions, ledgers, mls, pulsar_version=v).select(
-            "request_id", "estimated_backlog_size_bytes"
-        ),
+    rows = S.run_versions_as_data(
+        lambda f, v: backlog.estimate_backlog_from_position(
+            f["positions"], f["ledgers"], f["managed_ledgers"], pulsar_version=v
+        ).select("cluster", "request_id", "estimated_backlog_size_bytes"),
         VERSIONS,
+        {"positions": positions, "ledgers": ledgers, "managed_ledgers": mls},
     )
     actual = {(r["_version"], r["request_id"]): r["estimated_backlog_size_bytes"] for r in rows}
     mismatches: list[S.Mismatch] = []
@@ -176,11 +179,12 @@ def test_estimated_size_since_mark_delete_matches_oracle(
     the average size of its acked entries in ``(md, LAC]`` since PR #25089 (4.1.3 here)."""
     assume(S.is_informative(cases))
     ledgers, mls, cursors = S.input_frames(spark, cases)
-    rows = S.run_versions(
-        lambda v: backlog.estimated_size_since_mark_delete(cursors, ledgers, mls, pulsar_version=v).select(
-            "topic", "cursor_name", "estimated_size_since_mark_delete_bytes"
-        ),
+    rows = S.run_versions_as_data(
+        lambda f, v: backlog.estimated_size_since_mark_delete(
+            f["cursors"], f["ledgers"], f["managed_ledgers"], pulsar_version=v
+        ).select("cluster", "topic", "cursor_name", "estimated_size_since_mark_delete_bytes"),
         VERSIONS,
+        {"cursors": cursors, "ledgers": ledgers, "managed_ledgers": mls},
     )
     actual = {
         (r["_version"], r["topic"], r["cursor_name"]): r["estimated_size_since_mark_delete_bytes"]

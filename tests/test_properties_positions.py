@@ -71,9 +71,12 @@ def test_position_after_n_matches_oracle(
     assume(S.is_informative(cases))
     ledgers, mls, _ = S.input_frames(spark, cases)
     requests = spark.createDataFrame(S.position_after_n_rows(cases), S.POSITION_AFTER_N_REQUESTS_SCHEMA)
-    rows = S.run_versions(
-        lambda v: positions.position_after_n(requests, ledgers, mls, pulsar_version=v),
+    rows = S.run_versions_as_data(
+        lambda f, v: positions.position_after_n(
+            f["requests"], f["ledgers"], f["managed_ledgers"], pulsar_version=v
+        ),
         POSITION_AFTER_N_VERSIONS,
+        {"requests": requests, "ledgers": ledgers, "managed_ledgers": mls},
     )
     actual = {(r["_version"], r["request_id"]): (S.pos(r["position"]), _error_of(r)) for r in rows}
     mismatches: list[S.Mismatch] = []
@@ -114,9 +117,12 @@ def test_entries_between_matches_oracle(
     assume(S.is_informative(cases))
     ledgers, mls, _ = S.input_frames(spark, cases)
     requests = spark.createDataFrame(S.range_rows(cases), S.RANGE_REQUESTS_SCHEMA)
-    rows = S.run_versions(
-        lambda v: positions.entries_between(requests, ledgers, mls, pulsar_version=v),
+    rows = S.run_versions_as_data(
+        lambda f, v: positions.entries_between(
+            f["requests"], f["ledgers"], f["managed_ledgers"], pulsar_version=v
+        ),
         RANGE_VERSIONS,
+        {"requests": requests, "ledgers": ledgers, "managed_ledgers": mls},
     )
     actual = {(r["_version"], r["request_id"]): (r["entries"], _error_of(r)) for r in rows}
     mismatches: list[S.Mismatch] = []
@@ -160,8 +166,11 @@ def test_skip_entries_matches_oracle(spark: SparkSession, positions: ModuleType,
     assume(S.is_informative(cases))
     ledgers, mls, cursors = S.input_frames(spark, cases)
     requests = spark.createDataFrame(S.skip_rows(cases), S.SKIP_REQUESTS_SCHEMA)
-    rows = S.run_versions(
-        lambda v: positions.skip_entries(requests, cursors, ledgers, mls, pulsar_version=v).select(
+    rows = S.run_versions_as_data(
+        lambda f, v: positions.skip_entries(
+            f["requests"], f["cursors"], f["ledgers"], f["managed_ledgers"], pulsar_version=v
+        ).select(
+            "cluster",
             "request_id",
             "target_position",
             "mark_delete_position",
@@ -170,6 +179,7 @@ def test_skip_entries_matches_oracle(spark: SparkSession, positions: ModuleType,
             "error",
         ),
         SKIP_VERSIONS,
+        {"requests": requests, "cursors": cursors, "ledgers": ledgers, "managed_ledgers": mls},
     )
     actual = {
         (r["_version"], r["request_id"]): (
@@ -250,10 +260,18 @@ def _validity_versions(fn: Any) -> list[str]:
     return VALIDITY_VERSIONS if _takes_version(fn) else ["3.0.7"]
 
 
-def _call_point_fn(fn: Any, requests: Any, ledgers: Any, mls: Any, version: str) -> Any:
-    if _takes_version(fn):
-        return fn(requests, ledgers, mls, pulsar_version=version)
-    return fn(requests, ledgers, mls)
+def _point_rows(fn: Any, requests: Any, ledgers: Any, mls: Any, column: str) -> list[Any]:
+    """``fn``'s ``request_id`` and ``column`` for every version it takes (all in one plan), tagged
+    ``_version``."""
+    if not _takes_version(fn):
+        return S.run_versions(lambda _v: fn(requests, ledgers, mls).select("request_id", column), ["3.0.7"])
+    return S.run_versions_as_data(
+        lambda f, v: fn(f["requests"], f["ledgers"], f["managed_ledgers"], pulsar_version=v).select(
+            "cluster", "request_id", column
+        ),
+        VALIDITY_VERSIONS,
+        {"requests": requests, "ledgers": ledgers, "managed_ledgers": mls},
+    )
 
 
 @PROPERTY_SETTINGS
@@ -266,10 +284,7 @@ def test_next_valid_position_matches_oracle(
     requests = spark.createDataFrame(S.point_rows(cases), S.POINT_REQUESTS_SCHEMA)
     fn = positions.next_valid_position
     versions = _validity_versions(fn)
-    rows = S.run_versions(
-        lambda v: _call_point_fn(fn, requests, ledgers, mls, v).select("request_id", "next_valid_position"),
-        versions,
-    )
+    rows = _point_rows(fn, requests, ledgers, mls, "next_valid_position")
     actual = {(r["_version"], r["request_id"]): S.pos(r["next_valid_position"]) for r in rows}
     mismatches: list[S.Mismatch] = []
     for v in versions:
@@ -293,10 +308,7 @@ def test_is_valid_position_matches_oracle(
     requests = spark.createDataFrame(S.point_rows(cases), S.POINT_REQUESTS_SCHEMA)
     fn = positions.is_valid_position
     versions = _validity_versions(fn)
-    rows = S.run_versions(
-        lambda v: _call_point_fn(fn, requests, ledgers, mls, v).select("request_id", "is_valid"),
-        versions,
-    )
+    rows = _point_rows(fn, requests, ledgers, mls, "is_valid")
     actual = {(r["_version"], r["request_id"]): r["is_valid"] for r in rows}
     mismatches: list[S.Mismatch] = []
     for v in versions:

@@ -592,6 +592,69 @@ def run_versions(transform: Callable[[str], DataFrame], versions: Iterable[str])
     return union.collect()
 
 
+#: Separates a case's cluster from the version whose copy of the inputs a row belongs to.
+_VERSION_SEPARATOR = "@"
+
+
+def _copies_per_version(df: DataFrame, versions: Sequence[str], managed_ledgers: bool) -> DataFrame:
+    """Each row once per version, its ``cluster`` tagged with the version (so every version's copy is a
+    cluster of its own); managed-ledger rows also get that ``pulsar_version``."""
+    tagged = F.explode(
+        F.array(*[F.concat(F.col("cluster"), F.lit(_VERSION_SEPARATOR + v)) for v in versions])
+    ).alias("cluster")
+    out = df.select(*[tagged if c == "cluster" else F.col(c) for c in df.columns if c != "pulsar_version"])
+    if managed_ledgers:
+        out = out.withColumn("pulsar_version", F.substring_index(F.col("cluster"), _VERSION_SEPARATOR, -1))
+    return out
+
+
+def run_versions_as_data(
+    transform: Callable[[dict[str, DataFrame], str | None], DataFrame],
+    versions: Sequence[str],
+    frames: dict[str, DataFrame],
+    *,
+    argument_version: str = "4.1.3",
+) -> list[Row_]:
+    """Every version in one plan, the way a stage runs a mixed-version export (versions as data).
+
+    ``frames`` (keyword arguments of the transform; one of them ``managed_ledgers``) are copied once per
+    version of ``versions``, each copy's clusters tagged with its version and its managed-ledger rows
+    carrying it as ``pulsar_version``; ``transform(copies, None)`` then computes every version at once
+    (its rows must keep ``cluster``). The rows come back with the case's own ``cluster`` and ``_version``,
+    as :func:`run_versions` gives them. ``transform(frames, argument_version)`` (the version passed as the
+    argument, the other way the transforms take it) runs in the same job and must give exactly that
+    version's rows. One collect.
+    """
+    assert "managed_ledgers" in frames and argument_version in versions
+    copies = {
+        name: _copies_per_version(df, versions, name == "managed_ledgers") for name, df in frames.items()
+    }
+    per_row = transform(copies, None)
+    tag = F.col("cluster")
+    per_row = per_row.select(
+        *[
+            F.substring_index(tag, _VERSION_SEPARATOR, 1).alias(c) if c == "cluster" else F.col(c)
+            for c in per_row.columns
+        ],
+        F.substring_index(tag, _VERSION_SEPARATOR, -1).alias("_version"),
+        F.lit(False).alias("_argument"),
+    )
+    fixed = transform(frames, argument_version).select(
+        "*", F.lit(argument_version).alias("_version"), F.lit(True).alias("_argument")
+    )
+    rows = per_row.unionByName(fixed).collect()
+    by_row = [r for r in rows if not r["_argument"]]
+    as_argument = sorted(repr(r.asDict() | {"_argument": None}) for r in rows if r["_argument"])
+    same_version = sorted(
+        repr(r.asDict() | {"_argument": None}) for r in by_row if r["_version"] == argument_version
+    )
+    assert as_argument == same_version, (
+        f"pulsar_version={argument_version!r} and the per-row version {argument_version} differ: "
+        f"{sorted(set(as_argument) ^ set(same_version))[:5]}"
+    )
+    return by_row
+
+
 def case_index_of(topic: str) -> int:
     return int(topic.rsplit("-", 1)[1])
 
