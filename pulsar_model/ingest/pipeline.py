@@ -547,9 +547,8 @@ def _merge_consumers(stats_consumers: DataFrame, client: DataFrame) -> DataFrame
     windows and the per-occurrence match are partitioned by it or by a superset of it.
     """
     keys = ["cluster", "topic", "subscription", "consumer_name"]
-    stats_columns = [
-        "subscription_type",
-        "connect_order",
+    # what only stats know, passed through as it is
+    stats_only = [
         "address",
         "connected_since",
         "client_version",
@@ -557,6 +556,7 @@ def _merge_consumers(stats_consumers: DataFrame, client: DataFrame) -> DataFrame
         "unacked_messages",
         "is_active_in_stats",
     ]
+    stats_columns = ["subscription_type", "connect_order", *stats_only]
     client_columns = {
         "subscription_type": "_client_type",
         "priority_level": "_priority",
@@ -602,7 +602,7 @@ def _merge_consumers(stats_consumers: DataFrame, client: DataFrame) -> DataFrame
         F.when(~stats | priority.isNotNull(), F.lit("client_config"))
         .otherwise(F.lit("default"))
         .alias("priority_source"),
-        *stats_columns[2:],
+        *stats_only,
     )
 
 
