@@ -496,26 +496,34 @@ def with_entry_effects(
         F.col("mark_delete_position").alias("mark_delete_position_before"),
         F.col("individually_deleted").alias("_idm_before"),
     )
-    lac = ml.select(*_TOPIC, "export_id", F.col("last_confirmed_entry").alias("_lac"))
-    # A topic's entry numbers are known when its entries were exported, or when its ledgers hold none
-    # (an empty topic has nothing to export: zero is then exact, not unknown).
-    exported = inputs.entries.select(*_TOPIC).distinct().select(*_TOPIC, F.lit(True).alias("_exported"))
-    stored = (
-        inputs.ledgers.groupBy(*_TOPIC)
-        .agg(F.sum("entries").alias("_listed"))
-        .join(ml.select(*_TOPIC, "current_ledger_entries"), _TOPIC, "right")
-        .select(
-            *_TOPIC,
-            (F.coalesce("_listed", F.lit(0)) + F.coalesce("current_ledger_entries", F.lit(0)) == 0).alias(
-                "_empty_topic"
-            ),
+    lac = ml.select(
+        *_TOPIC,
+        "export_id",
+        F.col("last_confirmed_entry").alias("_lac"),
+        F.coalesce("current_ledger_entries", F.lit(0)).alias("_current_entries"),
+    )
+    # Per topic, in one aggregate: whether its entries were exported and how many entries its closed
+    # ledgers list. A topic's entry numbers are known when its entries were exported, or when its ledgers
+    # hold none (an empty topic has nothing to export: zero is then exact, not unknown).
+    per_topic = (
+        inputs.entries.select(*_TOPIC, F.lit(True).alias("_exported"), F.lit(None).cast("long").alias("_n"))
+        .unionByName(
+            inputs.ledgers.select(
+                *_TOPIC, F.lit(None).cast("boolean").alias("_exported"), F.col("entries").alias("_n")
+            )
         )
+        .groupBy(*_TOPIC)
+        .agg(F.max("_exported").alias("_exported"), F.sum("_n").alias("_listed"))
     )
     df = (
         plans.join(before, [*_TOPIC, "cursor_name"], "left")
         .join(lac, _TOPIC, "left")
-        .join(exported, _TOPIC, "left")
-        .join(stored, _TOPIC, "left")
+        .join(per_topic, _TOPIC, "left")
+        .select(
+            "*",
+            # only a topic with a managed-ledger row can be known empty
+            (F.coalesce("_listed", F.lit(0)) + F.col("_current_entries") == 0).alias("_empty_topic"),
+        )
     )
     is_reset = F.col("action").isin(ACTION_RESET, ACTION_RESET_BY_TIME)
     df = df.select(
@@ -618,11 +626,15 @@ def reader_plans(
         pulsar_version=pulsar_version,
         basis=basis,
     )
-    ids = inputs.managed_ledgers.select(*_TOPIC, "export_id")
-    return _with_version_label(out.join(ids, _TOPIC, "left"), inputs.managed_ledgers, pulsar_version).select(
+    # the export id and the topic's own version (the label without an argument) in one join
+    ml = inputs.managed_ledgers
+    own = F.col("pulsar_version") if pulsar_version is None else F.lit(None).cast("string")
+    ids = ml.select(*_TOPIC, "export_id", own.alias("_own_version"))
+    label = F.col("_own_version") if pulsar_version is None else F.lit(pulsar_version)
+    return out.join(ids, _TOPIC, "left").select(
         *req.columns,
         "export_id",
-        "pulsar_version",
+        label.alias("pulsar_version"),
         "mark_delete_position",
         "read_position",
         "first_delivered",
