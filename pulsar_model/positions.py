@@ -286,7 +286,7 @@ class _Env:
         materialise: Callable[[DataFrame], DataFrame] | None,
     ) -> _Env:
         keep = materialise or (lambda df: df)
-        ml = _ml_frame(_by_topic(managed_ledgers), flags)
+        ml = _ml_frame(managed_ledgers, flags)
         row_flags = flags.at(ref(FLAGS_COLUMN))
         view = keep(_ledger_view(_by_topic(ledgers), ml, row_flags))
         beh = flags.at(fld(X, "flags"))
