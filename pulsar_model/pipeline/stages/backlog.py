@@ -71,9 +71,14 @@ def cursor_backlog(
         # the export's own word on the topic (cap, failed fetches, --entries none: ingest's coverage), and
         # bytes only where every entry's stored size is known (REST entries may not tell it)
         unsized = entries.where(F.col("entry_size_bytes").isNull()).select(*_TOPIC).distinct()
-        out = out.join(
-            topic_entries_complete(managed_ledgers).withColumnRenamed(COMPLETE, "_topic_ok"), _TOPIC, "left"
-        ).join(unsized.withColumn("_unsized", F.lit(True)), _TOPIC, "left")
+        # the topic's own version rides along: one join of the managed ledgers, not two
+        carry = ["pulsar_version"] if pulsar_version is None else []
+        topic = topic_entries_complete(managed_ledgers, carry=carry).select(
+            *_TOPIC, F.col(COMPLETE).alias("_topic_ok"), *[F.col(c).alias("_pa_topic_version") for c in carry]
+        )
+        out = out.join(topic, _TOPIC, "left").join(
+            unsized.withColumn("_unsized", F.lit(True)), _TOPIC, "left"
+        )
         byte_columns = [c for c in EXACT_COLUMNS if c.endswith("_bytes")]
         out = out.withColumns(
             {
@@ -85,7 +90,12 @@ def cursor_backlog(
             F.col("exported_entries_complete"), F.col("estimated_backlog_size_bytes") - F.col("backlog_bytes")
         )
         out = out.withColumn("estimate_minus_exact_bytes", error)
-    return _with_version(out, managed_ledgers, pulsar_version).select(
+    if entries is not None and pulsar_version is None:
+        kept = [F.col(f"`{c}`") for c in out.columns if c not in ("pulsar_version", "_pa_topic_version")]
+        out = out.select(*kept, F.col("_pa_topic_version").alias("pulsar_version"))
+    else:
+        out = _with_version(out, managed_ledgers, pulsar_version)
+    return out.select(
         "*", (F.col("stats_msg_backlog") - F.col("backlog_entries")).alias("counter_minus_precise")
     )
 
@@ -112,9 +122,16 @@ def topic_backlog(
     :func:`cursor_backlog`."""
     if numbers is None:
         numbers = backlog_numbers(managed_ledgers, ledgers, cursors, pulsar_version)
-    estimate = numbers.topics
-    stats = managed_ledgers.select(*_TOPIC, "export_id", "export_date", "stats_backlog_size_bytes")
-    return _with_version(estimate.join(stats, _TOPIC, "left"), managed_ledgers, pulsar_version).select(
+    estimate = numbers.topics.drop("pulsar_version")
+    # the stats value and the topic's own version in one join of the managed ledgers
+    carry = [F.col("pulsar_version").alias("_pa_topic_version")] if pulsar_version is None else []
+    stats = managed_ledgers.select(*_TOPIC, "export_id", "export_date", "stats_backlog_size_bytes", *carry)
+    joined = estimate.join(stats, _TOPIC, "left")
+    label = F.col("_pa_topic_version") if pulsar_version is None else F.lit(pulsar_version)
+    labelled = joined.select(
+        *[F.col(f"`{c}`") for c in joined.columns if c != "_pa_topic_version"], label.alias("pulsar_version")
+    )
+    return labelled.select(
         "*",
         (F.col("estimated_backlog_size_bytes") - F.col("stats_backlog_size_bytes")).alias(
             "estimate_minus_stats_bytes"
