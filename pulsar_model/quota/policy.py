@@ -879,7 +879,7 @@ def quota_breaches(
             "check_enabled"
         ),
         *[F.col(c).alias(carried[c]) for c in keep if c != EXACT_COMPLETE],
-    ).join(state, on=list(KEY), how="left")
+    ).join(F.broadcast(state), on=list(KEY), how="left")  # one row per topic: metadata-sized
     if EXACT_COMPLETE in carried:
         rows = rows.withColumnRenamed(EXACT_COMPLETE, carried[EXACT_COMPLETE])
 
