@@ -462,7 +462,9 @@ def effective_quotas(
         F.col("_c.rank").alias("_rank"),
     )
     quotas = _dedupe_quota_rows(backlog_quotas).select("*", F.lit(True).alias("_matched"))
-    joined = probes.join(quotas, on=["cluster", "level", "scope", "quota_type"], how="left")
+    # distributed by topic once: the aggregate per (topic, quota type) and the window per topic below
+    # both find their rows together without a second shuffle
+    joined = probes.join(quotas, on=["cluster", "level", "scope", "quota_type"], how="left").repartition(*KEY)
     resolved_struct = F.struct(
         F.col("level").alias("source_level"),
         F.col("scope").alias("source_scope"),

@@ -206,7 +206,8 @@ def quota_evictions(
         .otherwise(F.lit(False))
         .alias("handled_now"),
     )
-    return out.join(policy, [*_TOPIC, "quota_type"], "left")
+    # at most one row per topic and quota type (metadata-sized): broadcast, the eviction rows stay put
+    return out.join(F.broadcast(policy), [*_TOPIC, "quota_type"], "left")
 
 
 def run_quota_stage(
