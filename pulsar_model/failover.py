@@ -640,23 +640,32 @@ def failover_balance(assignments: DataFrame) -> DataFrame:
         "active_consumer_name",
         "top_group_consumers",
     )
-    members = a.select(
-        *keys, F.explode(F.array_distinct("top_group_consumers")).alias("consumer_name")
-    ).distinct()
-    counts = a.groupBy(*keys, F.col("active_consumer_name").alias("consumer_name")).agg(
-        F.count(F.lit(1)).cast("int").alias("n")
+    # One aggregation per group (one shuffle): the names seen in any top-priority group or as the active
+    # consumer, and per name the partitions it is active on (0 for an idle name).
+    grouped = a.groupBy(*keys).agg(
+        F.flatten(F.collect_list(F.array_distinct("top_group_consumers"))).alias("_members"),
+        F.collect_list("active_consumer_name").alias("_active"),
     )
-    per_consumer = members.join(counts, on=[*keys, "consumer_name"], how="full_outer").select(
-        *keys, "consumer_name", F.coalesce(F.col("n"), F.lit(0)).alias("n")
+    per_name = grouped.select(
+        *keys,
+        F.transform(
+            F.sort_array(F.array_distinct(F.concat("_members", "_active"))),
+            lambda name: F.struct(
+                name.alias("consumer_name"),
+                F.size(F.filter("_active", lambda active: active == name)).alias("n"),
+            ),
+        ).alias("_per_name"),
     )
-    return per_consumer.groupBy(*keys).agg(
-        F.sum("n").cast("int").alias("partitions"),
-        F.count(F.lit(1)).cast("int").alias("consumers"),
-        F.map_from_entries(F.sort_array(F.collect_list(F.struct("consumer_name", "n")))).alias(
-            "partitions_per_consumer"
+    counts = F.transform("_per_name", lambda e: e["n"])
+    return per_name.select(
+        *keys,
+        F.aggregate(counts, F.lit(0), lambda acc, n: acc + n).cast("int").alias("partitions"),
+        F.size("_per_name").cast("int").alias("consumers"),
+        F.map_from_entries("_per_name").alias("partitions_per_consumer"),
+        F.array_max(counts).alias("max_partitions"),
+        F.array_min(counts).alias("min_partitions"),
+        (F.array_max(counts) - F.array_min(counts)).alias("imbalance"),
+        F.transform(F.filter("_per_name", lambda e: e["n"] == 0), lambda e: e["consumer_name"]).alias(
+            "idle_consumers"
         ),
-        F.max("n").alias("max_partitions"),
-        F.min("n").alias("min_partitions"),
-        (F.max("n") - F.min("n")).alias("imbalance"),
-        F.sort_array(F.collect_list(F.when(F.col("n") == 0, F.col("consumer_name")))).alias("idle_consumers"),
     )
