@@ -143,8 +143,9 @@ def run_failover_stage(
         assignments = active_consumers(failover, consistent_hashing, None).drop("pulsar_version")
         if cursors is not None:
             assignments = compare_with_stats(assignments, cursors)
-        sub_types = failover.select(*_TOPIC, *_EXPORT, "subscription", "subscription_type").distinct()
-        assignments = assignments.join(sub_types, on=[*_TOPIC, *_EXPORT, "subscription"], how="left")
+        # every row of ``failover`` is of a Failover subscription (failover_consumers keeps only those),
+        # and every assignment comes from those rows: the type is known without a join back
+        assignments = assignments.withColumn("subscription_type", F.lit(FAILOVER))
         balance = failover_balance(assignments).withColumnRenamed("base_topic", "topic")
         outputs = _versioned(
             {
