@@ -145,7 +145,8 @@ def run_failover_stage(
             assignments = compare_with_stats(assignments, cursors)
         # every row of ``failover`` is of a Failover subscription (failover_consumers keeps only those),
         # and every assignment comes from those rows: the type is known without a join back
-        assignments = assignments.withColumn("subscription_type", F.lit(FAILOVER))
+        # both the assignments and the balance read the grouped pass: run it once, on the executors
+        assignments = assignments.withColumn("subscription_type", F.lit(FAILOVER)).localCheckpoint()
         balance = failover_balance(assignments).withColumnRenamed("base_topic", "topic")
         outputs = _versioned(
             {

@@ -43,8 +43,11 @@ def cluster_versions(managed_ledgers: DataFrame | None, default_version: str) ->
     # text that does not parse (null struct) is skipped, and wins only when no row of the cluster parses
     parsed = F.expr(parsed_version_sql(f"`{_VERSION}`"))
     latest = F.max_by(F.col(_VERSION), parsed)
+    # a row per topic, in one task: the aggregation then needs no exchange (one job, not two)
     rows = (
-        managed_ledgers.groupBy("cluster")
+        managed_ledgers.select("cluster", _VERSION)
+        .coalesce(1)
+        .groupBy("cluster")
         .agg(F.coalesce(latest, F.max(_VERSION), F.lit(default_version)).alias(_CLUSTER_VERSION))
         .collect()
     )
