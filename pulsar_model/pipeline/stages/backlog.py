@@ -57,7 +57,8 @@ def cursor_backlog(
     """
     if numbers is None:
         numbers = backlog_numbers(managed_ledgers, ledgers, cursors, pulsar_version)
-    out = cursors.join(numbers.cursors, [*_TOPIC, "cursor_name"], "left")
+    carry = _version_carry(pulsar_version)
+    out = cursors.join(numbers.cursors, [*_TOPIC, "cursor_name"], "left").drop("pulsar_version")
     if entries is not None:
         exact = exact_backlog_measures(
             cursors,
@@ -72,10 +73,7 @@ def cursor_backlog(
         # bytes only where every entry's stored size is known (REST entries may not tell it)
         unsized = entries.where(F.col("entry_size_bytes").isNull()).select(*_TOPIC).distinct()
         # the topic's own version rides along: one join of the managed ledgers, not two
-        carry = ["pulsar_version"] if pulsar_version is None else []
-        topic = topic_entries_complete(managed_ledgers, carry=carry).select(
-            *_TOPIC, F.col(COMPLETE).alias("_topic_ok"), *[F.col(c).alias("_pa_topic_version") for c in carry]
-        )
+        topic = topic_entries_complete(managed_ledgers, carry=carry).withColumnRenamed(COMPLETE, "_topic_ok")
         out = out.join(topic, _TOPIC, "left").join(
             unsized.withColumn("_unsized", F.lit(True)), _TOPIC, "left"
         )
@@ -90,24 +88,25 @@ def cursor_backlog(
             F.col("exported_entries_complete"), F.col("estimated_backlog_size_bytes") - F.col("backlog_bytes")
         )
         out = out.withColumn("estimate_minus_exact_bytes", error)
-    if entries is not None and pulsar_version is None:
-        kept = [F.col(f"`{c}`") for c in out.columns if c not in ("pulsar_version", "_pa_topic_version")]
-        out = out.select(*kept, F.col("_pa_topic_version").alias("pulsar_version"))
-    else:
-        out = _with_version(out, managed_ledgers, pulsar_version)
-    return out.select(
+    elif carry:
+        out = out.join(managed_ledgers.select(*_TOPIC, *carry), _TOPIC, "left")
+    return _labelled(out, pulsar_version).select(
         "*", (F.col("stats_msg_backlog") - F.col("backlog_entries")).alias("counter_minus_precise")
     )
 
 
-def _with_version(df: DataFrame, managed_ledgers: DataFrame, pulsar_version: str | None) -> DataFrame:
-    """``df`` (one row per topic or cursor) plus ``pulsar_version``: the argument, or (None) its topic's."""
+def _version_carry(pulsar_version: str | None) -> list[str]:
+    """The managed-ledger columns a join of them carries for :func:`_labelled`: the topic's own version
+    (argument None), none with an argument. The joined side must not have its own ``pulsar_version``."""
+    return ["pulsar_version"] if pulsar_version is None else []
+
+
+def _labelled(df: DataFrame, pulsar_version: str | None) -> DataFrame:
+    """``df`` with ``pulsar_version`` as its last column: the argument, or (None) the topic's own version
+    a join of the managed ledgers carried (:func:`_version_carry`)."""
+    label = F.col("pulsar_version") if pulsar_version is None else F.lit(pulsar_version)
     kept = [F.col(f"`{c}`") for c in df.columns if c != "pulsar_version"]
-    if pulsar_version is not None:
-        return df.select(*kept, F.lit(pulsar_version).alias("pulsar_version"))
-    versions = managed_ledgers.select(*_TOPIC, F.col("pulsar_version").alias("_pa_topic_version"))
-    joined = df.join(versions, _TOPIC, "left")
-    return joined.select(*kept, F.col("_pa_topic_version").alias("pulsar_version"))
+    return df.select(*kept, label.alias("pulsar_version"))
 
 
 def topic_backlog(
@@ -122,16 +121,12 @@ def topic_backlog(
     :func:`cursor_backlog`."""
     if numbers is None:
         numbers = backlog_numbers(managed_ledgers, ledgers, cursors, pulsar_version)
-    estimate = numbers.topics.drop("pulsar_version")
     # the stats value and the topic's own version in one join of the managed ledgers
-    carry = [F.col("pulsar_version").alias("_pa_topic_version")] if pulsar_version is None else []
-    stats = managed_ledgers.select(*_TOPIC, "export_id", "export_date", "stats_backlog_size_bytes", *carry)
-    joined = estimate.join(stats, _TOPIC, "left")
-    label = F.col("_pa_topic_version") if pulsar_version is None else F.lit(pulsar_version)
-    labelled = joined.select(
-        *[F.col(f"`{c}`") for c in joined.columns if c != "_pa_topic_version"], label.alias("pulsar_version")
+    stats = managed_ledgers.select(
+        *_TOPIC, "export_id", "export_date", "stats_backlog_size_bytes", *_version_carry(pulsar_version)
     )
-    return labelled.select(
+    joined = numbers.topics.drop("pulsar_version").join(stats, _TOPIC, "left")
+    return _labelled(joined, pulsar_version).select(
         "*",
         (F.col("estimated_backlog_size_bytes") - F.col("stats_backlog_size_bytes")).alias(
             "estimate_minus_stats_bytes"
@@ -151,12 +146,20 @@ def topic_pinning(
     :func:`~pulsar_model.backlog.backlog_numbers` of these inputs) the report is read from its pass (the
     rows of :func:`pinning_report`, proven equal by ``tests/test_properties_backlog.py``) instead of
     being planned set-based."""
+    carry = _version_carry(pulsar_version)
     if numbers is None:
         report = pinning_report(managed_ledgers, ledgers, cursors, pulsar_version=pulsar_version)
+        if carry:
+            report = report.drop("pulsar_version").join(
+                managed_ledgers.select(*_TOPIC, *carry), _TOPIC, "left"
+            )
     else:
+        # the export identity and the topic's own version in the one join of the managed ledgers
         export = [c for c in ("export_id", "export_date") if c in managed_ledgers.columns]
-        report = managed_ledgers.select(*_TOPIC, *export).join(numbers.pinning, _TOPIC, "inner")
-    return _with_version(report, managed_ledgers, pulsar_version)
+        report = managed_ledgers.select(*_TOPIC, *export, *carry).join(
+            numbers.pinning.drop("pulsar_version"), _TOPIC, "inner"
+        )
+    return _labelled(report, pulsar_version)
 
 
 def unmoved_cursors_as_of(
