@@ -627,9 +627,8 @@ def reader_plans(
         basis=basis,
     )
     # the export id and the topic's own version (the label without an argument) in one join
-    ml = inputs.managed_ledgers
-    own = F.col("pulsar_version") if pulsar_version is None else F.lit(None).cast("string")
-    ids = ml.select(*_TOPIC, "export_id", own.alias("_own_version"))
+    own = [F.col("pulsar_version").alias("_own_version")] if pulsar_version is None else []
+    ids = inputs.managed_ledgers.select(*_TOPIC, "export_id", *own)
     label = F.col("_own_version") if pulsar_version is None else F.lit(pulsar_version)
     return out.join(ids, _TOPIC, "left").select(
         *req.columns,

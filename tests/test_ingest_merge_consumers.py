@@ -24,24 +24,11 @@ from hypothesis import strategies as st
 from pyspark.sql import SparkSession
 
 from pulsar_model.ingest.pipeline import _INTERMEDIATE_DDL, _merge_consumers
+from pulsar_model.tables.contracts import contract
 
 KEYS = ("cluster", "topic", "subscription", "consumer_name")
-OUT = (
-    "cluster",
-    "topic",
-    "subscription",
-    "subscription_type",
-    "consumer_name",
-    "priority_level",
-    "connect_order",
-    "priority_source",
-    "address",
-    "connected_since",
-    "client_version",
-    "available_permits",
-    "unacked_messages",
-    "is_active_in_stats",
-)
+#: The merge's columns: the ``consumers`` contract's, without the export identity ingest adds afterwards.
+OUT = tuple(c for c in contract("consumers").column_names if c not in ("export_id", "export_date"))
 
 
 def _key(rng: random.Random, values: list[str]) -> str | None:

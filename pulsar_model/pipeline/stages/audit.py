@@ -143,9 +143,9 @@ def run_failover_stage(
         assignments = active_consumers(failover, consistent_hashing, None).drop("pulsar_version")
         if cursors is not None:
             assignments = compare_with_stats(assignments, cursors)
-        # every row of ``failover`` is of a Failover subscription (failover_consumers keeps only those),
-        # and every assignment comes from those rows: the type is known without a join back
-        # both the assignments and the balance read the grouped pass: run it once, on the executors
+        # Every row of ``failover`` is of a Failover subscription (failover_consumers keeps only those) and
+        # every assignment comes from those rows: the type is known without a join back. The assignments
+        # and the balance both read the grouped pass: materialised once, on the executors.
         assignments = assignments.withColumn("subscription_type", F.lit(FAILOVER)).localCheckpoint()
         balance = failover_balance(assignments).withColumnRenamed("base_topic", "topic")
         outputs = _versioned(
